@@ -1,0 +1,1 @@
+"""Overseer's built-in controllers, loaded through the ``overseer.controllers`` entry points."""

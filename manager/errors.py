@@ -1,0 +1,194 @@
+"""The exception tree of Overseer.
+
+Every error the framework raises on purpose derives from :class:`OverseerError`. API
+errors are mapped from HTTP answers (a Kubernetes ``Status`` body) in ``manager.kube``
+into the small tree below, so callers catch ``NotFound`` or ``Conflict`` instead of
+comparing status codes.
+
+Safe to share between threads: exceptions carry only immutable data.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "AlreadyExists",
+    "ApiError",
+    "BadRequest",
+    "ConfigError",
+    "Conflict",
+    "Forbidden",
+    "Gone",
+    "Invalid",
+    "LeaderElectionLost",
+    "NotFound",
+    "OverseerError",
+    "PluginLoadError",
+    "ServerError",
+    "TerminalError",
+    "TooManyRequests",
+    "Unauthorized",
+    "Unavailable",
+    "api_error_from_status",
+]
+
+
+class OverseerError(Exception):
+    """Base of every error Overseer raises on purpose."""
+
+
+class ConfigError(OverseerError):
+    """The configuration is invalid; ``problems`` lists every error with its path."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("; ".join(self.problems))
+
+
+class PluginLoadError(OverseerError):
+    """A controller plugin could not be loaded (names the distribution and the cause)."""
+
+
+class TerminalError(OverseerError):
+    """Raised by a reconciler for a failure that retrying cannot fix: no requeue."""
+
+
+class LeaderElectionLost(OverseerError):
+    """This process led and lost the Lease: leader-only work must stop at once."""
+
+
+class ApiError(OverseerError):
+    """An answer from the API server that is not a success.
+
+    Attributes:
+        status: HTTP status code (0 when the server was not reached).
+        reason: the ``Status.reason`` (``NotFound``, ``Conflict``, ...), or "" if none.
+        message: the ``Status.message`` or a description of the failure.
+        details: the ``Status.details`` mapping, if the server sent one.
+        retry_after: seconds from a ``Retry-After`` header or ``details.retryAfterSeconds``.
+    """
+
+    default_status = 0
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        reason: str = "",
+        details: dict[str, Any] | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = self.default_status if status is None else status
+        self.reason = reason
+        self.message = message
+        self.details = details
+        self.retry_after = retry_after
+
+    def __str__(self) -> str:
+        head = f"{self.status} {self.reason}".strip() if self.status else self.reason
+        return f"{head}: {self.message}" if head else self.message
+
+
+class BadRequest(ApiError):
+    """400: the request itself is malformed."""
+
+    default_status = 400
+
+
+class Unauthorized(ApiError):
+    """401: no or wrong credentials."""
+
+    default_status = 401
+
+
+class Forbidden(ApiError):
+    """403: RBAC (or admission) refused the request."""
+
+    default_status = 403
+
+
+class NotFound(ApiError):
+    """404: the object (or the namespace, or the resource) does not exist."""
+
+    default_status = 404
+
+
+class Conflict(ApiError):
+    """409: an update with a stale resourceVersion (optimistic concurrency)."""
+
+    default_status = 409
+
+
+class AlreadyExists(Conflict):
+    """409 with reason AlreadyExists: a create of a name that is taken."""
+
+
+class Gone(ApiError):
+    """410: the requested resourceVersion has been compacted away: relist."""
+
+    default_status = 410
+
+
+class Invalid(ApiError):
+    """422: the object failed validation; ``details.causes`` names the fields."""
+
+    default_status = 422
+
+
+class TooManyRequests(ApiError):
+    """429: throttled by the server; ``retry_after`` says how long to wait."""
+
+    default_status = 429
+
+
+class ServerError(ApiError):
+    """5xx: the server failed (500, 502, 504, ...)."""
+
+    default_status = 500
+
+
+class Unavailable(ServerError):
+    """503, or the server could not be reached at all (connection refused, reset, timeout)."""
+
+    default_status = 503
+
+
+def api_error_from_status(
+    status: int,
+    body: dict[str, Any] | None,
+    *,
+    retry_after: float | None = None,
+    fallback_message: str = "",
+) -> ApiError:
+    """Map an HTTP status and a decoded ``Status`` body to the narrowest error class."""
+    body = body or {}
+    reason = str(body.get("reason") or "")
+    message = str(body.get("message") or fallback_message or f"HTTP {status}")
+    details = body.get("details") if isinstance(body.get("details"), dict) else None
+    if retry_after is None and details and details.get("retryAfterSeconds") is not None:
+        try:
+            retry_after = float(details["retryAfterSeconds"])
+        except (TypeError, ValueError):
+            retry_after = None
+    cls: type[ApiError]
+    if status == 409 and reason == "AlreadyExists":
+        cls = AlreadyExists
+    elif status == 503 or status == 0:
+        cls = Unavailable
+    elif status >= 500:
+        cls = ServerError
+    else:
+        cls = {
+            400: BadRequest,
+            401: Unauthorized,
+            403: Forbidden,
+            404: NotFound,
+            409: Conflict,
+            410: Gone,
+            422: Invalid,
+            429: TooManyRequests,
+        }.get(status, ApiError)
+    return cls(message, status=status, reason=reason, details=details, retry_after=retry_after)

@@ -1,0 +1,17 @@
+"""Overseer's Prometheus registry.
+
+Every metric Overseer exports is registered on :data:`REGISTRY`, never on the
+``prometheus_client`` global default registry, so that embedding Overseer in another
+program (or running several managers in one test process) does not collide. Metric
+names follow client-go and controller-runtime so existing dashboards work.
+
+Safe to share between threads (prometheus_client metrics are thread-safe).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry
+
+__all__ = ["REGISTRY"]
+
+REGISTRY = CollectorRegistry(auto_describe=True)
