@@ -176,7 +176,7 @@ def api_error_from_status(
     cls: type[ApiError]
     if status == 409 and reason == "AlreadyExists":
         cls = AlreadyExists
-    elif status == 503 or status == 0:
+    elif status in (503, 0):
         cls = Unavailable
     elif status >= 500:
         cls = ServerError

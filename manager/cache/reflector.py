@@ -1,0 +1,334 @@
+"""The reflector: list, then watch, one resource into a sink (client-go
+``tools/cache/reflector.go``).
+
+Contract (DESIGN.md §3.2):
+
+* The first list asks for ``resourceVersion=0`` (served from the API server's watch
+  cache); with ``page_size`` set and a consistent list (after a 410) it paginates with
+  ``limit``/``continue``.
+* The watch starts from the list's resourceVersion with ``allowWatchBookmarks=true`` and
+  ``timeoutSeconds`` random in [5, 10) minutes; the client read timeout is a little longer,
+  so a dead connection is noticed. ``stop()`` closes the open stream at once.
+* A watch that ends cleanly is re-opened from the last resourceVersion seen (events and
+  bookmarks advance it): no relist.
+* 410 Gone (an HTTP 410, or an ERROR event with code 410): relist with
+  ``resourceVersion=""`` (a consistent read) and replace the sink's contents; objects
+  that vanished are delivered as deletes carrying their last known state (the sink does
+  that in ``replace``).
+* Other errors: wait with exponential backoff (0.8 s doubling to 30 s, jittered, reset
+  after two healthy minutes) and try again; a watch that ends within a second without
+  delivering anything counts as an error.
+* Every object passes through ``transform`` before it reaches the sink; the default
+  drops ``metadata.managedFields``.
+
+Thread-safe: ``run`` occupies one thread; ``stop`` may be called from any thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import Protocol
+
+from prometheus_client import Counter
+
+from manager.cache.backoff import Backoff
+from manager.clock import Clock, RealClock
+from manager.errors import ApiError, Gone, api_error_from_status
+from manager.keys import JsonDict
+from manager.metrics import REGISTRY
+
+__all__ = [
+    "ListerWatcher",
+    "Reflector",
+    "ReflectorSink",
+    "Transform",
+    "WatchEvents",
+    "drop_managed_fields",
+]
+
+logger = logging.getLogger(__name__)
+
+Transform = Callable[[JsonDict], JsonDict]
+
+MIN_WATCH_TIMEOUT = 300
+MAX_WATCH_TIMEOUT = 600
+READ_TIMEOUT_MARGIN = 30.0
+SHORT_WATCH = 1.0
+
+_LISTS = Counter(
+    "overseer_informer_lists_total",
+    "LIST requests made by reflectors (first list and relists).",
+    ["resource"],
+    registry=REGISTRY,
+)
+_RELISTS = Counter(
+    "overseer_informer_relists_total",
+    "Relists caused by 410 Gone.",
+    ["resource"],
+    registry=REGISTRY,
+)
+_WATCHES = Counter(
+    "overseer_informer_watches_total",
+    "WATCH requests opened by reflectors.",
+    ["resource"],
+    registry=REGISTRY,
+)
+_ERRORS = Counter(
+    "overseer_informer_errors_total",
+    "List or watch failures that made a reflector back off.",
+    ["resource"],
+    registry=REGISTRY,
+)
+
+
+class WatchEvents(AbstractContextManager["WatchEvents"], Protocol):
+    """An open watch: iterate for events, ``close()`` from any thread to end it."""
+
+    def __iter__(self) -> Iterator[JsonDict]: ...
+
+    def close(self) -> None: ...
+
+
+class ListerWatcher(Protocol):
+    """Where a reflector lists and watches from (client-go ``cache.ListerWatcher``)."""
+
+    @property
+    def description(self) -> str:
+        """A name for logs and metrics, e.g. ``apps/v1/deployments``."""
+        ...
+
+    def list(self, *, resource_version: str, limit: int | None, continue_: str | None) -> JsonDict:
+        """One LIST page (the whole List object)."""
+        ...
+
+    def watch(
+        self, *, resource_version: str, timeout_seconds: int, read_timeout: float
+    ) -> WatchEvents:
+        """Open a WATCH from ``resource_version`` with bookmarks allowed."""
+        ...
+
+
+class ReflectorSink(Protocol):
+    """What a reflector feeds (the informer: store + handler fan-out)."""
+
+    def replace(self, objs: list[JsonDict], resource_version: str) -> None:
+        """The full state after a list; the sink computes adds, updates and deletes."""
+
+    def add(self, obj: JsonDict) -> None: ...
+
+    def update(self, obj: JsonDict) -> None: ...
+
+    def delete(self, obj: JsonDict) -> None: ...
+
+
+def drop_managed_fields(obj: JsonDict) -> JsonDict:
+    """The default transform: ``metadata.managedFields`` is large and never read."""
+    meta = obj.get("metadata")
+    if meta is not None:
+        meta.pop("managedFields", None)
+    return obj
+
+
+class _Expired(Exception):
+    """The watch's resourceVersion is too old: relist."""
+
+
+class Reflector:
+    """Keeps a sink in step with one resource on the API server."""
+
+    def __init__(
+        self,
+        lister_watcher: ListerWatcher,
+        sink: ReflectorSink,
+        *,
+        transform: Transform | None = drop_managed_fields,
+        page_size: int | None = None,
+        backoff: Backoff | None = None,
+        clock: Clock | None = None,
+        rand: Callable[[], float] = random.random,
+        on_synced: Callable[[], None] | None = None,
+    ) -> None:
+        self._lw = lister_watcher
+        self._sink = sink
+        self._transform = transform
+        self._page_size = page_size
+        self._clock = clock or RealClock()
+        self._backoff = backoff or Backoff(clock=self._clock, rand=rand)
+        self._rand = rand
+        self._on_synced = on_synced
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._stream: WatchEvents | None = None
+        self._last_rv = ""
+        self._need_list = True
+        self._consistent_list = False  # after a 410: list with resourceVersion=""
+        self._name = lister_watcher.description
+
+    @property
+    def last_sync_resource_version(self) -> str:
+        """The resourceVersion the sink is known to be in step with."""
+        return self._last_rv
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """List and watch until ``stop`` is set (or :meth:`stop` is called)."""
+        while not (stop.is_set() or self._stop.is_set()):
+            try:
+                self._list_and_watch(stop)
+                continue
+            except _Expired:
+                self._need_list = True
+                self._consistent_list = True
+                _RELISTS.labels(self._name).inc()
+                logger.info("watch expired, relisting", extra={"resource": self._name})
+                continue
+            except Exception as exc:
+                if stop.is_set() or self._stop.is_set():
+                    break
+                _ERRORS.labels(self._name).inc()
+                delay = self._backoff.next()
+                logger.warning(
+                    "list/watch failed, backing off",
+                    extra={"resource": self._name, "error": str(exc), "delay": round(delay, 3)},
+                    exc_info=not isinstance(exc, ApiError),
+                )
+            if self._wait(stop, delay):
+                break
+
+    def stop(self) -> None:
+        """End :meth:`run` promptly: closes the open watch stream."""
+        self._stop.set()
+        with self._lock:
+            stream = self._stream
+        if stream is not None:
+            stream.close()
+
+    def _wait(self, stop: threading.Event, seconds: float) -> bool:
+        """Sleep ``seconds`` unless stopped first; True if stopped."""
+        if isinstance(self._clock, RealClock):
+            return stop.wait(seconds) or self._stop.is_set()
+        cond = threading.Condition()
+        deadline = self._clock.now() + seconds
+        with cond:
+            while self._clock.now() < deadline and not (stop.is_set() or self._stop.is_set()):
+                self._clock.wait(cond, min(deadline - self._clock.now(), 0.05))
+        return stop.is_set() or self._stop.is_set()
+
+    # -- list ------------------------------------------------------------------------
+
+    def _list_and_watch(self, stop: threading.Event) -> None:
+        if self._need_list:
+            self._list()
+            self._need_list = False
+        self._watch(stop)
+
+    def _list(self) -> None:
+        _LISTS.labels(self._name).inc()
+        rv = "" if self._consistent_list else "0"
+        paginate = self._page_size if rv == "" else None  # rv=0 is served from cache, unpaged
+        items: list[JsonDict] = []
+        continue_: str | None = None
+        while True:
+            try:
+                page = self._lw.list(
+                    resource_version=rv if continue_ is None else "",
+                    limit=paginate,
+                    continue_=continue_,
+                )
+            except Gone:
+                if continue_ is None:
+                    raise
+                # The continue token expired mid-list: start over with a consistent list.
+                items, continue_, rv = [], None, ""
+                continue
+            page_items = page.get("items") or []
+            if self._transform is not None:
+                page_items = [self._transform(o) for o in page_items]
+            items.extend(page_items)
+            meta = page.get("metadata") or {}
+            continue_ = meta.get("continue") or None
+            if continue_ is None:
+                list_rv = str(meta.get("resourceVersion") or "")
+                break
+        self._sink.replace(items, list_rv)
+        self._last_rv = list_rv
+        self._consistent_list = False
+        if self._on_synced is not None:
+            self._on_synced()
+        logger.debug("listed", extra={"resource": self._name, "items": len(items), "rv": list_rv})
+
+    # -- watch -----------------------------------------------------------------------
+
+    def _watch(self, stop: threading.Event) -> None:
+        timeout = MIN_WATCH_TIMEOUT + int(self._rand() * (MAX_WATCH_TIMEOUT - MIN_WATCH_TIMEOUT))
+        started = self._clock.now()
+        _WATCHES.labels(self._name).inc()
+        try:
+            stream = self._lw.watch(
+                resource_version=self._last_rv,
+                timeout_seconds=timeout,
+                read_timeout=timeout + READ_TIMEOUT_MARGIN,
+            )
+        except Gone:
+            raise _Expired() from None
+        with self._lock:
+            if self._stop.is_set() or stop.is_set():
+                stream.close()
+                return
+            self._stream = stream
+        delivered = 0
+        try:
+            with stream:
+                for event in stream:
+                    if stop.is_set() or self._stop.is_set():
+                        return
+                    self._handle(event)
+                    delivered += 1
+        finally:
+            with self._lock:
+                self._stream = None
+        if stop.is_set() or self._stop.is_set():
+            return
+        if delivered == 0 and self._clock.now() - started < SHORT_WATCH:
+            raise ApiError(
+                f"watch {self._name} closed after "
+                f"{self._clock.now() - started:.3f}s with no events",
+                reason="ShortWatch",
+            )
+        if self._clock.now() - started >= SHORT_WATCH:
+            self._backoff.reset()
+
+    def _handle(self, event: JsonDict) -> None:
+        type_ = event.get("type")
+        obj = event.get("object")
+        if not isinstance(obj, dict):
+            raise ApiError(f"watch {self._name}: event without object", reason="InvalidWatchEvent")
+        if type_ == "ERROR":
+            code = int(obj.get("code") or 0)
+            if code == 410:
+                raise _Expired()
+            raise api_error_from_status(code, obj, fallback_message="watch ERROR event")
+        rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        if type_ == "BOOKMARK":
+            if rv:
+                self._last_rv = rv
+            return
+        if self._transform is not None:
+            obj = self._transform(obj)
+        if type_ == "ADDED":
+            self._sink.add(obj)
+        elif type_ == "MODIFIED":
+            self._sink.update(obj)
+        elif type_ == "DELETED":
+            self._sink.delete(obj)
+        else:
+            raise ApiError(
+                f"watch {self._name}: unknown event type {type_!r}", reason="InvalidWatchEvent"
+            )
+        if rv:
+            self._last_rv = rv

@@ -1,0 +1,284 @@
+"""Garbage collection and namespace deletion for the local API server.
+
+What kube-controller-manager's garbage collector and namespace controller do, run as one
+background thread fed by storage commits:
+
+* an object whose every controller/owner (``ownerReferences`` by uid) is gone is deleted
+  (background cascading deletion);
+* an owner deleted with ``propagationPolicy=Foreground`` carries the
+  ``foregroundDeletion`` finalizer: its dependents are deleted, and once no dependent with
+  ``blockOwnerDeletion: true`` remains the finalizer is removed and the owner goes;
+* an owner deleted with ``Orphan`` carries the ``orphan`` finalizer: its dependents lose
+  the ownerReference, then the finalizer is removed;
+* a terminating namespace has all its content deleted, then its ``kubernetes`` finalizer
+  removed, then it goes;
+* a deleted CRD has all its custom objects deleted before its cleanup finalizer goes.
+
+Work is asynchronous, as in a real cluster: a DELETE answers before dependents go.
+
+Thread-safe: the commit listener only queues work; the worker thread performs writes
+through :class:`~manager.testing.rest.Rest` like any client.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+from collections import defaultdict, deque
+from typing import Any
+
+from manager.testing.registry import ServedResource
+from manager.testing.rest import CRD_CLEANUP_FINALIZER, DeleteOptions, Rest, StatusError
+from manager.testing.storage import Event, ObjectKey
+
+__all__ = ["GarbageCollector"]
+
+logger = logging.getLogger(__name__)
+
+JsonDict = dict[str, Any]
+_MANAGER = "kube-controller-manager"
+
+
+class GarbageCollector:
+    """The background worker that enforces ownerReferences, finalizers and namespaces."""
+
+    def __init__(self, rest: Rest) -> None:
+        self._rest = rest
+        self._storage = rest.storage
+        self._cond = threading.Condition()
+        self._pending: deque[Event] = deque()
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+        # uid -> keys of objects naming it as owner; uid -> key of the object itself
+        self._dependents: dict[str, set[ObjectKey]] = defaultdict(set)
+        self._uids: dict[str, ObjectKey] = {}
+        self._storage.add_listener(self._on_commit)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="local-apiserver/gc")
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    # -- indexing (storage lock held) ------------------------------------------------
+
+    def _on_commit(self, event: Event) -> None:
+        if event.prev is not None:
+            for ref in (event.prev.get("metadata") or {}).get("ownerReferences") or []:
+                self._dependents[str(ref.get("uid"))].discard(event.key)
+        meta = event.object.get("metadata") or {}
+        uid = str(meta.get("uid", ""))
+        if event.type == "DELETED":
+            self._uids.pop(uid, None)
+        else:
+            self._uids[uid] = event.key
+            for ref in meta.get("ownerReferences") or []:
+                self._dependents[str(ref.get("uid"))].add(event.key)
+        with self._cond:
+            self._pending.append(event)
+            self._cond.notify()
+
+    # -- worker ----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._stopped:
+                    self._cond.wait()
+                if self._stopped:
+                    return
+                event = self._pending.popleft()
+            try:
+                with self._storage.lock:
+                    self._handle(event)
+            except Exception:
+                logger.exception("garbage collection step failed", extra={"key": event.key})
+
+    def _served(self, resource_key: str) -> ServedResource | None:
+        versions = self._rest.registry.by_key(resource_key)
+        return versions[0] if versions else None
+
+    def _handle(self, event: Event) -> None:
+        meta = event.object.get("metadata") or {}
+        uid = str(meta.get("uid", ""))
+        if event.type == "DELETED":
+            for key in sorted(self._dependents.get(uid, set())):
+                self._orphaned_check(key)
+            # a dependent went: owners waiting in foreground deletion may proceed
+            for ref in meta.get("ownerReferences") or []:
+                owner_key = self._uids.get(str(ref.get("uid")))
+                if owner_key is not None:
+                    self._foreground_check(owner_key)
+            namespace = meta.get("namespace")
+            if namespace:
+                self._namespace_check(namespace)
+            return
+        refs = meta.get("ownerReferences") or []
+        if refs and any(str(r.get("uid")) not in self._uids for r in refs):
+            self._orphaned_check(event.key)
+        if not meta.get("deletionTimestamp"):
+            return
+        finalizers = meta.get("finalizers") or []
+        if "orphan" in finalizers:
+            self._orphan(event.key, uid)
+        if "foregroundDeletion" in finalizers:
+            self._foreground(event.key, uid)
+        if CRD_CLEANUP_FINALIZER in finalizers:
+            self._crd_cleanup(event.key)
+        if event.key[0] == "/namespaces":
+            self._namespace_check(event.key[2])
+
+    def _get(self, key: ObjectKey) -> JsonDict | None:
+        return self._storage.get(key)
+
+    def _delete(self, key: ObjectKey, policy: str = "Background") -> None:
+        served = self._served(key[0])
+        if served is None:
+            return
+        try:
+            self._rest.delete(
+                served,
+                key[1] or None,
+                key[2],
+                DeleteOptions(propagation_policy=policy),
+                manager=_MANAGER,
+            )
+        except StatusError as exc:
+            if exc.code != 404:
+                raise
+
+    def _update(self, key: ObjectKey, change: Any) -> None:
+        """Read-modify-write ``key`` with ``change(obj)``; retried on conflict."""
+        served = self._served(key[0])
+        if served is None:
+            return
+        for _ in range(5):
+            current = self._get(key)
+            if current is None:
+                return
+            new = copy.deepcopy(current)
+            change(new)
+            try:
+                self._rest.update(served, key[1] or None, key[2], new, manager=_MANAGER)
+                return
+            except StatusError as exc:
+                if exc.code == 404:
+                    return
+                if exc.code != 409:
+                    raise
+
+    def _remove_finalizer(self, key: ObjectKey, finalizer: str) -> None:
+        def change(obj: JsonDict) -> None:
+            obj["metadata"]["finalizers"] = [
+                f for f in obj["metadata"].get("finalizers") or [] if f != finalizer
+            ]
+            if not obj["metadata"]["finalizers"]:
+                del obj["metadata"]["finalizers"]
+
+        self._update(key, change)
+
+    def _orphaned_check(self, key: ObjectKey) -> None:
+        obj = self._get(key)
+        if obj is None:
+            return
+        refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+        alive = [r for r in refs if str(r.get("uid")) in self._uids]
+        if not alive:
+            self._delete(key)
+        elif len(alive) != len(refs):
+            keep = {str(r.get("uid")) for r in alive}
+
+            def change(o: JsonDict) -> None:
+                o["metadata"]["ownerReferences"] = [
+                    r
+                    for r in o["metadata"].get("ownerReferences") or []
+                    if str(r.get("uid")) in keep
+                ]
+
+            self._update(key, change)
+
+    def _orphan(self, key: ObjectKey, uid: str) -> None:
+        for dep in sorted(self._dependents.get(uid, set())):
+
+            def change(o: JsonDict) -> None:
+                refs = [
+                    r
+                    for r in o["metadata"].get("ownerReferences") or []
+                    if str(r.get("uid")) != uid
+                ]
+                if refs:
+                    o["metadata"]["ownerReferences"] = refs
+                else:
+                    o["metadata"].pop("ownerReferences", None)
+
+            self._update(dep, change)
+        self._remove_finalizer(key, "orphan")
+
+    def _foreground(self, key: ObjectKey, uid: str) -> None:
+        for dep in sorted(self._dependents.get(uid, set())):
+            obj = self._get(dep)
+            if obj is not None and not (obj.get("metadata") or {}).get("deletionTimestamp"):
+                self._delete(dep, "Foreground")
+        self._foreground_check(key)
+
+    def _foreground_check(self, key: ObjectKey) -> None:
+        owner = self._get(key)
+        if owner is None:
+            return
+        meta = owner.get("metadata") or {}
+        if "foregroundDeletion" not in (meta.get("finalizers") or []):
+            return
+        uid = str(meta.get("uid"))
+        for dep in sorted(self._dependents.get(uid, set())):
+            obj = self._get(dep)
+            if obj is None:
+                continue
+            for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+                if str(ref.get("uid")) == uid and ref.get("blockOwnerDeletion"):
+                    return
+        self._remove_finalizer(key, "foregroundDeletion")
+
+    def _namespace_check(self, namespace: str) -> None:
+        key: ObjectKey = ("/namespaces", "", namespace)
+        ns = self._get(key)
+        if ns is None or not (ns.get("metadata") or {}).get("deletionTimestamp"):
+            return
+        content = self._storage.namespaces_in_use(namespace)
+        for resource_key, obj in content:
+            if not (obj.get("metadata") or {}).get("deletionTimestamp"):
+                self._delete((resource_key, namespace, obj["metadata"]["name"]))
+        if self._storage.namespaces_in_use(namespace):
+            return
+        served = self._served("/namespaces")
+        if served is None or not (ns.get("spec") or {}).get("finalizers"):
+            return
+        body = {"metadata": {"name": namespace}, "spec": {"finalizers": []}}
+        try:
+            self._rest.update(
+                served, None, namespace, body, subresource="finalize", manager=_MANAGER
+            )
+        except StatusError as exc:
+            if exc.code not in (404, 409):
+                raise
+        ns = self._get(key)
+        if ns is not None and not (ns.get("metadata") or {}).get("finalizers"):
+            self._delete(key)
+
+    def _crd_cleanup(self, key: ObjectKey) -> None:
+        crd = self._get(key)
+        if crd is None:
+            return
+        spec = crd.get("spec") or {}
+        resource_key = f"{spec.get('group', '')}/{(spec.get('names') or {}).get('plural', '')}"
+        for obj in self._storage.list(resource_key):
+            meta = obj.get("metadata") or {}
+            if not meta.get("deletionTimestamp"):
+                self._delete((resource_key, meta.get("namespace", ""), meta["name"]))
+        if not self._storage.list(resource_key):
+            self._remove_finalizer(key, CRD_CLEANUP_FINALIZER)

@@ -1,0 +1,284 @@
+"""Which resources the local API server serves, and each one's storage strategy.
+
+kube-apiserver keeps, per resource, a "strategy" that decides what a create, an update
+or a delete does beyond storing bytes: whether ``metadata.generation`` moves, whether a
+``/status`` subresource splits the object, whether DELETE answers with the object or
+with a ``Status``, which name rule applies. :class:`ServedResource` holds those facts;
+:class:`ResourceRegistry` holds the built-ins plus the resources that
+CustomResourceDefinitions add at run time.
+
+Thread-safe: the registry guards its table with a lock; entries are immutable.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from manager.resources import Resource
+
+__all__ = ["Generation", "ResourceRegistry", "ServedResource", "served_from_crd"]
+
+
+class Generation(Enum):
+    """When ``metadata.generation`` is bumped on update."""
+
+    NONE = "none"  # the resource has no generation
+    SPEC = "spec"  # spec changes
+    SPEC_AND_ANNOTATIONS = "spec+annotations"  # Deployments, ReplicaSets
+    NON_METADATA = "non-metadata"  # custom resources: anything but metadata (and status)
+
+
+_DEFAULT_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+
+
+@dataclass(frozen=True, slots=True)
+class ServedResource:
+    """A resource as the server serves it: REST identity plus storage strategy."""
+
+    resource: Resource
+    singular: str
+    short_names: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = _DEFAULT_VERBS
+    categories: tuple[str, ...] = ()
+    generation: Generation = Generation.NONE
+    delete_returns_object: bool = False  # else a Status{status: Success}
+    strategic_merge: bool = True  # built-ins accept strategic merge patch; CRs do not
+    custom: bool = False
+    served_versions: tuple[str, ...] = ()  # CRs: every served version (same storage)
+    crd_name: str = ""
+    default_finalizers: tuple[str, ...] = field(default=())
+
+    @property
+    def key(self) -> str:
+        """Storage key shared by every version: ``group/plural`` (``/plural`` for core)."""
+        return f"{self.resource.group}/{self.resource.plural}"
+
+    @property
+    def kind(self) -> str:
+        return self.resource.kind
+
+    @property
+    def qualified_kind(self) -> str:
+        """``Deployment.apps`` as used in Invalid messages; ``Pod`` for the core group."""
+        group = self.resource.group
+        return f"{self.resource.kind}.{group}" if group else self.resource.kind
+
+
+def _builtin(
+    group: str,
+    plural: str,
+    kind: str,
+    namespaced: bool,
+    *,
+    singular: str,
+    short: tuple[str, ...] = (),
+    status: bool = False,
+    generation: Generation = Generation.NONE,
+    returns_object: bool = False,
+    categories: tuple[str, ...] = (),
+) -> ServedResource:
+    return ServedResource(
+        Resource(group, "v1", plural, kind, namespaced, has_status=status),
+        singular=singular,
+        short_names=short,
+        generation=generation,
+        delete_returns_object=returns_object,
+        categories=categories,
+    )
+
+
+def _builtins() -> list[ServedResource]:
+    return [
+        _builtin(
+            "",
+            "namespaces",
+            "Namespace",
+            False,
+            singular="namespace",
+            short=("ns",),
+            status=True,
+            returns_object=True,
+        ),
+        _builtin(
+            "",
+            "pods",
+            "Pod",
+            True,
+            singular="pod",
+            short=("po",),
+            status=True,
+            generation=Generation.SPEC,
+            returns_object=True,
+            categories=("all",),
+        ),
+        _builtin(
+            "",
+            "services",
+            "Service",
+            True,
+            singular="service",
+            short=("svc",),
+            status=True,
+            returns_object=True,
+            categories=("all",),
+        ),
+        _builtin("", "configmaps", "ConfigMap", True, singular="configmap", short=("cm",)),
+        _builtin("", "secrets", "Secret", True, singular="secret"),
+        _builtin(
+            "",
+            "serviceaccounts",
+            "ServiceAccount",
+            True,
+            singular="serviceaccount",
+            short=("sa",),
+            returns_object=True,
+        ),
+        _builtin("", "events", "Event", True, singular="event", short=("ev",)),
+        _builtin(
+            "",
+            "nodes",
+            "Node",
+            False,
+            singular="node",
+            short=("no",),
+            status=True,
+            returns_object=True,
+        ),
+        _builtin(
+            "apps",
+            "deployments",
+            "Deployment",
+            True,
+            singular="deployment",
+            short=("deploy",),
+            status=True,
+            generation=Generation.SPEC_AND_ANNOTATIONS,
+            categories=("all",),
+        ),
+        _builtin(
+            "apps",
+            "replicasets",
+            "ReplicaSet",
+            True,
+            singular="replicaset",
+            short=("rs",),
+            status=True,
+            generation=Generation.SPEC_AND_ANNOTATIONS,
+            categories=("all",),
+        ),
+        _builtin(
+            "networking.k8s.io",
+            "ingresses",
+            "Ingress",
+            True,
+            singular="ingress",
+            short=("ing",),
+            status=True,
+            generation=Generation.SPEC,
+        ),
+        _builtin("coordination.k8s.io", "leases", "Lease", True, singular="lease"),
+        _builtin("events.k8s.io", "events", "Event", True, singular="event", short=("ev",)),
+        _builtin(
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            "CustomResourceDefinition",
+            False,
+            singular="customresourcedefinition",
+            short=("crd", "crds"),
+            status=True,
+            generation=Generation.SPEC,
+        ),
+    ]
+
+
+def served_from_crd(crd: dict[str, Any]) -> list[ServedResource]:
+    """The resources a CRD serves: one entry per served version, all sharing one storage."""
+    spec = crd.get("spec") or {}
+    names = spec.get("names") or {}
+    group = str(spec.get("group", ""))
+    namespaced = spec.get("scope", "Namespaced") == "Namespaced"
+    versions = [v for v in spec.get("versions") or [] if v.get("served", True)]
+    served_names = tuple(str(v["name"]) for v in versions)
+    out = []
+    for version in versions:
+        has_status = "status" in (version.get("subresources") or {})
+        out.append(
+            ServedResource(
+                Resource(
+                    group,
+                    str(version["name"]),
+                    str(names.get("plural", "")),
+                    str(names.get("kind", "")),
+                    namespaced,
+                    has_status=has_status,
+                ),
+                singular=str(names.get("singular") or str(names.get("kind", "")).lower()),
+                short_names=tuple(names.get("shortNames") or ()),
+                categories=tuple(names.get("categories") or ()),
+                generation=Generation.NON_METADATA,
+                strategic_merge=False,
+                custom=True,
+                served_versions=served_names,
+                crd_name=str((crd.get("metadata") or {}).get("name", "")),
+            )
+        )
+    return out
+
+
+class ResourceRegistry:
+    """The table of served resources: built-ins and CRD-defined ones."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_path: dict[tuple[str, str, str], ServedResource] = {}
+        for served in _builtins():
+            self._add(served)
+
+    def _add(self, served: ServedResource) -> None:
+        r = served.resource
+        self._by_path[(r.group, r.version, r.plural)] = served
+
+    def lookup(self, group: str, version: str, plural: str) -> ServedResource | None:
+        """The resource served at ``/apis/{group}/{version}/.../{plural}``, or None."""
+        with self._lock:
+            return self._by_path.get((group, version, plural))
+
+    def by_key(self, key: str) -> list[ServedResource]:
+        """Every version served for one storage key (``group/plural``)."""
+        with self._lock:
+            return [s for s in self._by_path.values() if s.key == key]
+
+    def register_crd(self, crd: dict[str, Any]) -> list[ServedResource]:
+        """Serve the resources a CRD defines (replacing what an earlier version defined)."""
+        served = served_from_crd(crd)
+        name = str((crd.get("metadata") or {}).get("name", ""))
+        with self._lock:
+            for k in [k for k, s in self._by_path.items() if s.crd_name == name]:
+                del self._by_path[k]
+            for s in served:
+                self._add(s)
+        return served
+
+    def unregister_crd(self, name: str) -> None:
+        """Stop serving what the CRD ``name`` defined."""
+        with self._lock:
+            for k in [k for k, s in self._by_path.items() if s.crd_name == name]:
+                del self._by_path[k]
+
+    def __iter__(self) -> Iterator[ServedResource]:
+        with self._lock:
+            return iter(sorted(self._by_path.values(), key=lambda s: s.key + s.resource.version))
+
+    def group_versions(self) -> dict[str, list[str]]:
+        """``group -> [versions]`` for every served non-core group (discovery)."""
+        out: dict[str, list[str]] = {}
+        for s in self:
+            if s.resource.group:
+                versions = out.setdefault(s.resource.group, [])
+                if s.resource.version not in versions:
+                    versions.append(s.resource.version)
+        return out

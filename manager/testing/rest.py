@@ -1,0 +1,952 @@
+"""The verbs of the local API server: what a create, update, patch or delete does.
+
+This is the part of kube-apiserver between the HTTP handler and etcd: the generic
+registry store plus each resource's strategy. It decodes nothing and encodes nothing
+(``server.py`` does HTTP); it takes plain dicts and answers plain dicts or raises
+:class:`StatusError`, which the HTTP layer renders as a ``Status`` object.
+
+Behaviour follows kube-apiserver 1.3x as DESIGN.md §5 records it: global monotonic
+resourceVersion, optimistic concurrency, generateName, uid/creationTimestamp/generation,
+status subresource split, finalizers and deletionTimestamp, DELETE answers per resource,
+no-op updates that do not bump the resourceVersion.
+
+Thread-safe: every read-modify-write holds the storage lock.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import datetime as dt
+import secrets
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from manager.testing import admission, patch
+from manager.testing.registry import Generation, ResourceRegistry, ServedResource
+from manager.testing.selectors import FieldSelector, LabelSelector, object_fields
+from manager.testing.storage import ObjectKey, Storage, TooOldResourceVersion
+
+__all__ = ["DeleteOptions", "ListOptions", "Rest", "StatusError", "status_object"]
+
+JsonDict = dict[str, Any]
+
+CRD_CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def status_object(
+    code: int, reason: str, message: str, details: JsonDict | None = None
+) -> JsonDict:
+    """A ``meta/v1 Status`` as kube-apiserver renders it."""
+    out: JsonDict = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success" if code < 400 else "Failure",
+    }
+    if code >= 400:
+        out["message"] = message
+        out["reason"] = reason
+    if details is not None:
+        out["details"] = details
+    out["code"] = code
+    return out
+
+
+class StatusError(Exception):
+    """A failure answered with a ``Status`` body."""
+
+    def __init__(
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        details: JsonDict | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details
+        self.headers = headers or {}
+
+    def status(self) -> JsonDict:
+        return status_object(self.code, self.reason, self.message, self.details)
+
+
+def _details(served: ServedResource, name: str, **extra: Any) -> JsonDict:
+    d: JsonDict = {"name": name}
+    if served.resource.group:
+        d["group"] = served.resource.group
+    d["kind"] = served.resource.plural
+    d.update(extra)
+    return d
+
+
+def not_found(served: ServedResource, name: str) -> StatusError:
+    gr = served.resource.group_resource
+    return StatusError(404, "NotFound", f'{gr} "{name}" not found', _details(served, name))
+
+
+def _bad_request(message: str) -> StatusError:
+    return StatusError(400, "BadRequest", message)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True, slots=True)
+class ListOptions:
+    """The query of a LIST (or the start of a WATCH)."""
+
+    label_selector: str = ""
+    field_selector: str = ""
+    limit: int = 0
+    continue_: str = ""
+    resource_version: str = ""
+    resource_version_match: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteOptions:
+    """A ``DeleteOptions`` body merged with the query parameters."""
+
+    propagation_policy: str = ""
+    orphan_dependents: bool | None = None
+    preconditions: JsonDict = field(default_factory=dict)
+    grace_period_seconds: int | None = None
+    dry_run: bool = False
+
+
+def _fields_v1(value: Any) -> JsonDict:
+    """A ``FieldsV1`` set for a value, enough to give managedFields their real size."""
+    if isinstance(value, dict):
+        return {f"f:{k}": _fields_v1(v) for k, v in value.items()}
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        out: JsonDict = {}
+        for item in value:
+            key = "name" if "name" in item else next(iter(item), "")
+            if key:
+                ident = orjson.dumps({key: item.get(key)}).decode()
+                out[f"k:{ident}"] = {".": {}, **_fields_v1(item)}
+        return out
+    return {}
+
+
+def _strip_for_compare(obj: JsonDict) -> JsonDict:
+    meta = {
+        k: v
+        for k, v in (obj.get("metadata") or {}).items()
+        if k not in ("resourceVersion", "managedFields")
+    }
+    return {**obj, "metadata": meta}
+
+
+class Rest:
+    """Verb semantics over :class:`Storage`, for every served resource."""
+
+    def __init__(self, storage: Storage, registry: ResourceRegistry) -> None:
+        self.storage = storage
+        self.registry = registry
+        self._cluster_ip_next = 10
+        self.on_crd_change: list[Callable[[], None]] = []
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _key(self, served: ServedResource, namespace: str | None, name: str) -> ObjectKey:
+        return (served.key, namespace or "" if served.resource.namespaced else "", name)
+
+    def _allocate_cluster_ip(self) -> str:
+        n = self._cluster_ip_next
+        self._cluster_ip_next += 1
+        return f"10.96.{(n >> 8) & 0xFF}.{n & 0xFF}"
+
+    @staticmethod
+    def _token_suffix() -> str:
+        return "".join(secrets.choice(_NAME_ALPHABET) for _ in range(5))
+
+    def _render(self, served: ServedResource, obj: JsonDict) -> JsonDict:
+        """The object as served at ``served``'s version (custom resources share storage)."""
+        if served.custom and obj.get("apiVersion") != served.resource.api_version:
+            obj = {**obj, "apiVersion": served.resource.api_version}
+        return obj
+
+    def _check_namespace(
+        self, served: ServedResource, namespace: str | None, *, creating: bool
+    ) -> None:
+        if not served.resource.namespaced:
+            return
+        if not namespace:
+            raise _bad_request("the server could not find the requested resource")
+        ns = self.storage.get(("/namespaces", "", namespace))
+        if ns is None:
+            raise StatusError(
+                404,
+                "NotFound",
+                f'namespaces "{namespace}" not found',
+                {"name": namespace, "kind": "namespaces"},
+            )
+        if creating and (ns.get("metadata") or {}).get("deletionTimestamp"):
+            raise StatusError(
+                403,
+                "Forbidden",
+                f'{served.resource.plural} "" is forbidden: unable to create new content in '
+                f"namespace {namespace} because it is being terminated",
+                {
+                    "kind": served.resource.plural,
+                    "causes": [
+                        {
+                            "reason": "NamespaceTerminating",
+                            "message": f"namespace {namespace} is being terminated",
+                            "field": "metadata.namespace",
+                        }
+                    ],
+                },
+            )
+
+    def _check_body_type(self, served: ServedResource, body: Any) -> JsonDict:
+        if not isinstance(body, dict):
+            raise _bad_request(
+                "the body of the request was in an unknown format: expected an object"
+            )
+        r = served.resource
+        api_version = body.get("apiVersion")
+        kind = body.get("kind")
+        if kind is not None and kind != r.kind:
+            raise _bad_request(
+                f"the object provided is unrecognized (must be of type {r.kind}): "
+                f"kind {kind!r} does not match the URL"
+            )
+        if api_version is not None:
+            versions = served.served_versions or (r.version,)
+            group, _, version = str(api_version).rpartition("/")
+            if group != r.group or version not in versions:
+                raise _bad_request(
+                    f"the API version in the data ({api_version}) does not match the expected "
+                    f"API version ({r.api_version})"
+                )
+        meta = body.get("metadata")
+        if meta is not None and not isinstance(meta, dict):
+            raise _bad_request("metadata: expected an object")
+        return body
+
+    def _admit(self, served: ServedResource, obj: JsonDict, old: JsonDict | None) -> JsonDict:
+        r = served.resource
+        try:
+            if served.custom:
+                admission.validate(r.kind, r.group, obj, old)
+                return obj
+            if old is None or r.kind != "Pod":
+                if old is not None and r.kind == "Service" and not r.group:
+                    obj = admission.service_update_keeps(old, obj)
+                obj = admission.default(
+                    r.kind,
+                    r.group,
+                    obj,
+                    allocate_cluster_ip=self._allocate_cluster_ip,
+                    token_volume_suffix=self._token_suffix,
+                )
+            admission.validate(r.kind, r.group, obj, old)
+        except admission.AdmissionError as exc:
+            details: JsonDict = {"name": exc.name or (obj.get("metadata") or {}).get("name", "")}
+            if exc.group:
+                details["group"] = exc.group
+            details["kind"] = exc.kind or r.kind
+            if exc.causes:
+                details["causes"] = [
+                    {"reason": c.reason, "message": c.message, "field": c.field} for c in exc.causes
+                ]
+            raise StatusError(exc.status, exc.reason, exc.message, details) from None
+        return obj
+
+    def _managed(
+        self,
+        manager: str,
+        operation: str,
+        served: ServedResource,
+        obj: JsonDict,
+        subresource: str | None = None,
+    ) -> list[JsonDict]:
+        body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "status")}
+        meta = {
+            k: v
+            for k, v in (obj.get("metadata") or {}).items()
+            if k in ("labels", "annotations", "ownerReferences", "finalizers")
+        }
+        body["metadata"] = meta
+        entry: JsonDict = {
+            "manager": manager or "unknown",
+            "operation": operation,
+            "apiVersion": served.resource.api_version,
+            "time": _now(),
+            "fieldsType": "FieldsV1",
+            "fieldsV1": _fields_v1(obj.get("status") if subresource == "status" else body),
+        }
+        if subresource:
+            entry["subresource"] = subresource
+        return [entry]
+
+    # -- reads -----------------------------------------------------------------------
+
+    def get(self, served: ServedResource, namespace: str | None, name: str) -> JsonDict:
+        obj = self.storage.get(self._key(served, namespace, name))
+        if obj is None:
+            raise not_found(served, name)
+        return self._render(served, obj)
+
+    def parse_selectors(
+        self, served: ServedResource, opts: ListOptions
+    ) -> tuple[LabelSelector | None, FieldSelector | None]:
+        from manager.testing.selectors import SelectorError, supported_fields
+
+        r = served.resource
+        try:
+            labels = LabelSelector.parse(opts.label_selector) if opts.label_selector else None
+            fields = (
+                FieldSelector.parse(opts.field_selector, supported_fields(r.plural, r.group))
+                if opts.field_selector
+                else None
+            )
+        except SelectorError as exc:
+            raise _bad_request(str(exc)) from None
+        return labels, fields
+
+    def list(self, served: ServedResource, namespace: str | None, opts: ListOptions) -> JsonDict:
+        labels, fields = self.parse_selectors(served, opts)
+        r = served.resource
+        ns = namespace if r.namespaced else None
+        rv_text, match = opts.resource_version, opts.resource_version_match
+        start_after = ""
+        snapshot_rev: int | None = None
+        if opts.continue_:
+            try:
+                token = orjson.loads(base64.urlsafe_b64decode(opts.continue_.encode()))
+                snapshot_rev, start_after = int(token["rv"]), str(token["start"])
+            except (ValueError, KeyError, TypeError):
+                raise _bad_request(
+                    "continue key is not valid: incorrect encoded start resourceVersion"
+                ) from None
+        with self.storage.lock:
+            current = self.storage.revision
+            if snapshot_rev is not None:
+                try:
+                    items = self.storage.list_at(served.key, ns, snapshot_rev)
+                except TooOldResourceVersion:
+                    raise StatusError(
+                        410,
+                        "Expired",
+                        "The provided continue parameter is too old to display a consistent list "
+                        "result. You can start a new list without the continue parameter.",
+                    ) from None
+                list_rev = snapshot_rev
+            elif match == "Exact":
+                rv = self._parse_rv(rv_text)
+                if rv > current:
+                    raise StatusError(
+                        504,
+                        "Timeout",
+                        f"Too large resource version: {rv}, current: {current}",
+                        {"retryAfterSeconds": 1},
+                    )
+                try:
+                    items = self.storage.list_at(served.key, ns, rv)
+                except TooOldResourceVersion as exc:
+                    raise StatusError(
+                        410, "Expired", f"too old resource version: {rv} ({exc.oldest})"
+                    ) from None
+                list_rev = rv
+            else:
+                if rv_text not in ("", "0"):
+                    rv = self._parse_rv(rv_text)
+                    if rv > current:
+                        raise StatusError(
+                            504,
+                            "Timeout",
+                            f"Too large resource version: {rv}, current: {current}",
+                            {"retryAfterSeconds": 1},
+                        )
+                items = self.storage.list(served.key, ns)
+                list_rev = current
+        if match and match not in ("Exact", "NotOlderThan"):
+            raise StatusError(422, "Invalid", f'resourceVersionMatch: Unsupported value: "{match}"')
+        if labels is not None or fields is not None:
+            items = [
+                o
+                for o in items
+                if (labels is None or labels.matches((o.get("metadata") or {}).get("labels") or {}))
+                and (fields is None or fields.matches(object_fields(r.plural, r.group, o)))
+            ]
+        if start_after:
+            items = [o for o in items if self._sort_key(o) > start_after]
+        meta: JsonDict = {"resourceVersion": str(list_rev)}
+        limit = opts.limit if rv_text != "0" or opts.continue_ else 0
+        if limit and len(items) > limit:
+            remaining = len(items) - limit
+            items = items[:limit]
+            token = {"rv": list_rev, "start": self._sort_key(items[-1])}
+            meta["continue"] = base64.urlsafe_b64encode(orjson.dumps(token)).decode()
+            if labels is None and fields is None:
+                meta["remainingItemCount"] = remaining
+        elif served.custom:
+            meta["continue"] = ""
+        return {
+            "kind": f"{r.kind}List",
+            "apiVersion": r.api_version,
+            "metadata": meta,
+            "items": [self._render(served, o) for o in items],
+        }
+
+    @staticmethod
+    def _sort_key(obj: JsonDict) -> str:
+        meta = obj.get("metadata") or {}
+        return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+    @staticmethod
+    def _parse_rv(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise _bad_request(
+                f'resourceVersion: Invalid value: "{text}": must be an integer'
+            ) from None
+        if value < 0:
+            raise _bad_request(f'resourceVersion: Invalid value: "{text}": must be non-negative')
+        return value
+
+    # -- create ----------------------------------------------------------------------
+
+    def create(
+        self,
+        served: ServedResource,
+        namespace: str | None,
+        body: Any,
+        *,
+        manager: str = "",
+        dry_run: bool = False,
+    ) -> JsonDict:
+        obj = copy.deepcopy(self._check_body_type(served, body))
+        r = served.resource
+        obj["apiVersion"] = r.api_version
+        obj["kind"] = r.kind
+        meta = obj.setdefault("metadata", {})
+        if r.namespaced:
+            if meta.get("namespace") and namespace and meta["namespace"] != namespace:
+                raise _bad_request(
+                    "the namespace of the provided object does not match the namespace sent on "
+                    "the request"
+                )
+            meta["namespace"] = namespace or meta.get("namespace", "")
+        else:
+            meta.pop("namespace", None)
+        if meta.get("resourceVersion"):
+            raise StatusError(
+                500, "InternalError", "resourceVersion should not be set on objects to be created"
+            )
+        if not meta.get("name") and meta.get("generateName"):
+            suffix = "".join(secrets.choice(_NAME_ALPHABET) for _ in range(5))
+            meta["name"] = f"{meta['generateName']}{suffix}"
+        for k in (
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "managedFields",
+            "selfLink",
+        ):
+            meta.pop(k, None)
+        if r.has_status:
+            obj["status"] = {}
+        with self.storage.lock:
+            self._check_namespace(served, namespace, creating=True)
+            obj = self._admit(served, obj, None)
+            meta = obj["metadata"]
+            name = meta.get("name", "")
+            key = self._key(served, namespace, name)
+            if self.storage.get(key) is not None:
+                raise StatusError(
+                    409,
+                    "AlreadyExists",
+                    f'{r.group_resource} "{name}" already exists',
+                    _details(served, name),
+                )
+            if r.kind == "Pod" and not r.group:
+                self._check_service_account(namespace or "", obj)
+            if r.kind == "CustomResourceDefinition":
+                obj = self._crd_accept(obj)
+            meta = obj["metadata"]
+            meta["uid"] = str(uuid.uuid4())
+            meta["creationTimestamp"] = _now()
+            if served.generation is not Generation.NONE:
+                meta["generation"] = 1
+            meta["managedFields"] = self._managed(manager, "Update", served, obj)
+            if dry_run:
+                return self._render(served, obj)
+            meta["resourceVersion"] = str(self.storage.next_revision())
+            self.storage.commit("ADDED", key, obj)
+            if r.kind == "Namespace" and not r.group:
+                self._namespace_content(name, manager)
+            if r.kind == "CustomResourceDefinition":
+                self.registry.register_crd(obj)
+                for cb in self.on_crd_change:
+                    cb()
+        return self._render(served, obj)
+
+    def _check_service_account(self, namespace: str, pod: JsonDict) -> None:
+        sa = (pod.get("spec") or {}).get("serviceAccountName") or "default"
+        if self.storage.get(("/serviceaccounts", namespace, sa)) is None:
+            name = (pod.get("metadata") or {}).get("name", "")
+            raise StatusError(
+                403,
+                "Forbidden",
+                f'pods "{name}" is forbidden: error looking up service account {namespace}/{sa}: '
+                f'serviceaccount "{sa}" not found',
+                {"name": name, "kind": "pods"},
+            )
+
+    def _namespace_content(self, namespace: str, manager: str) -> None:
+        """What kube-controller-manager adds to a new namespace: SA default, root CA map."""
+        sa = self.registry.lookup("", "v1", "serviceaccounts")
+        cm = self.registry.lookup("", "v1", "configmaps")
+        assert sa is not None and cm is not None
+        self.create(
+            sa, namespace, {"metadata": {"name": "default"}}, manager="kube-controller-manager"
+        )
+        self.create(
+            cm,
+            namespace,
+            {
+                "metadata": {
+                    "name": "kube-root-ca.crt",
+                    "annotations": {"kubernetes.io/description": "Contains a CA bundle"},
+                },
+                "data": {
+                    "ca.crt": "-----BEGIN CERTIFICATE-----\nlocal\n-----END CERTIFICATE-----\n"
+                },
+            },
+            manager="kube-controller-manager",
+        )
+
+    def _crd_accept(self, crd: JsonDict) -> JsonDict:
+        spec = crd.get("spec") or {}
+        names = dict(spec.get("names") or {})
+        names.setdefault("singular", str(names.get("kind", "")).lower())
+        names.setdefault("listKind", f"{names.get('kind', '')}List")
+        now = _now()
+        crd["status"] = {
+            "acceptedNames": names,
+            "storedVersions": [v["name"] for v in spec.get("versions") or [] if v.get("storage")],
+            "conditions": [
+                {
+                    "type": "NamesAccepted",
+                    "status": "True",
+                    "reason": "NoConflicts",
+                    "message": "no conflicts found",
+                    "lastTransitionTime": now,
+                },
+                {
+                    "type": "Established",
+                    "status": "True",
+                    "reason": "InitialNamesAccepted",
+                    "message": "the initial names have been accepted",
+                    "lastTransitionTime": now,
+                },
+            ],
+        }
+        finalizers = crd["metadata"].setdefault("finalizers", [])
+        if CRD_CLEANUP_FINALIZER not in finalizers:
+            finalizers.append(CRD_CLEANUP_FINALIZER)
+        return crd
+
+    def bootstrap(self) -> None:
+        """The namespaces every cluster has."""
+        ns = self.registry.lookup("", "v1", "namespaces")
+        assert ns is not None
+        for name in _SYSTEM_NAMESPACES:
+            self.create(ns, None, {"metadata": {"name": name}}, manager="kube-apiserver")
+
+    # -- update ----------------------------------------------------------------------
+
+    def update(
+        self,
+        served: ServedResource,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        *,
+        subresource: str | None = None,
+        manager: str = "",
+        dry_run: bool = False,
+        operation: str = "Update",
+    ) -> JsonDict:
+        body = self._check_body_type(served, body)
+        r = served.resource
+        meta_in = body.get("metadata") or {}
+        if meta_in.get("name") and meta_in["name"] != name:
+            raise _bad_request(
+                f"the name of the object ({meta_in['name']}) does not match the name on the "
+                f"URL ({name})"
+            )
+        if r.namespaced and meta_in.get("namespace") and meta_in["namespace"] != namespace:
+            raise _bad_request(
+                "the namespace of the provided object does not match the namespace sent on "
+                "the request"
+            )
+        with self.storage.lock:
+            key = self._key(served, namespace, name)
+            current = self.storage.get(key)
+            if current is None:
+                raise not_found(served, name)
+            cur_meta = current["metadata"]
+            rv = str(meta_in.get("resourceVersion") or "")
+            if rv and rv != cur_meta["resourceVersion"]:
+                raise self._conflict(served, name)
+            if subresource == "status":
+                new = copy.deepcopy(current)
+                new["status"] = copy.deepcopy(body.get("status"))
+                if new["status"] is None:
+                    new.pop("status")
+            elif subresource == "finalize":
+                new = copy.deepcopy(current)
+                new["spec"] = {
+                    **(new.get("spec") or {}),
+                    "finalizers": list((body.get("spec") or {}).get("finalizers") or []),
+                }
+            else:
+                new = copy.deepcopy(body)
+                new["apiVersion"] = r.api_version
+                new["kind"] = r.kind
+                if r.has_status:
+                    if "status" in current:
+                        new["status"] = copy.deepcopy(current["status"])
+                    else:
+                        new.pop("status", None)
+            meta = new.setdefault("metadata", {})
+            meta["name"] = name
+            if r.namespaced:
+                meta["namespace"] = namespace or ""
+            else:
+                meta.pop("namespace", None)
+            if subresource is None:
+                for k in (
+                    "uid",
+                    "creationTimestamp",
+                    "deletionTimestamp",
+                    "deletionGracePeriodSeconds",
+                    "generation",
+                ):
+                    if k in cur_meta:
+                        meta[k] = cur_meta[k]
+                    else:
+                        meta.pop(k, None)
+                new = self._admit(served, new, current)
+                meta = new["metadata"]
+                if cur_meta.get("deletionTimestamp"):
+                    added = set(meta.get("finalizers") or []) - set(
+                        cur_meta.get("finalizers") or []
+                    )
+                    if added:
+                        raise StatusError(
+                            422,
+                            "Invalid",
+                            f'{served.qualified_kind} "{name}" is invalid: metadata.finalizers: '
+                            "Forbidden: no new finalizers can be added if the object is being "
+                            "deleted, "
+                            f"found new finalizers {sorted(added)}",
+                            {"name": name, "kind": r.kind},
+                        )
+                if "generation" in cur_meta and self._generation_changed(served, current, new):
+                    meta["generation"] = int(cur_meta["generation"]) + 1
+                if r.kind == "CustomResourceDefinition":
+                    new["status"] = current.get("status", {})
+            meta["resourceVersion"] = cur_meta["resourceVersion"]
+            meta["managedFields"] = cur_meta.get("managedFields", [])
+            if _strip_for_compare(new) == _strip_for_compare(current):
+                return self._render(served, current)
+            meta["managedFields"] = self._managed(manager, operation, served, new, subresource)
+            if dry_run:
+                return self._render(served, new)
+            meta["resourceVersion"] = str(self.storage.next_revision())
+            if (
+                meta.get("deletionTimestamp")
+                and not meta.get("finalizers")
+                and not (r.kind == "Namespace" and (new.get("spec") or {}).get("finalizers"))
+            ):
+                self.storage.commit("DELETED", key, new)
+                self._after_delete(served, new)
+            else:
+                self.storage.commit("MODIFIED", key, new)
+                if r.kind == "CustomResourceDefinition":
+                    self.registry.register_crd(new)
+                    for cb in self.on_crd_change:
+                        cb()
+        return self._render(served, new)
+
+    def _conflict(self, served: ServedResource, name: str) -> StatusError:
+        return StatusError(
+            409,
+            "Conflict",
+            f"Operation cannot be fulfilled on {served.resource.group_resource} "
+            f'"{name}": the object '
+            "has been modified; please apply your changes to the latest version and try again",
+            _details(served, name),
+        )
+
+    @staticmethod
+    def _generation_changed(served: ServedResource, old: JsonDict, new: JsonDict) -> bool:
+        policy = served.generation
+        if policy is Generation.NONE:
+            return False
+        if policy is Generation.NON_METADATA:
+            skip = {"metadata", "status"} if served.resource.has_status else {"metadata"}
+            return {k: v for k, v in old.items() if k not in skip} != {
+                k: v for k, v in new.items() if k not in skip
+            }
+        if old.get("spec") != new.get("spec"):
+            return True
+        if policy is Generation.SPEC_AND_ANNOTATIONS:
+            return (old["metadata"].get("annotations") or {}) != (
+                new["metadata"].get("annotations") or {}
+            )
+        return False
+
+    # -- patch -----------------------------------------------------------------------
+
+    def patch(
+        self,
+        served: ServedResource,
+        namespace: str | None,
+        name: str,
+        body: bytes,
+        content_type: str,
+        *,
+        subresource: str | None = None,
+        manager: str = "",
+        dry_run: bool = False,
+    ) -> JsonDict:
+        ctype = content_type.split(";", maxsplit=1)[0].strip().lower()
+        kinds = {
+            "application/merge-patch+json": "merge",
+            "application/json-patch+json": "json",
+            "application/strategic-merge-patch+json": "strategic",
+            "application/apply-patch+yaml": "apply",
+        }
+        kind = kinds.get(ctype)
+        if kind is None:
+            raise StatusError(
+                415,
+                "UnsupportedMediaType",
+                f"the body of the request was in an unknown format - accepted media types include: "
+                f"{', '.join(kinds)}",
+            )
+        try:
+            if kind == "apply":
+                import yaml
+
+                doc = yaml.safe_load(body.decode("utf-8"))
+            else:
+                doc = orjson.loads(body)
+        except Exception as exc:
+            raise _bad_request(f"error decoding patch: {exc}") from None
+        with self.storage.lock:
+            current = self.storage.get(self._key(served, namespace, name))
+            if current is None:
+                if kind == "apply" and subresource is None:
+                    return self.create(served, namespace, doc, manager=manager, dry_run=dry_run)
+                raise not_found(served, name)
+            try:
+                if kind == "merge":
+                    new = patch.json_merge_patch(current, doc)
+                elif kind == "json":
+                    new = patch.json_patch(current, doc)
+                elif not served.strategic_merge:
+                    if kind == "apply":
+                        new = patch.json_merge_patch(current, doc)
+                    else:
+                        raise patch.PatchError(
+                            415,
+                            "UnsupportedMediaType",
+                            "the body of the request was in an unknown format - accepted media "
+                            "types include: application/json-patch+json, "
+                            "application/merge-patch+json, application/apply-patch+yaml",
+                        )
+                else:
+                    if not isinstance(doc, dict):
+                        raise patch.PatchError(400, "BadRequest", "patch must be an object")
+                    new = patch.strategic_merge_patch(current, doc, served.resource.kind)
+            except patch.PatchError as exc:
+                raise StatusError(exc.status, exc.reason, exc.message) from None
+            if not isinstance(new, dict):
+                raise _bad_request("the patched object is not an object")
+            new_meta = new.get("metadata") or {}
+            if not isinstance(new_meta, dict):
+                raise _bad_request("metadata: expected an object")
+            patched_rv = new_meta.get("resourceVersion")
+            if patched_rv and patched_rv != current["metadata"]["resourceVersion"]:
+                raise self._conflict(served, name)
+            if new_meta.get("uid") and new_meta["uid"] != current["metadata"].get("uid"):
+                raise StatusError(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on {served.resource.group_resource} "{name}": '
+                    "Precondition failed: UID in precondition does not match",
+                    _details(served, name),
+                )
+            new = {
+                **new,
+                "metadata": {**new_meta, "resourceVersion": current["metadata"]["resourceVersion"]},
+            }
+            return self.update(
+                served,
+                namespace,
+                name,
+                new,
+                subresource=subresource,
+                manager=manager,
+                dry_run=dry_run,
+                operation="Apply" if kind == "apply" else "Update",
+            )
+
+    # -- delete ----------------------------------------------------------------------
+
+    def delete(
+        self,
+        served: ServedResource,
+        namespace: str | None,
+        name: str,
+        options: DeleteOptions,
+        *,
+        manager: str = "",
+    ) -> tuple[bool, JsonDict]:
+        """Delete (or start deleting) one object.
+
+        Returns:
+            ``(gone, object)``: whether the object is gone now, and its last state.
+        """
+        r = served.resource
+        with self.storage.lock:
+            key = self._key(served, namespace, name)
+            current = self.storage.get(key)
+            if current is None:
+                raise not_found(served, name)
+            cur_meta = current["metadata"]
+            pre = options.preconditions or {}
+            if pre.get("uid") and pre["uid"] != cur_meta.get("uid"):
+                raise StatusError(
+                    409,
+                    "Conflict",
+                    f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: "
+                    f"{cur_meta.get('uid')}",
+                    _details(served, name),
+                )
+            if pre.get("resourceVersion") and pre["resourceVersion"] != cur_meta["resourceVersion"]:
+                raise StatusError(
+                    409,
+                    "Conflict",
+                    "Precondition failed: ResourceVersion in precondition: "
+                    f"{pre['resourceVersion']}, "
+                    f"ResourceVersion in object meta: {cur_meta['resourceVersion']}",
+                    _details(served, name),
+                )
+            policy = options.propagation_policy
+            if not policy and options.orphan_dependents is not None:
+                policy = "Orphan" if options.orphan_dependents else "Background"
+            if policy and policy not in ("Orphan", "Background", "Foreground"):
+                raise StatusError(
+                    422,
+                    "Invalid",
+                    'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: '
+                    "Unsupported value: "
+                    f'"{policy}": supported values: "Foreground", "Background", "Orphan"',
+                )
+            finalizers = list(cur_meta.get("finalizers") or [])
+            if policy == "Orphan" and "orphan" not in finalizers:
+                finalizers = [f for f in finalizers if f != "foregroundDeletion"] + ["orphan"]
+            elif policy == "Foreground" and "foregroundDeletion" not in finalizers:
+                finalizers = [f for f in finalizers if f != "orphan"] + ["foregroundDeletion"]
+            namespace_pending = (
+                r.kind == "Namespace"
+                and not r.group
+                and bool((current.get("spec") or {}).get("finalizers"))
+            )
+            if finalizers or namespace_pending:
+                new = copy.deepcopy(current)
+                meta = new["metadata"]
+                changed = finalizers != list(cur_meta.get("finalizers") or [])
+                if finalizers:
+                    meta["finalizers"] = finalizers
+                if not meta.get("deletionTimestamp"):
+                    meta["deletionTimestamp"] = _now()
+                    meta["deletionGracePeriodSeconds"] = 0
+                    if meta.get("generation"):
+                        meta["generation"] = int(meta["generation"]) + 1
+                    changed = True
+                if namespace_pending:
+                    new["status"] = {**(new.get("status") or {}), "phase": "Terminating"}
+                if not changed and new == current:
+                    return False, self._render(served, current)
+                if options.dry_run:
+                    return False, self._render(served, new)
+                meta["resourceVersion"] = str(self.storage.next_revision())
+                self.storage.commit("MODIFIED", key, new)
+                return False, self._render(served, new)
+            if options.dry_run:
+                return True, self._render(served, current)
+            gone = copy.deepcopy(current)
+            gone["metadata"]["resourceVersion"] = str(self.storage.next_revision())
+            self.storage.commit("DELETED", key, gone)
+            self._after_delete(served, gone)
+            return True, self._render(served, gone)
+
+    def _after_delete(self, served: ServedResource, obj: JsonDict) -> None:
+        if served.resource.kind == "CustomResourceDefinition":
+            self.registry.unregister_crd(obj["metadata"]["name"])
+            for cb in self.on_crd_change:
+                cb()
+
+    def delete_answer(self, served: ServedResource, gone: bool, obj: JsonDict) -> JsonDict:
+        """The body kube-apiserver answers a DELETE with."""
+        if not gone or served.delete_returns_object:
+            return obj
+        meta = obj.get("metadata") or {}
+        return status_object(
+            200, "", "", _details(served, meta.get("name", ""), uid=meta.get("uid"))
+        )
+
+    def delete_collection(
+        self,
+        served: ServedResource,
+        namespace: str | None,
+        opts: ListOptions,
+        options: DeleteOptions,
+        *,
+        manager: str = "",
+    ) -> JsonDict:
+        listed = self.list(
+            served,
+            namespace,
+            ListOptions(label_selector=opts.label_selector, field_selector=opts.field_selector),
+        )
+        deleted = []
+        for obj in listed["items"]:
+            meta = obj["metadata"]
+            try:
+                _, last = self.delete(
+                    served, meta.get("namespace"), meta["name"], options, manager=manager
+                )
+            except StatusError as exc:
+                if exc.code == 404:
+                    continue
+                raise
+            deleted.append(last)
+        listed["items"] = deleted
+        listed["metadata"] = {"resourceVersion": str(self.storage.revision)}
+        return listed

@@ -1,0 +1,794 @@
+"""The local API server: kube-apiserver's REST protocol over HTTP, in process.
+
+:class:`LocalApiServer` serves discovery, CRUD, PATCH, status subresources, LIST with
+selectors and pagination, and WATCH (chunked JSON lines, bookmarks, 410 as an ERROR
+event) on 127.0.0.1 at a free port, and writes a kubeconfig for itself, so that the
+official ``kubernetes`` client and ``kubectl`` talk to it without knowing it is not a
+cluster. Plugin authors use it in their tests; ``overseer run --embedded`` runs on it.
+
+Routing and HTTP live here; what each verb does lives in :mod:`.rest`, storage and
+revisions in :mod:`.storage`, watch fan-out in :mod:`.watch`, garbage collection in
+:mod:`.garbage`, fault injection in :mod:`.faults`.
+
+Thread-safe: one thread per connection (named ``local-apiserver/conn-N``) plus the
+server and garbage-collector threads; ``stop()`` closes every connection and joins them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import os
+import random
+import socket
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import orjson
+import yaml
+
+from manager.testing import discovery
+from manager.testing.faults import Faults
+from manager.testing.garbage import GarbageCollector
+from manager.testing.registry import ResourceRegistry, ServedResource
+from manager.testing.rest import DeleteOptions, ListOptions, Rest, StatusError
+from manager.testing.storage import Storage, TooOldResourceVersion
+from manager.testing.watch import Watcher
+
+__all__ = ["LocalApiServer"]
+
+logger = logging.getLogger(__name__)
+
+JsonDict = dict[str, Any]
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+
+
+class _HttpServer(ThreadingHTTPServer):
+    daemon_threads = False
+    block_on_close = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], owner: LocalApiServer) -> None:
+        self.owner = owner
+        self._conn_ids = itertools.count(1)
+        self._sockets: set[socket.socket] = set()
+        self._sockets_lock = threading.Lock()
+        super().__init__(address, _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        # Like ThreadingMixIn.process_request, with named threads we can find and join.
+        with self._sockets_lock:
+            self._sockets.add(request)
+        t = threading.Thread(
+            target=self.process_request_thread,
+            args=(request, client_address),
+            name=f"local-apiserver/conn-{next(self._conn_ids)}",
+        )
+        if self._threads is not None:  # type: ignore[attr-defined]
+            self._threads.append(t)  # type: ignore[attr-defined]
+        t.start()
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._sockets_lock:
+            self._sockets.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        with self._sockets_lock:
+            sockets = list(self._sockets)
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+
+class _Route:
+    """A parsed resource URL."""
+
+    __slots__ = ("name", "namespace", "served", "subresource", "watch_path")
+
+    def __init__(
+        self,
+        served: ServedResource,
+        namespace: str | None,
+        name: str | None,
+        subresource: str | None,
+        watch_path: bool,
+    ) -> None:
+        self.served = served
+        self.namespace = namespace
+        self.name = name
+        self.subresource = subresource
+        self.watch_path = watch_path
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _HttpServer
+    server_version = "overseer-local-apiserver"
+    sys_version = ""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        logger.debug("http request", extra={"client": self.address_string(), "line": format % args})
+
+    # -- plumbing --------------------------------------------------------------------
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_PUT(self) -> None:
+        self._dispatch("PUT")
+
+    def do_PATCH(self) -> None:
+        self._dispatch("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+    def _body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _send_json(self, code: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        data = orjson.dumps(body)
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-cache, private")
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_text(self, code: int, text: str) -> None:
+        data = text.encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_status(self, err: StatusError) -> None:
+        self._send_json(err.code, err.status(), err.headers)
+
+    def _not_found_page(self) -> None:
+        self._send_text(404, "404 page not found\n")
+
+    # -- dispatch --------------------------------------------------------------------
+
+    def _dispatch(self, method: str) -> None:
+        owner = self.server.owner
+        split = urlsplit(self.path)
+        path = unquote(split.path).rstrip("/") or "/"
+        query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
+        body = self._body() if method in ("POST", "PUT", "PATCH", "DELETE") else b""
+        try:
+            if self._serve_meta(method, path):
+                return
+            route = self._route(path)
+            if route is None:
+                self._not_found_page()
+                return
+            verb = self._verb(method, route, query)
+            owner._count(verb, route.served.resource.plural)
+            latency = owner.faults.latency
+            if latency:
+                time.sleep(latency)
+            injected = owner.faults.check(verb, route.served.resource.plural)
+            if injected is not None:
+                self._send_status(injected)
+                return
+            if verb == "watch":
+                self._watch(route, query)
+                return
+            code, answer = self._handle(verb, route, query, body)
+            self._send_json(code, answer)
+        except StatusError as err:
+            self._send_status(err)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        except Exception as exc:
+            logger.exception("local API server failed a request", extra={"path": self.path})
+            with contextlib.suppress(OSError):
+                self._send_status(StatusError(500, "InternalError", f"internal error: {exc}"))
+
+    def _serve_meta(self, method: str, path: str) -> bool:
+        owner = self.server.owner
+        if method != "GET":
+            return False
+        if path in ("/healthz", "/readyz", "/livez"):
+            self._send_text(200, "ok")
+        elif path == "/version":
+            self._send_json(200, discovery.version_info())
+        elif path == "/openapi/v3":
+            self._send_json(200, discovery.openapi_v3_root(owner.registry))
+        elif path.startswith("/openapi/v3/"):
+            parts = path.removeprefix("/openapi/v3/").split("/")
+            doc = None
+            if parts[0] == "api" and len(parts) == 2:
+                doc = discovery.openapi_v3_group_version(owner.registry, "", parts[1])
+            elif parts[0] == "apis" and len(parts) == 3:
+                doc = discovery.openapi_v3_group_version(owner.registry, parts[1], parts[2])
+            if doc is None:
+                self._not_found_page()
+            else:
+                self._send_json(200, doc)
+        elif path == "/api":
+            self._send_json(
+                200, discovery.api_versions(self.server.owner.url.removeprefix("http://"))
+            )
+        elif path == "/apis":
+            self._send_json(200, discovery.api_group_list(owner.registry))
+        elif path == "/api/v1":
+            doc = discovery.api_resource_list(owner.registry, "", "v1")
+            self._send_json(200, doc)
+        elif path.startswith("/apis/") and path.count("/") in (2, 3):
+            parts = path.split("/")[2:]
+            doc = (
+                discovery.api_group(owner.registry, parts[0])
+                if len(parts) == 1
+                else discovery.api_resource_list(owner.registry, parts[0], parts[1])
+            )
+            if doc is None:
+                self._not_found_page()
+            else:
+                self._send_json(200, doc)
+        else:
+            return False
+        return True
+
+    def _route(self, path: str) -> _Route | None:
+        parts = path.strip("/").split("/")
+        if parts[:2] == ["api", "v1"]:
+            group, version, rest = "", "v1", parts[2:]
+        elif parts[0] == "apis" and len(parts) >= 4:
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            return None
+        watch_path = bool(rest) and rest[0] == "watch"
+        if watch_path:
+            rest = rest[1:]
+        registry = self.server.owner.registry
+        namespace: str | None = None
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            namespace, rest = rest[1], rest[2:]
+        elif len(rest) == 2 and rest[0] == "namespaces" and not group:
+            pass  # /api/v1/namespaces/{name}
+        if not rest or len(rest) > 3:
+            return None
+        served = registry.lookup(group, version, rest[0])
+        if served is None:
+            # /api/v1/namespaces/{name}/{status|finalize}
+            if namespace is not None and not group and rest[0] in ("status", "finalize"):
+                ns_served = registry.lookup("", "v1", "namespaces")
+                if ns_served is not None:
+                    return _Route(ns_served, None, namespace, rest[0], watch_path)
+            return None
+        if namespace is not None and not served.resource.namespaced:
+            return None
+        name = rest[1] if len(rest) >= 2 else None
+        subresource = rest[2] if len(rest) == 3 else None
+        if subresource is not None and subresource not in ("status", "finalize"):
+            return None
+        if subresource == "status" and not served.resource.has_status:
+            return None
+        if subresource == "finalize" and served.resource.kind != "Namespace":
+            return None
+        return _Route(served, namespace, name, subresource, watch_path)
+
+    @staticmethod
+    def _verb(method: str, route: _Route, query: dict[str, str]) -> str:
+        if method == "GET":
+            if route.name is None:
+                return "watch" if route.watch_path or _truthy(query.get("watch")) else "list"
+            return "watch" if route.watch_path else "get"
+        if method == "POST":
+            return "create"
+        if method == "PUT":
+            return "update"
+        if method == "PATCH":
+            return "patch"
+        return "delete" if route.name is not None else "deletecollection"
+
+    def _manager(self, query: dict[str, str]) -> str:
+        agent = self.headers.get("User-Agent") or ""
+        return query.get("fieldManager") or agent.split("/")[0] or "unknown"
+
+    def _handle(
+        self, verb: str, route: _Route, query: dict[str, str], body: bytes
+    ) -> tuple[int, JsonDict]:
+        rest = self.server.owner.rest
+        served, ns, name = route.served, route.namespace, route.name
+        manager = self._manager(query)
+        dry_run = query.get("dryRun") == "All"
+        if verb == "get":
+            assert name is not None
+            return 200, rest.get(served, ns, name)
+        if verb == "list":
+            return 200, rest.list(served, ns, _list_options(query))
+        if verb == "create":
+            if name is not None:
+                raise StatusError(
+                    405,
+                    "MethodNotAllowed",
+                    "the server does not allow this method on the requested resource",
+                )
+            if served.resource.namespaced and ns is None:
+                raise StatusError(
+                    404, "NotFound", "the server could not find the requested resource"
+                )
+            obj = rest.create(served, ns, _decode(body), manager=manager, dry_run=dry_run)
+            return 201, obj
+        if verb == "update":
+            if name is None:
+                raise StatusError(
+                    405,
+                    "MethodNotAllowed",
+                    "the server does not allow this method on the requested resource",
+                )
+            obj = rest.update(
+                served,
+                ns,
+                name,
+                _decode(body),
+                subresource=route.subresource,
+                manager=manager,
+                dry_run=dry_run,
+            )
+            return 200, obj
+        if verb == "patch":
+            if name is None:
+                raise StatusError(
+                    405,
+                    "MethodNotAllowed",
+                    "the server does not allow this method on the requested resource",
+                )
+            ctype = self.headers.get("Content-Type") or ""
+            obj = rest.patch(
+                served,
+                ns,
+                name,
+                body,
+                ctype,
+                subresource=route.subresource,
+                manager=manager,
+                dry_run=dry_run,
+            )
+            return 200, obj
+        options = _delete_options(query, body)
+        if verb == "delete":
+            assert name is not None
+            gone, last = rest.delete(served, ns, name, options, manager=manager)
+            return 200, rest.delete_answer(served, gone, last)
+        return 200, rest.delete_collection(
+            served, ns, _list_options(query), options, manager=manager
+        )
+
+    # -- watch -----------------------------------------------------------------------
+
+    def _watch(self, route: _Route, query: dict[str, str]) -> None:
+        owner = self.server.owner
+        rest = owner.rest
+        served = route.served
+        opts = _list_options(query)
+        bookmarks = _truthy(query.get("allowWatchBookmarks"))
+        initial = _truthy(query.get("sendInitialEvents"))
+        match = opts.resource_version_match
+        if initial and match != "NotOlderThan":
+            raise StatusError(
+                422,
+                "Invalid",
+                'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: '
+                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                {
+                    "kind": "ListOptions",
+                    "group": "meta.k8s.io",
+                    "causes": [
+                        {
+                            "reason": "FieldValueForbidden",
+                            "message": "Forbidden: sendInitialEvents requires setting "
+                            "resourceVersionMatch to NotOlderThan",
+                            "field": "resourceVersionMatch",
+                        }
+                    ],
+                },
+            )
+        if match and not initial:
+            raise StatusError(
+                422,
+                "Invalid",
+                'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: '
+                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+            )
+        labels, fields = rest.parse_selectors(served, opts)
+        namespace = route.namespace if served.resource.namespaced else None
+        if route.name is not None:
+            from manager.testing.selectors import FieldSelector, supported_fields
+
+            r = served.resource
+            by_name = FieldSelector.parse(
+                f"metadata.name={route.name}", supported_fields(r.plural, r.group)
+            )
+            fields = (
+                by_name
+                if fields is None
+                else FieldSelector.parse(
+                    f"{opts.field_selector},metadata.name={route.name}",
+                    supported_fields(r.plural, r.group),
+                )
+            )
+        watcher = Watcher(served, namespace, labels, fields, bookmarks=bookmarks)
+        rv_text = opts.resource_version
+        storage = owner.storage
+        expired: str | None = None
+        with storage.lock:
+            if initial or rv_text in ("", "0"):
+                for obj in storage.list(served.key, namespace):
+                    if watcher.matches(obj):
+                        watcher.push("ADDED", obj)
+                if initial and bookmarks:
+                    watcher.push(
+                        "BOOKMARK",
+                        watcher.bookmark_object(
+                            storage.revision, annotations={INITIAL_EVENTS_END: "true"}
+                        ),
+                    )
+                storage.subscribe(served.key, watcher, None)
+            else:
+                since = Rest._parse_rv(rv_text)
+                try:
+                    backlog = storage.subscribe(served.key, watcher, since)
+                except TooOldResourceVersion as exc:
+                    expired = str(exc)
+                else:
+                    for event in backlog:
+                        item = watcher.translate(event)
+                        if item is not None:
+                            watcher.push(*item)
+        timeout = _timeout(query.get("timeoutSeconds"))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Cache-Control", "no-cache, private")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        if expired is not None:
+            status = {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Failure",
+                "message": expired,
+                "reason": "Expired",
+                "code": 410,
+            }
+            self._chunk(orjson.dumps({"type": "ERROR", "object": status}) + b"\n")
+            self._chunk(b"")
+            self.close_connection = True
+            return
+        owner._watch_opened(watcher)
+        try:
+            self._stream(watcher, timeout, bookmarks)
+        finally:
+            storage.unsubscribe(served.key, watcher)
+            owner._watch_closed(watcher)
+        self.close_connection = True
+
+    def _stream(self, watcher: Watcher, timeout: float, bookmarks: bool) -> None:
+        owner = self.server.owner
+        deadline = time.monotonic() + timeout
+        interval = owner.bookmark_interval
+        next_bookmark = time.monotonic() + interval
+        render = _renderer(watcher.served)
+        try:
+            while True:
+                now = time.monotonic()
+                if now >= deadline or owner.stopping:
+                    break
+                if bookmarks and now >= next_bookmark:
+                    with owner.storage.lock:
+                        watcher.offer_progress(owner.storage.revision)
+                    next_bookmark = now + interval
+                wait = min(deadline, next_bookmark if bookmarks else deadline) - now
+                batch = watcher.next_batch(max(0.0, min(wait, 0.5)))
+                if batch is None:
+                    break
+                if batch:
+                    self._chunk(
+                        b"".join(
+                            b'{"type":"'
+                            + t.encode()
+                            + b'","object":'
+                            + orjson.dumps(render(o))
+                            + b"}\n"
+                            for t, o in batch
+                        )
+                    )
+            self._chunk(b"")
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            pass
+        finally:
+            watcher.close()
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+
+def _renderer(served: ServedResource) -> Any:
+    if not served.custom:
+        return lambda obj: obj
+    api_version = served.resource.api_version
+
+    def render(obj: JsonDict) -> JsonDict:
+        if obj.get("apiVersion") in (api_version, None):
+            return obj
+        return {**obj, "apiVersion": api_version}
+
+    return render
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").lower() in ("true", "1")
+
+
+def _timeout(value: str | None) -> float:
+    if value:
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            raise StatusError(
+                400, "BadRequest", f'timeoutSeconds: Invalid value: "{value}"'
+            ) from None
+    return 1800.0 * (1 + random.random())
+
+
+def _decode(body: bytes) -> Any:
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise StatusError(
+            400, "BadRequest", f"the object provided is unrecognized: invalid JSON: {exc}"
+        ) from None
+
+
+def _list_options(query: dict[str, str]) -> ListOptions:
+    try:
+        limit = int(query.get("limit") or 0)
+    except ValueError:
+        raise StatusError(
+            400, "BadRequest", f'limit: Invalid value: "{query.get("limit")}"'
+        ) from None
+    return ListOptions(
+        label_selector=query.get("labelSelector", ""),
+        field_selector=query.get("fieldSelector", ""),
+        limit=max(0, limit),
+        continue_=query.get("continue", ""),
+        resource_version=query.get("resourceVersion", ""),
+        resource_version_match=query.get("resourceVersionMatch", ""),
+    )
+
+
+def _delete_options(query: dict[str, str], body: bytes) -> DeleteOptions:
+    data: JsonDict = {}
+    if body.strip():
+        decoded = _decode(body)
+        if not isinstance(decoded, dict):
+            raise StatusError(400, "BadRequest", "DeleteOptions must be an object")
+        data = decoded
+    grace = query.get("gracePeriodSeconds", data.get("gracePeriodSeconds"))
+    orphan = data.get("orphanDependents")
+    if "orphanDependents" in query:
+        orphan = _truthy(query["orphanDependents"])
+    dry_run = data.get("dryRun") or ([query["dryRun"]] if "dryRun" in query else [])
+    return DeleteOptions(
+        propagation_policy=str(
+            query.get("propagationPolicy") or data.get("propagationPolicy") or ""
+        ),
+        orphan_dependents=orphan,
+        preconditions=dict(data.get("preconditions") or {}),
+        grace_period_seconds=int(grace) if grace is not None else None,
+        dry_run="All" in dry_run,
+    )
+
+
+class LocalApiServer:
+    """A Kubernetes API server on 127.0.0.1 for tests, demos and plugin authors.
+
+    Example:
+        >>> with LocalApiServer() as server:
+        ...     client = KubeClient.from_kubeconfig(str(server.kubeconfig_path))
+
+    Args:
+        host: address to bind (loopback by default).
+        port: port to bind; 0 picks a free one.
+        history_size: how many writes are kept for watches from an older
+            resourceVersion; older ones answer 410 Gone (see also :meth:`compact`).
+        bookmark_interval: seconds between BOOKMARK events on watches that asked for
+            them (kube-apiserver sends one about every minute; shorter here so tests
+            see them).
+        kubeconfig_path: where to write the kubeconfig; a temporary file by default.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        history_size: int = 100_000,
+        bookmark_interval: float = 1.0,
+        kubeconfig_path: str | os.PathLike[str] | None = None,
+    ) -> None:
+        if history_size < 1:
+            raise ValueError(f"history_size must be >= 1, got {history_size}")
+        if bookmark_interval <= 0:
+            raise ValueError(f"bookmark_interval must be > 0, got {bookmark_interval}")
+        self.storage = Storage(history_size=history_size)
+        self.registry = ResourceRegistry()
+        self.rest = Rest(self.storage, self.registry)
+        self.gc = GarbageCollector(self.rest)
+        self.faults = Faults(self._drop_watches)
+        self.bookmark_interval = bookmark_interval
+        self._host, self._port = host, port
+        self._kubeconfig_arg = kubeconfig_path
+        self._tmpdir: tempfile.TemporaryDirectory[str] | None = None
+        self._kubeconfig: Path | None = None
+        self._http: _HttpServer | None = None
+        self._serve_thread: threading.Thread | None = None
+        self._watchers: set[Watcher] = set()
+        self._lock = threading.Lock()
+        self._counts: dict[tuple[str, str], int] = {}
+        self.stopping = False
+        self._started = False
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> LocalApiServer:
+        """Bind, write the kubeconfig, start serving. Returns self."""
+        if self._started:
+            raise RuntimeError("LocalApiServer.start may be called once")
+        self._started = True
+        self.rest.bootstrap()
+        self.gc.start()
+        self._http = _HttpServer((self._host, self._port), self)
+        self._serve_thread = threading.Thread(
+            target=self._http.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name="local-apiserver/serve",
+        )
+        self._serve_thread.start()
+        self._write_kubeconfig()
+        logger.info("local API server started", extra={"url": self.url})
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, close every connection, join every thread."""
+        if self._http is None:
+            return
+        self.stopping = True
+        self._drop_watches()
+        self._http.shutdown()
+        self._http.close_connections()
+        self._http.server_close()
+        if self._serve_thread is not None:
+            self._serve_thread.join(timeout=10)
+        self.gc.stop()
+        self._http = None
+        if self._tmpdir is not None:
+            self._tmpdir.cleanup()
+            self._tmpdir = None
+
+    def __enter__(self) -> LocalApiServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- facts -----------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        if self._http is None:
+            raise RuntimeError("the local API server is not running")
+        host, port = self._http.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    @property
+    def kubeconfig_path(self) -> Path:
+        if self._kubeconfig is None:
+            raise RuntimeError("the local API server is not running")
+        return self._kubeconfig
+
+    @property
+    def revision(self) -> int:
+        """The current (global) resourceVersion."""
+        return self.storage.revision
+
+    def compact(self) -> int:
+        """Forget history: a watch or exact list from an older resourceVersion answers 410."""
+        return self.storage.compact()
+
+    def request_count(self, verb: str | None = None, resource: str | None = None) -> int:
+        """Requests served so far, by Kubernetes verb and resource plural (None = any)."""
+        with self._lock:
+            return sum(
+                n
+                for (v, r), n in self._counts.items()
+                if verb in (None, v) and resource in (None, r)
+            )
+
+    # -- internals -------------------------------------------------------------------
+
+    def _count(self, verb: str, resource: str) -> None:
+        with self._lock:
+            self._counts[(verb, resource)] = self._counts.get((verb, resource), 0) + 1
+
+    def _watch_opened(self, watcher: Watcher) -> None:
+        with self._lock:
+            self._watchers.add(watcher)
+
+    def _watch_closed(self, watcher: Watcher) -> None:
+        with self._lock:
+            self._watchers.discard(watcher)
+
+    def _drop_watches(self) -> int:
+        with self._lock:
+            watchers = list(self._watchers)
+        for w in watchers:
+            w.close("dropped")
+        return len(watchers)
+
+    def _write_kubeconfig(self) -> None:
+        if self._kubeconfig_arg is not None:
+            path = Path(self._kubeconfig_arg)
+        else:
+            self._tmpdir = tempfile.TemporaryDirectory(prefix="overseer-apiserver-")
+            path = Path(self._tmpdir.name) / "kubeconfig"
+        doc = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "overseer-local", "cluster": {"server": self.url}}],
+            "users": [{"name": "overseer-local", "user": {}}],
+            "contexts": [
+                {
+                    "name": "overseer-local",
+                    "context": {
+                        "cluster": "overseer-local",
+                        "user": "overseer-local",
+                        "namespace": "default",
+                    },
+                }
+            ],
+            "current-context": "overseer-local",
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(yaml.safe_dump(doc, sort_keys=False))
+        tmp.replace(path)
+        self._kubeconfig = path
+
+    # -- in-process convenience (seeding demo objects without HTTP) --------------------
+
+    def resource(self, api_version: str, plural: str) -> ServedResource:
+        """The served resource for ``apiVersion`` and plural, for in-process use."""
+        group, _, version = api_version.rpartition("/")
+        served = self.registry.lookup(group, version, plural)
+        if served is None:
+            raise KeyError(f"not served: {api_version}/{plural}")
+        return served
+
+    def create(
+        self, api_version: str, plural: str, body: JsonDict, namespace: str | None = None
+    ) -> JsonDict:
+        """Create an object in process (as a client would over HTTP)."""
+        return self.rest.create(
+            self.resource(api_version, plural), namespace, body, manager="overseer-seed"
+        )
