@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from manager.testing.selectors import (
+from manager.labels import (
     SelectorError,
     is_qualified_name,
     is_valid_label_value,

@@ -26,9 +26,10 @@ from typing import Any
 
 import orjson
 
+from manager.labels import LabelSelector
 from manager.testing import admission, patch
 from manager.testing.registry import Generation, ResourceRegistry, ServedResource
-from manager.testing.selectors import FieldSelector, LabelSelector, object_fields
+from manager.testing.selectors import FieldSelector, object_fields
 from manager.testing.storage import ObjectKey, Storage, TooOldResourceVersion
 
 __all__ = ["DeleteOptions", "ListOptions", "Rest", "StatusError", "status_object"]
@@ -305,7 +306,8 @@ class Rest:
     def parse_selectors(
         self, served: ServedResource, opts: ListOptions
     ) -> tuple[LabelSelector | None, FieldSelector | None]:
-        from manager.testing.selectors import SelectorError, supported_fields
+        from manager.labels import SelectorError
+        from manager.testing.selectors import supported_fields
 
         r = served.resource
         try:

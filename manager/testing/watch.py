@@ -19,8 +19,9 @@ import threading
 from collections import deque
 from typing import Any
 
+from manager.labels import LabelSelector
 from manager.testing.registry import ServedResource
-from manager.testing.selectors import FieldSelector, LabelSelector, object_fields
+from manager.testing.selectors import FieldSelector, object_fields
 from manager.testing.storage import Event
 
 __all__ = ["Watcher"]

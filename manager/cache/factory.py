@@ -1,0 +1,144 @@
+"""The informer factory: one shared informer per (resource, namespace, selectors)
+(client-go ``informers.SharedInformerFactory``, controller-runtime's cache).
+
+Every controller that asks for the same resource with the same scope gets the same
+:class:`~manager.cache.informer.SharedInformer`, so the API server sees one LIST and one
+WATCH however many controllers watch it. ``start(stop)`` runs every informer created so
+far in its own thread (``informer/<resource>``) and may be called again for informers
+created later; ``shutdown()`` waits for them all to end after ``stop`` is set.
+
+Thread-safe.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from manager.cache.informer import SharedInformer, wait_for_cache_sync
+from manager.cache.lister import Lister
+from manager.cache.listwatch import ResourceListWatch
+from manager.cache.reflector import Transform, drop_managed_fields
+from manager.cache.store import IndexFunc
+from manager.kube import KubeClient
+from manager.resources import Resource
+
+__all__ = ["InformerFactory", "InformerKey"]
+
+
+@dataclass(frozen=True, slots=True)
+class InformerKey:
+    """What makes two informers the same one."""
+
+    resource: Resource
+    namespace: str | None = None
+    label_selector: str | None = None
+    field_selector: str | None = None
+
+
+class InformerFactory:
+    """Creates, shares, starts and stops informers for one API client."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        namespace: str | None = None,
+        transform: Transform | None = drop_managed_fields,
+        page_size: int | None = None,
+    ) -> None:
+        """
+        Args:
+            client: the API client every informer lists and watches through.
+            namespace: default scope for namespaced resources (None: all namespaces).
+            transform: applied to every object before it is cached.
+            page_size: LIST page size for consistent relists (None: unpaged).
+        """
+        self._client = client
+        self._namespace = namespace
+        self._transform = transform
+        self._page_size = page_size
+        self._lock = threading.Lock()
+        self._informers: dict[InformerKey, SharedInformer] = {}
+        self._threads: dict[InformerKey, threading.Thread] = {}
+
+    def informer(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        indexers: Mapping[str, IndexFunc] | None = None,
+    ) -> SharedInformer:
+        """The shared informer for this scope, created on first use.
+
+        ``indexers`` are added to the informer if it does not have them yet.
+        """
+        ns = (namespace or self._namespace) if resource.namespaced else None
+        key = InformerKey(resource, ns, label_selector or None, field_selector or None)
+        with self._lock:
+            informer = self._informers.get(key)
+            if informer is None:
+                lw = ResourceListWatch(
+                    self._client,
+                    resource,
+                    namespace=ns,
+                    label_selector=key.label_selector,
+                    field_selector=key.field_selector,
+                )
+                informer = SharedInformer(lw, transform=self._transform, page_size=self._page_size)
+                self._informers[key] = informer
+        if indexers:
+            missing = {
+                k: v for k, v in indexers.items() if k not in informer.indexer.indexer_names()
+            }
+            if missing:
+                informer.add_indexers(missing)
+        return informer
+
+    def lister(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> Lister:
+        """A lister over the shared informer's cache for this scope."""
+        informer = self.informer(
+            resource,
+            namespace=namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+        )
+        return Lister(informer.indexer, resource)
+
+    def informers(self) -> list[SharedInformer]:
+        with self._lock:
+            return list(self._informers.values())
+
+    def start(self, stop: threading.Event) -> None:
+        """Run every informer not yet running, each in its own thread; returns at once."""
+        with self._lock:
+            for key, informer in self._informers.items():
+                if key in self._threads:
+                    continue
+                t = threading.Thread(
+                    target=informer.run, args=(stop,), name=f"informer/{informer.name}"
+                )
+                self._threads[key] = t
+                t.start()
+
+    def wait_for_cache_sync(self, timeout: float, stop: threading.Event | None = None) -> bool:
+        """Wait until every informer created so far has synced; False on timeout/stop."""
+        return wait_for_cache_sync(timeout, *self.informers(), stop=stop)
+
+    def shutdown(self, timeout: float | None = None) -> bool:
+        """Join every informer thread (``stop`` must be set); True if all ended."""
+        with self._lock:
+            threads = list(self._threads.values())
+        for t in threads:
+            t.join(timeout)
+        return not any(t.is_alive() for t in threads)
