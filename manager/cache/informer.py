@@ -272,6 +272,16 @@ class SharedInformer:
             self._wake.notify_all()
         return HandlerRegistration(listener)
 
+    def remove_event_handler(self, registration: HandlerRegistration) -> None:
+        """Stop delivering to a handler; its thread ends after the current notification."""
+        listener = registration._listener
+        with self._lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+        listener.stop()
+        if listener._thread is not threading.current_thread():
+            listener.join(None)
+
     def has_synced(self) -> bool:
         """True once the first list is cached and delivered to the handlers present then."""
         if self._synced.is_set():

@@ -124,6 +124,8 @@ class GarbageCollector:
             self._orphaned_check(event.key)
         if not meta.get("deletionTimestamp"):
             return
+        if event.key[0] == "/pods":
+            self._kubelet(event)
         finalizers = meta.get("finalizers") or []
         if "orphan" in finalizers:
             self._orphan(event.key, uid)
@@ -133,6 +135,35 @@ class GarbageCollector:
             self._crd_cleanup(event.key)
         if event.key[0] == "/namespaces":
             self._namespace_check(event.key[2])
+
+    def _kubelet(self, event: Event) -> None:
+        """What a kubelet does for a terminating pod on its node: delete it for good.
+
+        Only for nodes that exist as Node objects; a pod bound to a node that is not
+        there stays terminating until deleted with grace period 0, as on a real cluster
+        (before the pod garbage collector's 40 s quarantine).
+        """
+        pod = event.object
+        node = (pod.get("spec") or {}).get("nodeName")
+        meta = pod.get("metadata") or {}
+        if not node or meta.get("finalizers") or not meta.get("deletionGracePeriodSeconds"):
+            return
+        if self._storage.get(("/nodes", "", str(node))) is None:
+            return
+        served = self._served(event.key[0])
+        if served is None:
+            return
+        try:
+            self._rest.delete(
+                served,
+                event.key[1],
+                event.key[2],
+                DeleteOptions(grace_period_seconds=0),
+                manager="kubelet",
+            )
+        except StatusError as exc:
+            if exc.code != 404:
+                raise
 
     def _get(self, key: ObjectKey) -> JsonDict | None:
         return self._storage.get(key)

@@ -254,6 +254,7 @@ class Rest:
                     obj,
                     allocate_cluster_ip=self._allocate_cluster_ip,
                     token_volume_suffix=self._token_suffix,
+                    old=old,
                 )
             admission.validate(r.kind, r.group, obj, old)
         except admission.AdmissionError as exc:
@@ -326,6 +327,25 @@ class Rest:
         r = served.resource
         ns = namespace if r.namespaced else None
         rv_text, match = opts.resource_version, opts.resource_version_match
+        if match and not rv_text and not opts.continue_:
+            raise StatusError(
+                422,
+                "Invalid",
+                'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: '
+                "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                {
+                    "kind": "ListOptions",
+                    "group": "meta.k8s.io",
+                    "causes": [
+                        {
+                            "reason": "FieldValueForbidden",
+                            "message": "Forbidden: resourceVersionMatch is forbidden unless "
+                            "resourceVersion is provided",
+                            "field": "resourceVersionMatch",
+                        }
+                    ],
+                },
+            )
         start_after = ""
         snapshot_rev: int | None = None
         if opts.continue_:
@@ -403,8 +423,56 @@ class Rest:
             "kind": f"{r.kind}List",
             "apiVersion": r.api_version,
             "metadata": meta,
-            "items": [self._render(served, o) for o in items],
+            "items": [self._list_item(served, o) for o in items],
         }
+
+    def _list_item(self, served: ServedResource, obj: JsonDict) -> JsonDict:
+        """Built-in list items carry no kind/apiVersion (typed lists); custom ones do."""
+        if served.custom:
+            return self._render(served, obj)
+        return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
+
+    @staticmethod
+    def _status_update(served: ServedResource, current: JsonDict, body: JsonDict) -> JsonDict:
+        """What a PUT to ``/status`` stores (each resource's status strategy).
+
+        Built-ins keep the body except spec and labels (deployment strategy.go and
+        friends); custom resources and CRDs take only the status (ResetObjectMetaForStatus).
+        """
+        if served.custom or served.resource.kind == "CustomResourceDefinition":
+            new = copy.deepcopy(current)
+            if body.get("status") is None:
+                new.pop("status", None)
+            else:
+                new["status"] = copy.deepcopy(body["status"])
+            return new
+        new = copy.deepcopy(body)
+        new["apiVersion"] = current.get("apiVersion")
+        new["kind"] = current.get("kind")
+        if "spec" in current:
+            new["spec"] = copy.deepcopy(current["spec"])
+        else:
+            new.pop("spec", None)
+        meta = new.setdefault("metadata", {})
+        cur_meta = current["metadata"]
+        for k in (
+            "labels",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "namespace",
+            "name",
+        ):
+            if k in cur_meta:
+                meta[k] = copy.deepcopy(cur_meta[k])
+            else:
+                meta.pop(k, None)
+        for k, v in current.items():  # other top-level fields (ConfigMap-like) stay
+            if k not in ("metadata", "spec", "status") and k not in new:
+                new[k] = copy.deepcopy(v)
+        return new
 
     @staticmethod
     def _sort_key(obj: JsonDict) -> str:
@@ -466,7 +534,10 @@ class Rest:
         ):
             meta.pop(k, None)
         if r.has_status:
-            obj["status"] = {}
+            if served.custom:
+                obj.pop("status", None)  # custom resources: status only via /status
+            else:
+                obj["status"] = {}
         with self.storage.lock:
             self._check_namespace(served, namespace, creating=True)
             obj = self._admit(served, obj, None)
@@ -612,10 +683,7 @@ class Rest:
             if rv and rv != cur_meta["resourceVersion"]:
                 raise self._conflict(served, name)
             if subresource == "status":
-                new = copy.deepcopy(current)
-                new["status"] = copy.deepcopy(body.get("status"))
-                if new["status"] is None:
-                    new.pop("status")
+                new = self._status_update(served, current, body)
             elif subresource == "finalize":
                 new = copy.deepcopy(current)
                 new["spec"] = {
@@ -874,6 +942,26 @@ class Rest:
                 finalizers = [f for f in finalizers if f != "foregroundDeletion"] + ["orphan"]
             elif policy == "Foreground" and "foregroundDeletion" not in finalizers:
                 finalizers = [f for f in finalizers if f != "orphan"] + ["foregroundDeletion"]
+            is_pod = r.kind == "Pod" and not r.group
+            pod_grace = self._pod_grace(current, options) if is_pod else 0
+            if is_pod and cur_meta.get("deletionTimestamp") and pod_grace and not finalizers:
+                return False, self._render(served, current)  # the kubelet is on it
+            if pod_grace and not cur_meta.get("deletionTimestamp"):
+                # Bound to a node: only marked; the kubelet finishes (or grace 0 forces it).
+                new = copy.deepcopy(current)
+                meta = new["metadata"]
+                when = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=pod_grace)
+                meta["deletionTimestamp"] = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+                meta["deletionGracePeriodSeconds"] = pod_grace
+                if finalizers:
+                    meta["finalizers"] = finalizers
+                if meta.get("generation"):
+                    meta["generation"] = int(meta["generation"]) + 1
+                if options.dry_run:
+                    return False, self._render(served, new)
+                meta["resourceVersion"] = str(self.storage.next_revision())
+                self.storage.commit("MODIFIED", key, new)
+                return False, self._render(served, new)
             namespace_pending = (
                 r.kind == "Namespace"
                 and not r.group
@@ -907,6 +995,22 @@ class Rest:
             self.storage.commit("DELETED", key, gone)
             self._after_delete(served, gone)
             return True, self._render(served, gone)
+
+    @staticmethod
+    def _pod_grace(pod: JsonDict, options: DeleteOptions) -> int:
+        """Seconds of graceful termination a DELETE gives this pod (0: delete now).
+
+        Only a pod bound to a node terminates gracefully; an unscheduled one goes at once.
+        """
+        if not (pod.get("spec") or {}).get("nodeName"):
+            return 0
+        if options.grace_period_seconds is not None:
+            return max(0, int(options.grace_period_seconds))
+        meta = pod.get("metadata") or {}
+        if meta.get("deletionGracePeriodSeconds") is not None:
+            return int(meta["deletionGracePeriodSeconds"])
+        value = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+        return 30 if value is None else max(0, int(value))
 
     def _after_delete(self, served: ServedResource, obj: JsonDict) -> None:
         if served.resource.kind == "CustomResourceDefinition":

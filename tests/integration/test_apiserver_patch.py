@@ -1,0 +1,371 @@
+"""Conformance: PATCH — JSON merge patch, JSON patch (RFC 6902), strategic merge patch.
+
+Server-side apply is out of scope. Strategic merge on custom resources (415) is checked in
+``test_apiserver_crd.py``, where a CRD exists.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+import urllib3
+
+PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
+MERGE = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+STRATEGIC = "application/strategic-merge-patch+json"
+
+
+def _http(
+    api_client: Any,
+    method: str,
+    path: str,
+    *,
+    body: Any = None,
+    content_type: str = "application/json",
+) -> tuple[int, Any]:
+    """One request; (status, JSON body or text). Never raises on status."""
+    headers = {"Accept": "application/json"}
+    if body is not None:
+        headers["Content-Type"] = content_type
+    params: list[tuple[str, str]] = []
+    api_client.update_params_for_auth(headers, params, ["BearerToken"], path, method, None)
+    url = api_client.configuration.host + path + ("?" + urlencode(params) if params else "")
+    data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
+    resp = api_client.rest_client.pool_manager.request(
+        method,
+        url,
+        body=data,
+        headers=headers,
+        timeout=urllib3.Timeout(connect=10, read=30),
+        preload_content=False,
+        retries=False,
+    )
+    try:
+        raw = resp.read()
+    finally:
+        resp.release_conn()
+    if "json" in resp.headers.get("Content-Type", ""):
+        return resp.status, json.loads(raw)
+    return resp.status, raw.decode()
+
+
+def _ok(result: tuple[int, Any], *expected: int) -> Any:
+    status, body = result
+    assert status in (expected or (200, 201)), f"HTTP {status}: {body}"
+    return body
+
+
+@pytest.fixture
+def configmap(api_client: Any, namespace: str) -> tuple[str, dict[str, Any]]:
+    """A ConfigMap with data a=1, b=2 and a label; returns (path, created object)."""
+    collection = f"/api/v1/namespaces/{namespace}/configmaps"
+    body = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "patched", "labels": {"keep": "yes", "drop": "yes"}},
+        "data": {"a": "1", "b": "2"},
+    }
+    created = _ok(_http(api_client, "POST", collection, body=body), 201)
+    return f"{collection}/patched", created
+
+
+def _container(name: str, *ports: int) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": name, "image": PAUSE_IMAGE}
+    if ports:
+        container["ports"] = [{"containerPort": p, "name": f"p{p}"} for p in ports]
+    return container
+
+
+@pytest.fixture
+def deployment(api_client: Any, namespace: str) -> str:
+    """A Deployment with containers a (port 8080) and b; returns its path."""
+    collection = f"/apis/apps/v1/namespaces/{namespace}/deployments"
+    body = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "smp"},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": "smp"}},
+            "template": {
+                "metadata": {"labels": {"app": "smp"}},
+                "spec": {"containers": [_container("a", 8080), _container("b")]},
+            },
+        },
+    }
+    _ok(_http(api_client, "POST", collection, body=body), 201)
+    return f"{collection}/smp"
+
+
+def _containers(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in obj["spec"]["template"]["spec"]["containers"]}
+
+
+# --------------------------------------------------------------------------- merge patch
+
+
+def test_merge_patch_merges_maps_and_null_deletes(
+    api_client: Any, configmap: tuple[str, dict[str, Any]]
+) -> None:
+    path, created = configmap
+    patched = _ok(
+        _http(
+            api_client,
+            "PATCH",
+            path,
+            body={
+                "metadata": {"labels": {"drop": None, "new": "yes"}},
+                "data": {"a": None, "b": "3", "c": "4"},
+            },
+            content_type=MERGE,
+        ),
+        200,
+    )
+    assert patched["data"] == {"b": "3", "c": "4"}
+    assert patched["metadata"]["labels"] == {"keep": "yes", "new": "yes"}
+    assert int(patched["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])
+    assert _ok(_http(api_client, "GET", path), 200)["data"] == {"b": "3", "c": "4"}
+
+
+def test_merge_patch_replaces_lists(api_client: Any, deployment: str) -> None:
+    patched = _ok(
+        _http(
+            api_client,
+            "PATCH",
+            deployment,
+            body={"spec": {"template": {"spec": {"containers": [_container("only")]}}}},
+            content_type=MERGE,
+        ),
+        200,
+    )
+    assert list(_containers(patched)) == ["only"]
+
+
+def test_merge_patch_with_stale_resource_version_conflicts(
+    api_client: Any, configmap: tuple[str, dict[str, Any]]
+) -> None:
+    path, created = configmap
+    _ok(_http(api_client, "PATCH", path, body={"data": {"a": "2"}}, content_type=MERGE), 200)
+    status, body = _http(
+        api_client,
+        "PATCH",
+        path,
+        body={
+            "metadata": {"resourceVersion": created["metadata"]["resourceVersion"]},
+            "data": {"a": "3"},
+        },
+        content_type=MERGE,
+    )
+    assert status == 409
+    assert body["reason"] == "Conflict"
+    assert _ok(_http(api_client, "GET", path), 200)["data"]["a"] == "2"
+
+
+def test_patch_of_missing_object_is_not_found(api_client: Any, namespace: str) -> None:
+    status, body = _http(
+        api_client,
+        "PATCH",
+        f"/api/v1/namespaces/{namespace}/configmaps/absent",
+        body={"data": {"a": "1"}},
+        content_type=MERGE,
+    )
+    assert status == 404
+    assert body["details"] == {"name": "absent", "kind": "configmaps"}
+
+
+def test_patch_with_unknown_content_type_is_unsupported_media_type(
+    api_client: Any, configmap: tuple[str, dict[str, Any]]
+) -> None:
+    path, _ = configmap
+    status, body = _http(
+        api_client, "PATCH", path, body={"data": {"a": "9"}}, content_type="text/plain"
+    )
+    assert status == 415
+    assert body["reason"] == "UnsupportedMediaType"
+
+
+def test_patch_producing_invalid_object_is_rejected(api_client: Any, deployment: str) -> None:
+    before = _ok(_http(api_client, "GET", deployment), 200)
+    status, body = _http(
+        api_client, "PATCH", deployment, body={"spec": {"replicas": -1}}, content_type=MERGE
+    )
+    assert status == 422
+    assert body["reason"] == "Invalid"
+    assert body["details"]["kind"] == "Deployment"
+    assert any(c["field"] == "spec.replicas" for c in body["details"]["causes"])
+    after = _ok(_http(api_client, "GET", deployment), 200)
+    assert after["spec"]["replicas"] == before["spec"]["replicas"]
+
+
+# --------------------------------------------------------------------------- JSON patch
+
+
+def test_json_patch_operations(api_client: Any, configmap: tuple[str, dict[str, Any]]) -> None:
+    path, _ = configmap
+    patched = _ok(
+        _http(
+            api_client,
+            "PATCH",
+            path,
+            body=[
+                {"op": "test", "path": "/data/a", "value": "1"},
+                {"op": "add", "path": "/data/c", "value": "3"},
+                {"op": "replace", "path": "/data/a", "value": "9"},
+                {"op": "remove", "path": "/data/b"},
+                {"op": "copy", "from": "/data/c", "path": "/data/d"},
+                {"op": "add", "path": "/metadata/labels/example.com~1x", "value": "y"},
+            ],
+            content_type=JSON_PATCH,
+        ),
+        200,
+    )
+    assert patched["data"] == {"a": "9", "c": "3", "d": "3"}
+    assert patched["metadata"]["labels"]["example.com/x"] == "y"
+
+
+def test_json_patch_failing_test_op_stores_nothing(
+    api_client: Any, configmap: tuple[str, dict[str, Any]]
+) -> None:
+    path, created = configmap
+    status, body = _http(
+        api_client,
+        "PATCH",
+        path,
+        body=[
+            {"op": "replace", "path": "/data/a", "value": "changed"},
+            {"op": "test", "path": "/data/b", "value": "not-two"},
+        ],
+        content_type=JSON_PATCH,
+    )
+    assert status == 422
+    assert body["kind"] == "Status"
+    stored = _ok(_http(api_client, "GET", path), 200)
+    assert stored["data"] == {"a": "1", "b": "2"}
+    assert stored["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+
+
+def test_json_patch_removing_missing_path_is_rejected(
+    api_client: Any, configmap: tuple[str, dict[str, Any]]
+) -> None:
+    path, created = configmap
+    status, _ = _http(
+        api_client,
+        "PATCH",
+        path,
+        body=[{"op": "remove", "path": "/data/missing"}],
+        content_type=JSON_PATCH,
+    )
+    assert status == 422
+    stored = _ok(_http(api_client, "GET", path), 200)
+    assert stored["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+
+
+def test_json_patch_that_is_not_a_list_is_bad_request(
+    api_client: Any, configmap: tuple[str, dict[str, Any]]
+) -> None:
+    path, _ = configmap
+    status, body = _http(
+        api_client,
+        "PATCH",
+        path,
+        body={"op": "add", "path": "/data/c", "value": "3"},
+        content_type=JSON_PATCH,
+    )
+    assert status == 400
+    assert body["reason"] == "BadRequest"
+
+
+# --------------------------------------------------------------------------- strategic merge
+
+
+def test_strategic_merge_merges_containers_by_name_and_ports_by_container_port(
+    api_client: Any, deployment: str
+) -> None:
+    patched = _ok(
+        _http(
+            api_client,
+            "PATCH",
+            deployment,
+            body={
+                "spec": {
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {"name": "a", "ports": [{"containerPort": 9090, "name": "p9090"}]},
+                                _container("c"),
+                            ]
+                        }
+                    }
+                }
+            },
+            content_type=STRATEGIC,
+        ),
+        200,
+    )
+    containers = _containers(patched)
+    assert set(containers) == {"a", "b", "c"}
+    assert sorted(p["containerPort"] for p in containers["a"]["ports"]) == [8080, 9090]
+    assert containers["a"]["image"] == PAUSE_IMAGE
+    assert containers["c"]["image"] == PAUSE_IMAGE
+
+    again = _ok(
+        _http(
+            api_client,
+            "PATCH",
+            deployment,
+            body={
+                "spec": {
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {"name": "a", "ports": [{"containerPort": 8080, "name": "web"}]}
+                            ]
+                        }
+                    }
+                }
+            },
+            content_type=STRATEGIC,
+        ),
+        200,
+    )
+    ports = {p["containerPort"]: p["name"] for p in _containers(again)["a"]["ports"]}
+    assert ports == {8080: "web", 9090: "p9090"}
+
+
+def test_strategic_merge_patch_delete_directive(api_client: Any, deployment: str) -> None:
+    patched = _ok(
+        _http(
+            api_client,
+            "PATCH",
+            deployment,
+            body={
+                "spec": {"template": {"spec": {"containers": [{"name": "b", "$patch": "delete"}]}}}
+            },
+            content_type=STRATEGIC,
+        ),
+        200,
+    )
+    assert set(_containers(patched)) == {"a"}
+    assert set(_containers(_ok(_http(api_client, "GET", deployment), 200))) == {"a"}
+
+
+def test_strategic_merge_null_deletes_map_key(
+    api_client: Any, configmap: tuple[str, dict[str, Any]]
+) -> None:
+    path, _ = configmap
+    patched = _ok(
+        _http(
+            api_client,
+            "PATCH",
+            path,
+            body={"metadata": {"labels": {"drop": None}}, "data": {"b": None, "e": "5"}},
+            content_type=STRATEGIC,
+        ),
+        200,
+    )
+    assert patched["metadata"]["labels"] == {"keep": "yes"}
+    assert patched["data"] == {"a": "1", "e": "5"}

@@ -1,0 +1,365 @@
+"""Conformance: request validation — malformed bodies (400), invalid objects (422 Invalid).
+
+After every rejected write the object must not exist: a rejection stores nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+import urllib3
+
+PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
+
+
+def _http(
+    api_client: Any,
+    method: str,
+    path: str,
+    *,
+    body: Any = None,
+    query: dict[str, Any] | None = None,
+) -> tuple[int, Any]:
+    """One request; (status, JSON body or text). Bytes bodies are sent unchanged."""
+    headers = {"Accept": "application/json"}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    params = [(k, str(v)) for k, v in (query or {}).items()]
+    api_client.update_params_for_auth(headers, params, ["BearerToken"], path, method, None)
+    url = api_client.configuration.host + path + ("?" + urlencode(params) if params else "")
+    data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
+    resp = api_client.rest_client.pool_manager.request(
+        method,
+        url,
+        body=data,
+        headers=headers,
+        timeout=urllib3.Timeout(connect=10, read=30),
+        preload_content=False,
+        retries=False,
+    )
+    try:
+        raw = resp.read()
+    finally:
+        resp.release_conn()
+    if "json" in resp.headers.get("Content-Type", ""):
+        return resp.status, json.loads(raw)
+    return resp.status, raw.decode()
+
+
+def _ok(result: tuple[int, Any], *expected: int) -> Any:
+    status, body = result
+    assert status in (expected or (200, 201)), f"HTTP {status}: {body}"
+    return body
+
+
+def _assert_invalid(
+    result: tuple[int, Any], kind: str, field: str, group: str | None = None
+) -> dict[str, Any]:
+    status, body = result
+    assert status == 422, f"HTTP {status}: {body}"
+    assert body["kind"] == "Status"
+    assert body["status"] == "Failure"
+    assert body["reason"] == "Invalid"
+    assert body["code"] == 422
+    details = body["details"]
+    assert details["kind"] == kind
+    if group is not None:
+        assert details["group"] == group
+    fields = [c.get("field") for c in details.get("causes", [])]
+    assert any(f == field or f.startswith(field) for f in fields if f), (field, fields)
+    return details
+
+
+def _deployment(name: str, **spec: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "replicas": 0,
+        "selector": {"matchLabels": {"app": name}},
+        "template": {
+            "metadata": {"labels": {"app": name}},
+            "spec": {"containers": [{"name": "main", "image": PAUSE_IMAGE}]},
+        },
+    }
+    base.update(spec)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {k: v for k, v in base.items() if v is not None},
+    }
+
+
+# --------------------------------------------------------------------------- 400 Bad Request
+
+
+def test_malformed_json_is_bad_request(api_client: Any, namespace: str) -> None:
+    collection = f"/api/v1/namespaces/{namespace}/configmaps"
+    status, body = _http(
+        api_client,
+        "POST",
+        collection,
+        body=b'{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "broken"}',
+    )
+    assert status == 400, body
+    assert body["kind"] == "Status"
+    assert body["reason"] == "BadRequest"
+    assert body["code"] == 400
+    assert _http(api_client, "GET", f"{collection}/broken")[0] == 404
+
+
+def test_kind_not_matching_url_is_bad_request(api_client: Any, namespace: str) -> None:
+    status, body = _http(
+        api_client,
+        "POST",
+        f"/api/v1/namespaces/{namespace}/configmaps",
+        body={
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "mismatch"},
+            "stringData": {"a": "b"},
+        },
+    )
+    assert status == 400, body
+    assert body["reason"] == "BadRequest"
+    assert _http(api_client, "GET", f"/api/v1/namespaces/{namespace}/configmaps/mismatch")[0] == 404
+    assert _http(api_client, "GET", f"/api/v1/namespaces/{namespace}/secrets/mismatch")[0] == 404
+
+
+def test_namespace_in_body_not_matching_url_is_bad_request(api_client: Any, namespace: str) -> None:
+    status, body = _http(
+        api_client,
+        "POST",
+        f"/api/v1/namespaces/{namespace}/configmaps",
+        body={
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "elsewhere", "namespace": "some-other-namespace"},
+        },
+    )
+    assert status == 400, body
+    assert body["reason"] == "BadRequest"
+    assert (
+        _http(api_client, "GET", f"/api/v1/namespaces/{namespace}/configmaps/elsewhere")[0] == 404
+    )
+
+
+def test_name_in_body_not_matching_url_on_update_is_bad_request(
+    api_client: Any, namespace: str
+) -> None:
+    collection = f"/api/v1/namespaces/{namespace}/configmaps"
+    created = _ok(
+        _http(
+            api_client,
+            "POST",
+            collection,
+            body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "one"}},
+        ),
+        201,
+    )
+    created["metadata"]["name"] = "two"
+    status, body = _http(api_client, "PUT", f"{collection}/one", body=created)
+    assert status == 400, body
+    assert body["reason"] == "BadRequest"
+    assert _http(api_client, "GET", f"{collection}/two")[0] == 404
+
+
+# --------------------------------------------------------------------------- 422 Invalid names
+
+
+@pytest.mark.parametrize(
+    ("resource", "kind", "name"),
+    [
+        ("configmaps", "ConfigMap", "Upper-Case"),
+        ("configmaps", "ConfigMap", "under_score"),
+        ("configmaps", "ConfigMap", "x" * 254),
+        ("services", "Service", "1starts-with-digit"),
+        ("services", "Service", "s" * 64),
+        ("services", "Service", "dotted.name"),
+    ],
+    ids=["uppercase", "underscore", "too-long-254", "svc-digit", "svc-too-long-64", "svc-dot"],
+)
+def test_invalid_name_is_rejected(
+    api_client: Any, namespace: str, resource: str, kind: str, name: str
+) -> None:
+    collection = f"/api/v1/namespaces/{namespace}/{resource}"
+    body: dict[str, Any] = {"apiVersion": "v1", "kind": kind, "metadata": {"name": name}}
+    if kind == "Service":
+        body["spec"] = {"ports": [{"port": 80}]}
+    details = _assert_invalid(
+        _http(api_client, "POST", collection, body=body), kind, "metadata.name"
+    )
+    assert details["name"] == name
+    assert _http(api_client, "GET", f"{collection}/{name}")[0] in (404, 400)
+    listed = _ok(_http(api_client, "GET", collection), 200)
+    assert name not in [i["metadata"]["name"] for i in listed["items"]]
+
+
+def test_missing_name_is_invalid(api_client: Any, namespace: str) -> None:
+    _assert_invalid(
+        _http(
+            api_client,
+            "POST",
+            f"/api/v1/namespaces/{namespace}/configmaps",
+            body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}},
+        ),
+        "ConfigMap",
+        "metadata.name",
+    )
+
+
+def test_invalid_namespace_name(api_client: Any) -> None:
+    _assert_invalid(
+        _http(
+            api_client,
+            "POST",
+            "/api/v1/namespaces",
+            body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "Not-Valid"}},
+        ),
+        "Namespace",
+        "metadata.name",
+    )
+
+
+# --------------------------------------------------------------------------- 422 Invalid specs
+
+
+def test_pod_without_containers_is_invalid(api_client: Any, namespace: str) -> None:
+    collection = f"/api/v1/namespaces/{namespace}/pods"
+    _assert_invalid(
+        _http(
+            api_client,
+            "POST",
+            collection,
+            body={
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "empty"},
+                "spec": {"containers": []},
+            },
+        ),
+        "Pod",
+        "spec.containers",
+    )
+    assert _http(api_client, "GET", f"{collection}/empty")[0] == 404
+
+
+def test_deployment_without_selector_is_invalid(api_client: Any, namespace: str) -> None:
+    collection = f"/apis/apps/v1/namespaces/{namespace}/deployments"
+    _assert_invalid(
+        _http(api_client, "POST", collection, body=_deployment("nosel", selector=None)),
+        "Deployment",
+        "spec.selector",
+        group="apps",
+    )
+    assert _http(api_client, "GET", f"{collection}/nosel")[0] == 404
+
+
+def test_deployment_selector_not_matching_template_is_invalid(
+    api_client: Any, namespace: str
+) -> None:
+    collection = f"/apis/apps/v1/namespaces/{namespace}/deployments"
+    _assert_invalid(
+        _http(
+            api_client,
+            "POST",
+            collection,
+            body=_deployment("mismatch", selector={"matchLabels": {"app": "other"}}),
+        ),
+        "Deployment",
+        "spec.template.metadata.labels",
+        group="apps",
+    )
+    assert _http(api_client, "GET", f"{collection}/mismatch")[0] == 404
+
+
+def test_deployment_selector_is_immutable(api_client: Any, namespace: str) -> None:
+    collection = f"/apis/apps/v1/namespaces/{namespace}/deployments"
+    created = _ok(_http(api_client, "POST", collection, body=_deployment("fixed")), 201)
+    changed = json.loads(json.dumps(created))
+    changed["spec"]["selector"] = {"matchLabels": {"app": "fixed", "extra": "x"}}
+    changed["spec"]["template"]["metadata"]["labels"]["extra"] = "x"
+    _assert_invalid(
+        _http(api_client, "PUT", f"{collection}/fixed", body=changed),
+        "Deployment",
+        "spec.selector",
+        group="apps",
+    )
+    stored = _ok(_http(api_client, "GET", f"{collection}/fixed"), 200)
+    assert stored["spec"]["selector"] == {"matchLabels": {"app": "fixed"}}
+
+
+def test_service_port_out_of_range_is_invalid(api_client: Any, namespace: str) -> None:
+    collection = f"/api/v1/namespaces/{namespace}/services"
+    _assert_invalid(
+        _http(
+            api_client,
+            "POST",
+            collection,
+            body={
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": "badport"},
+                "spec": {"ports": [{"port": 70000}]},
+            },
+        ),
+        "Service",
+        "spec.ports[0].port",
+    )
+    assert _http(api_client, "GET", f"{collection}/badport")[0] == 404
+
+
+def test_two_controller_owner_references_are_invalid(api_client: Any, namespace: str) -> None:
+    collection = f"/api/v1/namespaces/{namespace}/configmaps"
+    owners = [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "name": f"owner-{i}",
+            "uid": f"00000000-0000-0000-0000-00000000000{i}",
+            "controller": True,
+        }
+        for i in (1, 2)
+    ]
+    _assert_invalid(
+        _http(
+            api_client,
+            "POST",
+            collection,
+            body={
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "two-controllers", "ownerReferences": owners},
+            },
+        ),
+        "ConfigMap",
+        "metadata.ownerReferences",
+    )
+    assert _http(api_client, "GET", f"{collection}/two-controllers")[0] == 404
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [{"app": "has space"}, {"app": "v" * 64}, {"bad key!": "x"}, {"-leading": "x"}],
+    ids=["value-space", "value-too-long", "key-chars", "key-leading-dash"],
+)
+def test_invalid_labels_are_rejected(
+    api_client: Any, namespace: str, labels: dict[str, str]
+) -> None:
+    collection = f"/api/v1/namespaces/{namespace}/configmaps"
+    _assert_invalid(
+        _http(
+            api_client,
+            "POST",
+            collection,
+            body={
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "badlabels", "labels": labels},
+            },
+        ),
+        "ConfigMap",
+        "metadata.labels",
+    )
+    assert _http(api_client, "GET", f"{collection}/badlabels")[0] == 404
