@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 
 from manager.labels import LabelSelector
-from manager.testing import admission, patch
+from manager.testing import admission, patch, schema
 from manager.testing.registry import Generation, ResourceRegistry, ServedResource
 from manager.testing.selectors import FieldSelector, object_fields
 from manager.testing.storage import ObjectKey, Storage, TooOldResourceVersion
@@ -244,7 +244,9 @@ class Rest:
         try:
             if served.custom:
                 admission.validate(r.kind, r.group, obj, old)
-                return obj
+                return self._apply_crd_schema(served, obj)
+            if r.kind == "CustomResourceDefinition":
+                self._check_crd_schemas(obj)
             if old is None or r.kind != "Pod":
                 if old is not None and r.kind == "Service" and not r.group:
                     obj = admission.service_update_keeps(old, obj)
@@ -258,16 +260,71 @@ class Rest:
                 )
             admission.validate(r.kind, r.group, obj, old)
         except admission.AdmissionError as exc:
-            details: JsonDict = {"name": exc.name or (obj.get("metadata") or {}).get("name", "")}
-            if exc.group:
-                details["group"] = exc.group
-            details["kind"] = exc.kind or r.kind
-            if exc.causes:
-                details["causes"] = [
-                    {"reason": c.reason, "message": c.message, "field": c.field} for c in exc.causes
-                ]
-            raise StatusError(exc.status, exc.reason, exc.message, details) from None
+            raise self._invalid(served, exc, obj) from None
         return obj
+
+    @staticmethod
+    def _invalid(
+        served: ServedResource, exc: admission.AdmissionError, obj: JsonDict
+    ) -> StatusError:
+        details: JsonDict = {"name": exc.name or (obj.get("metadata") or {}).get("name", "")}
+        if exc.group:
+            details["group"] = exc.group
+        details["kind"] = exc.kind or served.resource.kind
+        if exc.causes:
+            details["causes"] = [
+                {"reason": c.reason, "message": c.message, "field": c.field} for c in exc.causes
+            ]
+        return StatusError(exc.status, exc.reason, exc.message, details)
+
+    def _apply_crd_schema(self, served: ServedResource, obj: JsonDict) -> JsonDict:
+        """Default, prune and validate a custom object by its CRD's structural schema.
+
+        Raises:
+            admission.AdmissionError: the object does not match the schema.
+        """
+        crd = self.storage.get(
+            ("apiextensions.k8s.io/customresourcedefinitions", "", served.crd_name)
+        )
+        if crd is None:
+            return obj
+        spec_schema = schema.version_schema(crd, served.resource.version)
+        if spec_schema is None:
+            return obj
+        result, causes = schema.apply_schema(
+            spec_schema,
+            obj,
+            kind=served.resource.kind,
+            status_subresource=served.resource.has_status,
+        )
+        if causes:
+            name = str((obj.get("metadata") or {}).get("name", ""))
+            raise admission.AdmissionError(
+                served.resource.kind, served.resource.group, name, causes
+            )
+        return result
+
+    @staticmethod
+    def _check_crd_schemas(crd: JsonDict) -> None:
+        """A CRD whose schemas are not structural is refused (422), as kube does."""
+        problems: list[str] = []
+        for i, version in enumerate((crd.get("spec") or {}).get("versions") or []):
+            root = ((version or {}).get("schema") or {}).get("openAPIV3Schema")
+            if root is not None:
+                problems += schema.structural_errors(
+                    root, path=f"spec.versions[{i}].schema.openAPIV3Schema"
+                )
+        if problems:
+            name = str((crd.get("metadata") or {}).get("name", ""))
+            causes = [
+                admission.Cause(
+                    "FieldValueInvalid", p.partition(": ")[2] or p, p.partition(": ")[0]
+                )
+                for p in problems
+            ]
+            raise admission.AdmissionError(
+                "CustomResourceDefinition", "apiextensions.k8s.io", name, causes
+            )
 
     def _managed(
         self,
@@ -684,6 +741,11 @@ class Rest:
                 raise self._conflict(served, name)
             if subresource == "status":
                 new = self._status_update(served, current, body)
+                if served.custom:
+                    try:
+                        new = self._apply_crd_schema(served, new)
+                    except admission.AdmissionError as exc:
+                        raise self._invalid(served, exc, new) from None
             elif subresource == "finalize":
                 new = copy.deepcopy(current)
                 new["spec"] = {
