@@ -51,11 +51,12 @@ class ServedResource:
     served_versions: tuple[str, ...] = ()  # CRs: every served version (same storage)
     crd_name: str = ""
     default_finalizers: tuple[str, ...] = field(default=())
+    storage_key: str = ""  # stored as another resource (events.k8s.io Events are core Events)
 
     @property
     def key(self) -> str:
         """Storage key shared by every version: ``group/plural`` (``/plural`` for core)."""
-        return f"{self.resource.group}/{self.resource.plural}"
+        return self.storage_key or f"{self.resource.group}/{self.resource.plural}"
 
     @property
     def kind(self) -> str:
@@ -181,7 +182,12 @@ def _builtins() -> list[ServedResource]:
             generation=Generation.SPEC,
         ),
         _builtin("coordination.k8s.io", "leases", "Lease", True, singular="lease"),
-        _builtin("events.k8s.io", "events", "Event", True, singular="event", short=("ev",)),
+        ServedResource(
+            Resource("events.k8s.io", "v1", "events", "Event", True),
+            singular="event",
+            short_names=("ev",),
+            storage_key="/events",
+        ),
         _builtin(
             "apiextensions.k8s.io",
             "customresourcedefinitions",

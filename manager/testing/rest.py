@@ -863,7 +863,12 @@ class Rest:
         subresource: str | None = None,
         manager: str = "",
         dry_run: bool = False,
+        view: Callable[[JsonDict], JsonDict] | None = None,
+        unview: Callable[[JsonDict], JsonDict] | None = None,
     ) -> JsonDict:
+        """Apply a patch. With ``view``/``unview``, the patch is applied to
+        ``view(stored object)`` (another API's shape of the same object, e.g.
+        events.k8s.io over core Events) and the result stored as ``unview(patched)``."""
         ctype = content_type.split(";", maxsplit=1)[0].strip().lower()
         kinds = {
             "application/merge-patch+json": "merge",
@@ -890,6 +895,8 @@ class Rest:
             raise _bad_request(f"error decoding patch: {exc}") from None
         with self.storage.lock:
             current = self.storage.get(self._key(served, namespace, name))
+            if current is not None and view is not None:
+                current = view(current)
             if current is None:
                 if kind == "apply" and subresource is None:
                     return self.create(served, namespace, doc, manager=manager, dry_run=dry_run)
@@ -936,6 +943,8 @@ class Rest:
                 **new,
                 "metadata": {**new_meta, "resourceVersion": current["metadata"]["resourceVersion"]},
             }
+            if unview is not None:
+                new = unview(new)
             return self.update(
                 served,
                 namespace,

@@ -33,7 +33,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import orjson
 import yaml
 
-from manager.testing import discovery
+from manager.testing import discovery, eventsconv, printers
 from manager.testing.faults import Faults
 from manager.testing.garbage import GarbageCollector
 from manager.testing.registry import ResourceRegistry, ServedResource
@@ -191,6 +191,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._watch(route, query)
                 return
             code, answer = self._handle(verb, route, query, body)
+            if verb in ("get", "list") and "as=Table" in (self.headers.get("Accept") or ""):
+                answer = self._table(route, verb, answer, query)
             self._send_json(code, answer)
         except StatusError as err:
             self._send_status(err)
@@ -308,6 +310,8 @@ class _Handler(BaseHTTPRequestHandler):
     ) -> tuple[int, JsonDict]:
         rest = self.server.owner.rest
         served, ns, name = route.served, route.namespace, route.name
+        if served.resource.group == "events.k8s.io":
+            return self._handle_events_view(verb, route, query, body)
         manager = self._manager(query)
         dry_run = query.get("dryRun") == "All"
         if verb == "get":
@@ -372,6 +376,109 @@ class _Handler(BaseHTTPRequestHandler):
         return 200, rest.delete_collection(
             served, ns, _list_options(query), options, manager=manager
         )
+
+    def _table(self, route: _Route, verb: str, answer: JsonDict, query: dict[str, str]) -> JsonDict:
+        """Server-side printing: a meta.k8s.io/v1 Table, as ``kubectl get`` asks for."""
+        r = route.served.resource
+        columns = None
+        if route.served.custom:
+            crd = self.server.owner.storage.get(
+                ("apiextensions.k8s.io/customresourcedefinitions", "", route.served.crd_name)
+            )
+            for version in ((crd or {}).get("spec") or {}).get("versions") or []:
+                if version.get("name") == r.version:
+                    columns = version.get("additionalPrinterColumns")
+        if verb == "list":
+            objs, meta = answer.get("items") or [], answer.get("metadata") or {}
+        else:
+            objs = [answer]
+            meta = {"resourceVersion": (answer.get("metadata") or {}).get("resourceVersion", "")}
+        try:
+            return printers.to_table(
+                r.kind,
+                r.group,
+                objs,
+                list_metadata=meta,
+                include_object=query.get("includeObject", "Metadata"),
+                crd_columns=columns,
+            )
+        except ValueError as exc:
+            raise StatusError(400, "BadRequest", str(exc)) from None
+
+    def _handle_events_view(
+        self, verb: str, route: _Route, query: dict[str, str], body: bytes
+    ) -> tuple[int, JsonDict]:
+        """events.k8s.io/v1 Events are core Events seen through a conversion (as in kube)."""
+        owner = self.server.owner
+        rest = owner.rest
+        core = owner.registry.lookup("", "v1", "events")
+        assert core is not None
+        served, ns, name = route.served, route.namespace, route.name
+        manager = self._manager(query)
+        dry_run = query.get("dryRun") == "All"
+
+        def incoming() -> JsonDict:
+            obj = _decode(body)
+            if not isinstance(obj, dict):
+                raise StatusError(400, "BadRequest", "the body must be an object")
+            rest._check_body_type(served, obj)
+            return eventsconv.events_to_core(obj)
+
+        if verb == "get":
+            assert name is not None
+            return 200, eventsconv.core_to_events(rest.get(core, ns, name))
+        if verb in ("list", "deletecollection"):
+            if verb == "list":
+                listed = rest.list(core, ns, _list_options(query))
+            else:
+                listed = rest.delete_collection(
+                    core, ns, _list_options(query), _delete_options(query, body), manager=manager
+                )
+            items = []
+            for item in listed["items"]:
+                converted = eventsconv.core_to_events(item)
+                converted.pop("kind", None)
+                converted.pop("apiVersion", None)
+                items.append(converted)
+            return 200, {
+                **listed,
+                "apiVersion": "events.k8s.io/v1",
+                "kind": "EventList",
+                "items": items,
+            }
+        if verb == "create":
+            if name is not None or ns is None:
+                raise StatusError(
+                    405,
+                    "MethodNotAllowed",
+                    "the server does not allow this method on the requested resource",
+                )
+            obj = rest.create(core, ns, incoming(), manager=manager, dry_run=dry_run)
+            return 201, eventsconv.core_to_events(obj)
+        if name is None:
+            raise StatusError(
+                405,
+                "MethodNotAllowed",
+                "the server does not allow this method on the requested resource",
+            )
+        if verb == "update":
+            obj = rest.update(core, ns, name, incoming(), manager=manager, dry_run=dry_run)
+            return 200, eventsconv.core_to_events(obj)
+        if verb == "patch":
+            obj = rest.patch(
+                core,
+                ns,
+                name,
+                body,
+                self.headers.get("Content-Type") or "",
+                manager=manager,
+                dry_run=dry_run,
+                view=eventsconv.core_to_events,
+                unview=eventsconv.events_to_core,
+            )
+            return 200, eventsconv.core_to_events(obj)
+        gone, last = rest.delete(core, ns, name, _delete_options(query, body), manager=manager)
+        return 200, rest.delete_answer(served, gone, eventsconv.core_to_events(last))
 
     # -- watch -----------------------------------------------------------------------
 
@@ -524,6 +631,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def _renderer(served: ServedResource) -> Any:
+    if served.resource.group == "events.k8s.io":
+        return eventsconv.core_to_events
     if not served.custom:
         return lambda obj: obj
     api_version = served.resource.api_version
