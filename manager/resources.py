@@ -83,7 +83,9 @@ BUILTINS: dict[str, Resource] = _table(
         Resource("", "v1", "nodes", "Node", namespaced=False, has_status=True),
         Resource("apps", "v1", "deployments", "Deployment", namespaced=True, has_status=True),
         Resource("apps", "v1", "replicasets", "ReplicaSet", namespaced=True, has_status=True),
-        Resource("networking.k8s.io", "v1", "ingresses", "Ingress", namespaced=True, has_status=True),
+        Resource(
+            "networking.k8s.io", "v1", "ingresses", "Ingress", namespaced=True, has_status=True
+        ),
         Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True),
         Resource("events.k8s.io", "v1", "events", "Event", namespaced=True),
         Resource(

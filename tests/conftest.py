@@ -97,6 +97,13 @@ def api_client(kubeconfig_path: str) -> Iterator[Any]:
     try:
         yield api
     finally:
+        # urllib3 2.x PoolManager.clear() forgets its pools without closing their
+        # sockets (a server thread would linger): close them explicitly.
+        pools = api.rest_client.pool_manager.pools
+        for key in list(pools.keys()):
+            pool = pools.get(key)
+            if pool is not None:
+                pool.close()
         api.close()
 
 

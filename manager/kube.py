@@ -1,0 +1,1091 @@
+"""API access: one HTTP client per manager, raw JSON in and out, mapped errors, retries.
+
+The concept is client-go's ``rest`` package (``RESTClient``, ``Request``, ``with_retry.go``,
+the ``rest_client_*`` metrics) together with its ``dynamic`` client: requests address a
+:class:`~manager.resources.Resource` plus namespace and name, and objects are plain
+``dict`` values decoded with ``orjson`` from the response bytes. No model classes of the
+official client are ever built. This is the only module of Overseer that imports
+``kubernetes``; it uses it for what it does well (kubeconfig and in-cluster loading,
+authentication headers with token refresh, TLS, the urllib3 connection pool) and nothing
+else.
+
+Contract:
+
+* Every non-2xx answer raises the narrowest :class:`~manager.errors.ApiError` subclass
+  (``NotFound``, ``AlreadyExists``, ``Conflict``, ``Invalid``, ...), built from the
+  ``Status`` body when there is one. A server that cannot be reached (refused, reset,
+  timed out, TLS failure) raises :class:`~manager.errors.Unavailable` with ``status=0``
+  and the host in the message.
+* Retries happen here and nowhere else below the workqueue. A 429 is retried for every
+  verb (the server refused the request before doing anything); 5xx answers and broken
+  connections are retried only for requests that are safe to repeat: GET (get, list,
+  discovery and the opening request of a watch), PUT, DELETE, and merge/apply PATCH. A
+  connection that could not even be opened is retried for every verb (nothing was sent).
+  ``Retry-After`` is honoured; otherwise the wait is exponential with jitter. Attempts are
+  bounded by ``ClientOptions.max_retries`` and each wait by ``retry_max_wait``.
+* Every attempt passes the client-side :class:`~manager.flowcontrol.TokenBucket` first
+  (``qps``/``burst``), shared by all requests of one client; a watch counts once, when it
+  connects.
+* A watch is a :class:`WatchStream` of decoded events. It ends cleanly when the server
+  closes the stream (``timeoutSeconds`` elapsed) or when :meth:`WatchStream.close` is
+  called. A read timeout (no byte for ``read_timeout`` seconds, i.e. a dead connection)
+  or a connection broken mid-stream raises :class:`~manager.errors.Unavailable`
+  (``status=0``). Either way the caller re-watches from its last resourceVersion.
+  ``ERROR`` events (such as the 410 ``Expired`` a real API server sends for a too old
+  resourceVersion) are passed through as events; interpreting them is the reflector's job.
+
+Thread-safety: a :class:`KubeClient` is meant to be shared by every informer and worker
+of a manager (the urllib3 pool is sized by ``ClientOptions.pool_size``). A
+:class:`WatchStream` is iterated by one thread; :meth:`WatchStream.close` may be called
+from any thread and unblocks a read in progress.
+"""
+
+from __future__ import annotations
+
+import builtins
+import email.utils
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, Final, Literal, Self, cast
+from urllib.parse import urlencode, urlsplit
+
+import orjson
+import tenacity
+import urllib3
+import yaml
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+from prometheus_client import Counter, Histogram
+
+from manager.errors import (
+    ApiError,
+    ConfigError,
+    NotFound,
+    ServerError,
+    TooManyRequests,
+    Unavailable,
+    api_error_from_status,
+)
+from manager.flowcontrol import RateLimiter, TokenBucket
+from manager.metrics import REGISTRY
+from manager.resources import BUILTINS, Resource
+
+__all__ = [
+    "ClientOptions",
+    "JsonDict",
+    "KubeClient",
+    "PatchType",
+    "WatchStream",
+]
+
+logger = logging.getLogger(__name__)
+
+JsonDict = dict[str, Any]
+"""A decoded JSON object: what every read and write returns."""
+
+PatchType = Literal["merge", "json", "strategic", "apply"]
+"""The patch flavours of the API server, by their short name."""
+
+QueryValue = str | int | float | bool
+Query = Mapping[str, QueryValue | None] | Sequence[tuple[str, QueryValue]]
+
+_PATCH_CONTENT_TYPES: Final[dict[str, str]] = {
+    "merge": "application/merge-patch+json",
+    "json": "application/json-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "apply": "application/apply-patch+yaml",
+}
+_METHODS: Final = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
+_IDEMPOTENT_PATCHES: Final = frozenset({"merge", "apply"})
+_WATCH_CHUNK: Final = 64 * 1024
+_ERROR_TEXT_LIMIT: Final = 300
+
+# client-go's restclient metrics (k8s.io/component-base/metrics/prometheus/restclient).
+REQUESTS_TOTAL = Counter(
+    "rest_client_requests_total",
+    "Number of HTTP requests, partitioned by status code, method, and host.",
+    ["code", "method", "host"],
+    registry=REGISTRY,
+)
+REQUEST_DURATION = Histogram(
+    "rest_client_request_duration_seconds",
+    "Request latency in seconds. Broken down by verb, and host.",
+    ["verb", "host"],
+    buckets=(0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0),
+    registry=REGISTRY,
+)
+
+# The config loaders are untyped; keep their Any here.
+_K8S_CONFIG: Any = k8s_config
+
+_BUILTIN_KINDS: Final[dict[tuple[str, str], Resource]] = {
+    (r.api_version, r.kind): r for r in BUILTINS.values()
+}
+
+
+def _default_user_agent() -> str:
+    from manager import __version__
+
+    return f"overseer/{__version__}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClientOptions:
+    """How a :class:`KubeClient` talks to the API server (controller-runtime defaults)."""
+
+    qps: float = 20.0
+    """Client-side steady request rate, requests per second (default 20.0; <= 0: no limit)."""
+    burst: int = 30
+    """Requests allowed back to back above ``qps`` (default 30 requests)."""
+    timeout: float = 30.0
+    """Timeout of one non-watch request, and of connecting a watch (default 30.0 seconds)."""
+    pool_size: int = 32
+    """urllib3 connections kept per host: informers + workers (default 32 connections)."""
+    max_retries: int = 5
+    """Retries of a failed request that is safe to repeat (default 5 retries)."""
+    retry_max_wait: float = 30.0
+    """Longest wait between two attempts, Retry-After included (default 30.0 seconds)."""
+    user_agent: str = field(default_factory=_default_user_agent)
+    """User-Agent header (default ``overseer/<version>``)."""
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.burst < 1:
+            problems.append(f"burst: must be at least 1, got {self.burst}")
+        if self.timeout <= 0:
+            problems.append(f"timeout: must be positive, got {self.timeout}")
+        if self.pool_size < 1:
+            problems.append(f"pool_size: must be at least 1, got {self.pool_size}")
+        if self.max_retries < 0:
+            problems.append(f"max_retries: must not be negative, got {self.max_retries}")
+        if self.retry_max_wait < 0:
+            problems.append(f"retry_max_wait: must not be negative, got {self.retry_max_wait}")
+        if problems:
+            raise ValueError("invalid ClientOptions: " + "; ".join(problems))
+
+
+class WatchStream:
+    """The events of one watch request, decoded line by line as they arrive.
+
+    Iterating yields event dicts ``{"type": "ADDED"|"MODIFIED"|"DELETED"|"BOOKMARK"|"ERROR",
+    "object": {...}}``. Iteration stops when the server ends the stream or after
+    :meth:`close`; an incomplete last line is dropped. A read timeout or a broken
+    connection raises :class:`~manager.errors.Unavailable` (``status=0``); an undecodable
+    line raises :class:`~manager.errors.ApiError` with reason ``InvalidWatchEvent``. In
+    every case the connection is released.
+
+    Use it as a context manager so the connection is released when the caller leaves early.
+    """
+
+    def __init__(self, response: urllib3.BaseHTTPResponse, *, description: str) -> None:
+        self._response = response
+        self._description = description
+        self._lock = threading.Lock()
+        self._closed = False
+        self._reading = False
+        self._released = False
+        self._tail: builtins.list[bytes] = []  # pieces of an incomplete line
+        self._lines: builtins.list[bytes] = []  # complete lines not yet returned
+        self._next_line = 0
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[JsonDict]:
+        return self
+
+    def __next__(self) -> JsonDict:
+        while True:
+            while self._next_line < len(self._lines):
+                line = self._lines[self._next_line]
+                self._next_line += 1
+                if line.strip():
+                    return self._decode(line)
+            chunk = self._read()
+            if not chunk:
+                dropped = sum(len(piece) for piece in self._tail)
+                if dropped:
+                    logger.debug(
+                        "watch stream ended inside an event",
+                        extra={"watch": self._description, "dropped_bytes": dropped},
+                    )
+                self._tail = []
+                raise StopIteration
+            if b"\n" not in chunk:  # a large object arrives in many chunks: no re-copying
+                self._tail.append(chunk)
+                continue
+            parts = b"".join([*self._tail, chunk]).split(b"\n")
+            last = parts.pop()
+            self._tail = [last] if last else []
+            self._lines = parts
+            self._next_line = 0
+
+    @property
+    def closed(self) -> bool:
+        """``True`` once the stream ended or was closed."""
+        return self._closed
+
+    def close(self) -> None:
+        """Stop the stream and release its connection; safe from any thread, idempotent.
+
+        A read blocked in another thread is woken up (the socket is shut down for reading)
+        and that iteration stops without an error.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            reading = self._reading
+        if not reading:
+            self._release()
+            return
+        try:
+            self._response.shutdown()
+        except (ValueError, RuntimeError, NotImplementedError, OSError):
+            # No socket to shut down: the reader wakes at its read timeout and releases.
+            logger.debug(
+                "watch stream could not interrupt a read", extra={"watch": self._description}
+            )
+
+    def _read(self) -> bytes:
+        with self._lock:
+            closed = self._closed
+            self._reading = not closed
+        if closed:
+            self._release()
+            return b""
+        try:
+            chunk = self._response.read1(_WATCH_CHUNK)
+        except urllib3.exceptions.ReadTimeoutError:
+            if self._stopped():
+                return b""
+            self._closed = True
+            raise Unavailable(
+                f"watch {self._description}: no data within the read timeout",
+                status=0,
+                reason="Timeout",
+            ) from None
+        except Exception as exc:
+            if self._stopped():  # close() shut the socket under our feet
+                return b""
+            self._closed = True
+            raise Unavailable(
+                f"watch {self._description}: connection broken: {exc}",
+                status=0,
+                reason="ConnectionError",
+            ) from None
+        finally:
+            with self._lock:
+                self._reading = False
+                finished = self._closed
+            if finished:
+                self._release()
+        if not chunk:
+            self._closed = True
+            self._release()
+        return chunk
+
+    def _stopped(self) -> bool:
+        # A method, not the attribute: close() may flip it from another thread mid-read.
+        return self._closed
+
+    def _release(self) -> None:
+        with self._lock:
+            if self._released:
+                return
+            self._released = True
+        try:
+            self._response.close()
+            self._response.release_conn()
+        except Exception:  # releasing must never mask the reason the stream ended
+            logger.debug("watch stream release failed", exc_info=True)
+
+    def _decode(self, line: bytes) -> JsonDict:
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            event = exc
+        if not isinstance(event, dict) or "type" not in event or "object" not in event:
+            self.close()
+            text = line[:_ERROR_TEXT_LIMIT].decode("utf-8", "replace")
+            raise ApiError(
+                f"watch {self._description}: not a watch event: {text!r}",
+                status=0,
+                reason="InvalidWatchEvent",
+            )
+        return cast(JsonDict, event)
+
+
+class KubeClient:
+    """One connection pool to one API server; raw JSON reads, writes and watches.
+
+    Build it with :meth:`load`, :meth:`from_kubeconfig` or :meth:`in_cluster`; close it
+    with :meth:`close` or by using it as a context manager. Safe to share between threads.
+
+    ``rate_limiter`` replaces the default :class:`~manager.flowcontrol.TokenBucket`
+    (``options.qps``/``options.burst``); ``retry_sleep`` replaces ``time.sleep`` between
+    retries (tests pass a recorder).
+    """
+
+    def __init__(
+        self,
+        configuration: object,
+        *,
+        options: ClientOptions | None = None,
+        rate_limiter: RateLimiter | None = None,
+        retry_sleep: Callable[[float], None] | None = None,
+    ) -> None:
+        if not isinstance(configuration, k8s_client.Configuration):
+            raise TypeError("configuration must be a kubernetes.client.Configuration")
+        self._options = options if options is not None else ClientOptions()
+        cfg: Any = configuration
+        cfg.connection_pool_maxsize = self._options.pool_size
+        cfg.retries = False  # retries are ours (tenacity), not urllib3's
+        self._host: str = str(cfg.host).rstrip("/")
+        self._host_label = urlsplit(self._host).netloc or self._host
+        self._api: Any = k8s_client.ApiClient(cfg)
+        self._api.user_agent = self._options.user_agent
+        self._limiter: RateLimiter = (
+            rate_limiter
+            if rate_limiter is not None
+            else TokenBucket(self._options.qps, self._options.burst)
+        )
+        self._retry_sleep = retry_sleep if retry_sleep is not None else time.sleep
+        self._discovery_lock = threading.Lock()
+        self._discovered: dict[str, dict[str, Resource]] = {}
+
+    # -- construction -------------------------------------------------------------------
+
+    @classmethod
+    def from_kubeconfig(
+        cls,
+        path: str | None = None,
+        context: str | None = None,
+        *,
+        options: ClientOptions | None = None,
+        rate_limiter: RateLimiter | None = None,
+        retry_sleep: Callable[[float], None] | None = None,
+    ) -> KubeClient:
+        """A client for a kubeconfig file.
+
+        Args:
+            path: the file; default the first entry of ``$KUBECONFIG``, then
+                ``~/.kube/config``.
+            context: the context to use; default the file's ``current-context``.
+
+        Raises:
+            ConfigError: the file is missing, unreadable or not a usable kubeconfig.
+        """
+        resolved = os.path.expanduser(path or _env_kubeconfig() or _HOME_KUBECONFIG)
+        if not os.path.isfile(resolved):
+            raise ConfigError([f"kubeconfig {resolved}: no such file"])
+        _check_kubeconfig(resolved)
+        configuration = k8s_client.Configuration()
+        try:
+            _K8S_CONFIG.load_kube_config(
+                config_file=resolved,
+                context=context,
+                client_configuration=configuration,
+                persist_config=False,
+            )
+        except Exception as exc:
+            raise ConfigError([f"kubeconfig {resolved}: {_describe(exc)}"]) from None
+        return cls(
+            configuration, options=options, rate_limiter=rate_limiter, retry_sleep=retry_sleep
+        )
+
+    @classmethod
+    def in_cluster(
+        cls,
+        *,
+        options: ClientOptions | None = None,
+        rate_limiter: RateLimiter | None = None,
+        retry_sleep: Callable[[float], None] | None = None,
+    ) -> KubeClient:
+        """A client for the API server of the cluster this pod runs in (service account).
+
+        Raises:
+            ConfigError: not in a pod, or the service account token/CA cannot be read.
+        """
+        configuration = k8s_client.Configuration()
+        try:
+            _K8S_CONFIG.load_incluster_config(client_configuration=configuration)
+        except Exception as exc:
+            raise ConfigError([f"in-cluster configuration: {_describe(exc)}"]) from None
+        return cls(
+            configuration, options=options, rate_limiter=rate_limiter, retry_sleep=retry_sleep
+        )
+
+    @classmethod
+    def load(
+        cls,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        *,
+        options: ClientOptions | None = None,
+        rate_limiter: RateLimiter | None = None,
+        retry_sleep: Callable[[float], None] | None = None,
+    ) -> KubeClient:
+        """The client the process was configured for.
+
+        Order: ``kubeconfig`` when given, then ``$KUBECONFIG``, then ``~/.kube/config`` if
+        it exists, then the in-cluster service account when ``KUBERNETES_SERVICE_HOST`` is
+        set. Without any of those, a ``ConfigError`` names ``~/.kube/config``.
+
+        Raises:
+            ConfigError: the chosen source is unusable.
+        """
+        path = kubeconfig or _env_kubeconfig()
+        if path is None:
+            home = os.path.expanduser(_HOME_KUBECONFIG)
+            if not os.path.isfile(home) and os.environ.get("KUBERNETES_SERVICE_HOST"):
+                return cls.in_cluster(
+                    options=options, rate_limiter=rate_limiter, retry_sleep=retry_sleep
+                )
+            path = home
+        return cls.from_kubeconfig(
+            path, context, options=options, rate_limiter=rate_limiter, retry_sleep=retry_sleep
+        )
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    @property
+    def host(self) -> str:
+        """The API server URL (``https://10.0.0.1:443``), without a trailing slash."""
+        return self._host
+
+    @property
+    def options(self) -> ClientOptions:
+        """The options this client was built with."""
+        return self._options
+
+    def close(self) -> None:
+        """Close every pooled connection now. Open watch streams should be closed first;
+        a connection still in use is closed when it is given back."""
+        # urllib3 2.x PoolManager.clear() only forgets its pools (their sockets close when
+        # they are garbage collected, which a kept traceback can delay forever): close them.
+        pools = self._api.rest_client.pool_manager.pools
+        for key in builtins.list(pools.keys()):
+            pool = pools.get(key)
+            if pool is not None:
+                pool.close()
+        self._api.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"KubeClient(host={self._host!r})"
+
+    # -- reads --------------------------------------------------------------------------
+
+    def get(self, resource: Resource, name: str, namespace: str | None = None) -> JsonDict:
+        """GET one object.
+
+        Raises:
+            NotFound: no such object (or namespace).
+        """
+        path = _object_path(resource, namespace, name)
+        return self._json("GET", path, idempotent=True)
+
+    def list(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = None,
+        continue_: str | None = None,
+        resource_version: str | None = None,
+        resource_version_match: str | None = None,
+    ) -> JsonDict:
+        """LIST a collection: the whole List object (``items``, ``metadata.resourceVersion``,
+        ``metadata.continue``). Without ``namespace`` a namespaced resource is listed in
+        all namespaces.
+
+        Raises:
+            Gone: ``resource_version_match="Exact"`` at a compacted resourceVersion, or an
+                expired ``continue_`` token.
+        """
+        query: dict[str, QueryValue | None] = {
+            "labelSelector": label_selector,
+            "fieldSelector": field_selector,
+            "limit": limit,
+            "continue": continue_,
+            "resourceVersion": resource_version,
+            "resourceVersionMatch": resource_version_match,
+        }
+        return self._json("GET", resource.path(namespace), query=query, idempotent=True)
+
+    def watch(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        resource_version: str,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: float,
+        read_timeout: float,
+        allow_bookmarks: bool = True,
+        send_initial_events: bool = False,
+    ) -> WatchStream:
+        """Open a WATCH and return its event stream (see :class:`WatchStream`).
+
+        Args:
+            resource_version: where to start; ``""`` means "now" (no replay).
+            timeout_seconds: the server ends the watch after this many seconds (sent as a
+                whole number, at least 1).
+            read_timeout: seconds without a byte after which the connection counts as dead
+                (pick it longer than the bookmark interval and ``timeout_seconds``).
+            send_initial_events: stream the current state first (sets
+                ``resourceVersionMatch=NotOlderThan``; ends with an initial-events-end
+                BOOKMARK when bookmarks are allowed).
+
+        Raises:
+            ApiError: the watch request itself was refused (HTTP status != 2xx), after
+                retries where they apply.
+        """
+        query: dict[str, QueryValue | None] = {
+            "watch": True,
+            "resourceVersion": resource_version or None,
+            "labelSelector": label_selector,
+            "fieldSelector": field_selector,
+            "timeoutSeconds": max(int(timeout_seconds), 1),
+            "allowWatchBookmarks": True if allow_bookmarks else None,
+            "sendInitialEvents": True if send_initial_events else None,
+            "resourceVersionMatch": "NotOlderThan" if send_initial_events else None,
+        }
+        path = resource.path(namespace)
+        response = self._execute(
+            "GET",
+            path,
+            query=query,
+            body=None,
+            content_type=None,
+            idempotent=True,
+            timeout=(self._options.timeout, read_timeout),
+            stream=True,
+        )
+        assert isinstance(response, urllib3.BaseHTTPResponse)
+        return WatchStream(response, description=f"{resource} {namespace or ''}".rstrip())
+
+    # -- writes -------------------------------------------------------------------------
+
+    def create(self, resource: Resource, body: JsonDict, namespace: str | None = None) -> JsonDict:
+        """POST a new object; ``namespace`` defaults to ``body.metadata.namespace``.
+
+        Not retried on 5xx or a broken connection (creating twice is not safe); retried
+        on 429 and when the connection could not be opened.
+
+        Raises:
+            AlreadyExists: the name is taken.
+            Invalid: the object failed validation.
+        """
+        ns = _namespace_for(resource, namespace, body)
+        return self._json("POST", resource.path(ns), body=body, idempotent=False)
+
+    def replace(
+        self,
+        resource: Resource,
+        body: JsonDict,
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> JsonDict:
+        """PUT an object (name and, by default, namespace from ``body.metadata``).
+
+        With ``metadata.resourceVersion`` set this is an optimistic-concurrency update.
+
+        Raises:
+            Conflict: the resourceVersion is stale.
+        """
+        name = _metadata(body).get("name")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{resource.group_resource}: replace needs body.metadata.name")
+        ns = _namespace_for(resource, namespace, body)
+        path = resource.path(ns, name, subresource)
+        return self._json("PUT", path, body=body, idempotent=True)
+
+    def patch(
+        self,
+        resource: Resource,
+        name: str,
+        patch: JsonDict | builtins.list[JsonDict],
+        *,
+        namespace: str | None = None,
+        patch_type: PatchType = "merge",
+        subresource: str | None = None,
+        field_manager: str | None = None,
+        force: bool | None = None,
+    ) -> JsonDict:
+        """PATCH an object.
+
+        ``patch_type="json"`` takes a list of operations, the others an object.
+        ``"apply"`` (server-side apply) needs ``field_manager``. Merge and apply patches
+        are retried like PUT (applying them twice gives the same object); JSON and
+        strategic patches only on 429.
+        """
+        content_type = _PATCH_CONTENT_TYPES.get(patch_type)
+        if content_type is None:
+            raise ValueError(f"unknown patch type {patch_type!r}")
+        if (patch_type == "json") != isinstance(patch, builtins.list):
+            raise ValueError("a JSON patch is a list of operations; other patches are objects")
+        if patch_type == "apply" and not field_manager:
+            raise ValueError("server-side apply needs a field_manager")
+        path = _object_path(resource, namespace, name, subresource)
+        query: dict[str, QueryValue | None] = {"fieldManager": field_manager, "force": force}
+        return self._json(
+            "PATCH",
+            path,
+            query=query,
+            body=patch,
+            content_type=content_type,
+            idempotent=patch_type in _IDEMPOTENT_PATCHES,
+        )
+
+    def delete(
+        self,
+        resource: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        propagation_policy: str | None = None,
+        preconditions: JsonDict | None = None,
+        grace_period_seconds: int | None = None,
+    ) -> JsonDict:
+        """DELETE an object. Returns what the server answers: a ``Status`` for some
+        resources, the deleted object (or, with finalizers, the object still present)
+        for others.
+
+        Raises:
+            NotFound: already gone (also when a retried DELETE had succeeded before).
+            Conflict: a precondition (uid, resourceVersion) failed.
+        """
+        body = _delete_options(propagation_policy, preconditions, grace_period_seconds)
+        path = _object_path(resource, namespace, name)
+        return self._json("DELETE", path, body=body, idempotent=True)
+
+    def delete_collection(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        propagation_policy: str | None = None,
+        grace_period_seconds: int | None = None,
+    ) -> JsonDict:
+        """DELETE every object of a collection that matches the selectors; returns the
+        List of deleted items."""
+        body = _delete_options(propagation_policy, None, grace_period_seconds)
+        query: dict[str, QueryValue | None] = {
+            "labelSelector": label_selector,
+            "fieldSelector": field_selector,
+        }
+        return self._json(
+            "DELETE", resource.path(namespace), query=query, body=body, idempotent=True
+        )
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Query | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        idempotent: bool,
+    ) -> JsonDict:
+        """Any request: ``method`` on ``path`` (``/apis/...``), JSON ``body``; returns the
+        decoded JSON object (``{}`` for an empty body).
+
+        ``idempotent`` says whether 5xx answers and broken connections may be retried.
+        """
+        method = method.upper()
+        if method not in _METHODS:
+            raise ValueError(f"unsupported HTTP method {method!r}")
+        if not path.startswith("/"):
+            raise ValueError(f"path must start with '/': {path!r}")
+        return self._json(
+            method, path, query=query, body=body, content_type=content_type, idempotent=idempotent
+        )
+
+    # -- discovery ----------------------------------------------------------------------
+
+    def discover(self, group_version: str) -> builtins.list[Resource]:
+        """The resources one group/version serves (``"v1"``, ``"apps/v1"``), from its
+        APIResourceList. Subresources are not listed; a ``<plural>/status`` entry sets
+        ``has_status`` on its resource. The result also refreshes :meth:`resource_for`'s
+        cache.
+
+        Raises:
+            NotFound: the group/version is not served.
+        """
+        if "/" in group_version:
+            group, version = group_version.split("/", 1)
+            path = f"/apis/{group_version}"
+        else:
+            group, version = "", group_version
+            path = f"/api/{group_version}"
+        try:
+            document = self._json("GET", path, idempotent=True)
+        except NotFound as exc:
+            raise NotFound(
+                f"{group_version} is not served by {self._host}", status=404, reason="NotFound"
+            ) from exc
+        entries = [e for e in document.get("resources") or [] if isinstance(e, dict)]
+        with_status = {
+            str(e.get("name", "")).split("/", 1)[0]
+            for e in entries
+            if str(e.get("name", "")).endswith("/status")
+        }
+        resources = [
+            Resource(
+                group,
+                version,
+                str(e["name"]),
+                str(e.get("kind", "")),
+                namespaced=bool(e.get("namespaced", False)),
+                has_status=str(e["name"]) in with_status,
+            )
+            for e in entries
+            if e.get("name") and "/" not in str(e["name"])
+        ]
+        with self._discovery_lock:
+            self._discovered[group_version] = {r.kind: r for r in resources}
+        return resources
+
+    def resource_for(self, api_version: str, kind: str) -> Resource:
+        """The resource serving ``kind`` in ``api_version``: a built-in, else from
+        discovery (cached; rediscovered once on a miss, so a new CRD is found).
+
+        Raises:
+            NotFound: the group/version or the kind is not served.
+        """
+        builtin = _BUILTIN_KINDS.get((api_version, kind))
+        if builtin is not None:
+            return builtin
+        with self._discovery_lock:
+            cached = self._discovered.get(api_version, {}).get(kind)
+        if cached is not None:
+            return cached
+        for resource in self.discover(api_version):
+            if resource.kind == kind:
+                return resource
+        raise NotFound(
+            f"kind {kind} is not served in {api_version} by {self._host}",
+            status=404,
+            reason="NotFound",
+        )
+
+    # -- transport ----------------------------------------------------------------------
+
+    def _json(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Query | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        idempotent: bool,
+    ) -> JsonDict:
+        data = self._execute(
+            method,
+            path,
+            query=query,
+            body=body,
+            content_type=content_type,
+            idempotent=idempotent,
+            timeout=self._options.timeout,
+            stream=False,
+        )
+        assert isinstance(data, bytes)
+        if not data.strip():
+            return {}
+        try:
+            decoded = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            decoded = None
+        if not isinstance(decoded, dict):
+            text = data[:_ERROR_TEXT_LIMIT].decode("utf-8", "replace")
+            raise ApiError(
+                f"{method} {path}: the answer is not a JSON object: {text!r}",
+                status=0,
+                reason="InvalidResponse",
+            )
+        return decoded
+
+    def _execute(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Query | None,
+        body: Any,
+        content_type: str | None,
+        idempotent: bool,
+        timeout: float | tuple[float, float],
+        stream: bool,
+    ) -> bytes | urllib3.BaseHTTPResponse:
+        url = self._host + path
+        encoded = _encode_query(query)
+        if encoded:
+            url = f"{url}?{encoded}"
+
+        def retryable(exc: BaseException) -> bool:
+            return _is_retryable(exc, idempotent)
+
+        def log_retry(state: tenacity.RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome else None
+            logger.info(
+                "retrying API request",
+                extra={
+                    "method": method,
+                    "url": url,
+                    "attempt": state.attempt_number,
+                    "wait_seconds": round(state.upcoming_sleep, 3),
+                    "status": getattr(exc, "status", None),
+                    "error": str(exc),
+                },
+            )
+
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(self._options.max_retries + 1),
+            wait=self._wait,
+            retry=tenacity.retry_if_exception(retryable),
+            sleep=self._retry_sleep,
+            before_sleep=log_retry,
+            reraise=True,
+        )
+        return retrying(
+            self._attempt, method, url, body, content_type, timeout=timeout, stream=stream
+        )
+
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        cap = self._options.retry_max_wait
+        if (
+            isinstance(exc, ApiError)
+            and exc.retry_after is not None
+            and (exc.status == 429 or exc.status >= 500)
+        ):
+            return min(max(exc.retry_after, 0.0), cap)
+        exponent = min(state.attempt_number - 1, 32)
+        backoff = _BACKOFF_INITIAL * 2.0**exponent + random.uniform(0, _BACKOFF_JITTER)
+        return min(backoff, cap)
+
+    def _attempt(
+        self,
+        method: str,
+        url: str,
+        body: Any,
+        content_type: str | None,
+        *,
+        timeout: float | tuple[float, float],
+        stream: bool,
+    ) -> bytes | urllib3.BaseHTTPResponse:
+        """One throttled, measured HTTP exchange. Raises ApiError for anything not 2xx."""
+        self._limiter.accept()
+        headers: dict[str, str] = dict(self._api.default_headers)
+        headers["Accept"] = "application/json"
+        if body is not None:
+            headers["Content-Type"] = content_type or "application/json"
+        auth_query: builtins.list[tuple[str, str]] = []
+        path = urlsplit(url).path
+        self._api.update_params_for_auth(headers, auth_query, ["BearerToken"], path, method, body)
+        if auth_query:
+            url = f"{url}{'&' if '?' in url else '?'}{urlencode(auth_query)}"
+        start = time.monotonic()
+        response: urllib3.BaseHTTPResponse | None = None
+        try:
+            rest_response = self._api.call_api(
+                method, url, header_params=headers, body=body, _request_timeout=timeout
+            )
+            response = cast(urllib3.BaseHTTPResponse, rest_response.response)
+            status = int(response.status)
+            if stream and 200 <= status < 300:
+                self._observe(method, str(status), start)
+                return response
+            data = response.data
+        except (urllib3.exceptions.HTTPError, k8s_client.ApiException, OSError) as exc:
+            if response is not None:
+                response.close()
+            self._observe(method, "<error>", start)
+            raise self._connection_error(exc, method, urlsplit(url).path) from exc
+        self._observe(method, str(status), start)
+        if 200 <= status < 300:
+            return data
+        raise _error_from_response(status, response.headers, data, method, urlsplit(url).path)
+
+    def _observe(self, method: str, code: str, start: float) -> None:
+        REQUEST_DURATION.labels(method, self._host_label).observe(time.monotonic() - start)
+        REQUESTS_TOTAL.labels(code, method, self._host_label).inc()
+
+    def _connection_error(self, exc: BaseException, method: str, path: str) -> Unavailable:
+        cause: object = exc
+        if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
+            cause = exc.reason
+        if isinstance(exc, k8s_client.ApiException):
+            cause = str(getattr(exc, "reason", "") or exc).replace("\n", ": ")
+        return Unavailable(
+            f"{method} {path}: cannot reach {self._host}: {cause}",
+            status=0,
+            reason="ConnectionError",
+        )
+
+
+_HOME_KUBECONFIG: Final = "~/.kube/config"
+_BACKOFF_INITIAL: Final = 0.5  # seconds before the first retry, doubled per attempt
+_BACKOFF_JITTER: Final = 0.5  # up to this many seconds added at random
+
+
+def _env_kubeconfig() -> str | None:
+    for entry in os.environ.get("KUBECONFIG", "").split(os.pathsep):
+        if entry.strip():
+            return entry.strip()
+    return None
+
+
+def _check_kubeconfig(path: str) -> None:
+    """Fail early, with a message a person can act on, for a file that is no kubeconfig."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            document = yaml.safe_load(file)
+    except OSError as exc:
+        raise ConfigError([f"kubeconfig {path}: cannot read: {exc.strerror or exc}"]) from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ConfigError([f"kubeconfig {path}: not valid YAML: {_describe(exc)}"]) from None
+    if not isinstance(document, dict):
+        raise ConfigError([f"kubeconfig {path}: not a kubeconfig (expected a YAML mapping)"])
+
+
+def _describe(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= _ERROR_TEXT_LIMIT else text[: _ERROR_TEXT_LIMIT - 3] + "..."
+
+
+def _is_retryable(exc: BaseException, idempotent: bool) -> bool:
+    if isinstance(exc, TooManyRequests):
+        return True  # refused before anything was done: safe for every verb
+    if isinstance(exc, Unavailable) and _never_sent(exc.__cause__):
+        return True  # the connection never opened: nothing reached the server
+    return idempotent and isinstance(exc, ServerError)
+
+
+def _never_sent(cause: BaseException | None) -> bool:
+    if isinstance(cause, urllib3.exceptions.MaxRetryError):
+        cause = cause.reason
+    # NewConnectionError (refused, no route, DNS) is a ConnectTimeoutError in urllib3 2.
+    return isinstance(cause, urllib3.exceptions.ConnectTimeoutError)
+
+
+def _encode_query(query: Query | None) -> str:
+    if not query:
+        return ""
+    pairs = query.items() if isinstance(query, Mapping) else query
+    encoded = [
+        (key, ("true" if value else "false") if isinstance(value, bool) else str(value))
+        for key, value in pairs
+        if value is not None
+    ]
+    return urlencode(encoded)
+
+
+def _metadata(body: Any) -> Mapping[str, Any]:
+    metadata = body.get("metadata") if isinstance(body, Mapping) else None
+    return metadata if isinstance(metadata, Mapping) else {}
+
+
+def _namespace_for(resource: Resource, namespace: str | None, body: Any) -> str | None:
+    if not resource.namespaced:
+        return None
+    ns = namespace or _metadata(body).get("namespace")
+    if not isinstance(ns, str) or not ns:
+        raise ValueError(f"{resource.group_resource} is namespaced: a namespace is required")
+    return ns
+
+
+def _object_path(
+    resource: Resource, namespace: str | None, name: str, subresource: str | None = None
+) -> str:
+    if resource.namespaced and not namespace:
+        raise ValueError(f"{resource.group_resource} is namespaced: a namespace is required")
+    return resource.path(namespace, name, subresource)
+
+
+def _delete_options(
+    propagation_policy: str | None,
+    preconditions: JsonDict | None,
+    grace_period_seconds: int | None,
+) -> JsonDict | None:
+    options: JsonDict = {}
+    if propagation_policy is not None:
+        options["propagationPolicy"] = propagation_policy
+    if preconditions is not None:
+        options["preconditions"] = preconditions
+    if grace_period_seconds is not None:
+        options["gracePeriodSeconds"] = grace_period_seconds
+    if not options:
+        return None
+    return {"kind": "DeleteOptions", "apiVersion": "v1", **options}
+
+
+def _parse_retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max((when - datetime.now(UTC)).total_seconds(), 0.0)
+
+
+def _error_from_response(
+    status: int, headers: Mapping[str, str], data: bytes, method: str, path: str
+) -> ApiError:
+    body: JsonDict | None = None
+    try:
+        decoded = orjson.loads(data) if data.strip() else None
+    except orjson.JSONDecodeError:
+        decoded = None
+    if isinstance(decoded, dict) and (decoded.get("kind") == "Status" or "message" in decoded):
+        body = decoded
+    text = " ".join(data[:_ERROR_TEXT_LIMIT].decode("utf-8", "replace").split())
+    fallback = f"{method} {path}: {text}" if text and body is None else f"{method} {path}"
+    return api_error_from_status(
+        status,
+        body,
+        retry_after=_parse_retry_after(headers.get("Retry-After")),
+        fallback_message=fallback,
+    )

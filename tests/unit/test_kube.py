@@ -1,0 +1,1079 @@
+"""Unit tests of manager.kube (and manager.flowcontrol) against a scripted stub HTTP server.
+
+The stub answers each request with the next scripted :class:`Reply` for its method and
+path (a plain-text 404 once the script runs out, like an API server's unknown path) and
+records what it received. Nothing here sleeps: retry waits go to a recording function and
+the token bucket runs on a fake clock.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from manager.errors import (
+    AlreadyExists,
+    ApiError,
+    BadRequest,
+    ConfigError,
+    Conflict,
+    Forbidden,
+    Gone,
+    Invalid,
+    NotFound,
+    ServerError,
+    TooManyRequests,
+    Unavailable,
+)
+from manager.flowcontrol import TokenBucket
+from manager.kube import ClientOptions, KubeClient
+from manager.metrics import REGISTRY
+from manager.resources import BUILTINS, Resource
+
+PODS = BUILTINS["v1/pods"]
+CONFIGMAPS = BUILTINS["v1/configmaps"]
+DEPLOYMENTS = BUILTINS["apps/v1/deployments"]
+NAMESPACES = BUILTINS["v1/namespaces"]
+
+# -- the stub API server ------------------------------------------------------------------
+
+
+@dataclass
+class Reply:
+    """One scripted answer. ``chunks`` streams a chunked body (then, with ``hold``, waits
+    for the event before ending the stream); otherwise ``body`` is sent whole."""
+
+    status: int = 200
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    chunks: list[bytes] | None = None
+    hold: threading.Event | None = None
+
+
+@dataclass
+class Seen:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def status_body(code: int, reason: str, message: str, **details: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    if details:
+        body["details"] = details
+    return body
+
+
+class _JoiningHTTPServer(ThreadingHTTPServer):
+    daemon_threads = False  # server_close() joins every connection thread
+
+
+class StubApiServer:
+    def __init__(self) -> None:
+        self.script: dict[tuple[str, str], deque[Reply]] = defaultdict(deque)
+        self.seen: list[Seen] = []
+        self.holds: list[threading.Event] = []
+        self.lock = threading.Lock()
+        self.httpd = _JoiningHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="stub-apiserver"
+        )
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def reply(self, method: str, path: str, *replies: Reply) -> None:
+        with self.lock:
+            self.script[(method, path)].extend(replies)
+            self.holds.extend(r.hold for r in replies if r.hold is not None)
+
+    def next_reply(self, method: str, path: str) -> Reply:
+        with self.lock:
+            queue = self.script.get((method, path))
+            if queue:
+                return queue.popleft()
+        return Reply(404, b"404 page not found\n", {"Content-Type": "text/plain"})
+
+    def requests(self, method: str | None = None) -> list[Seen]:
+        with self.lock:
+            return [s for s in self.seen if method is None or s.method == method]
+
+    def stop(self) -> None:
+        for hold in self.holds:
+            hold.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()  # joins the per-connection handler threads
+        self.thread.join()
+
+
+def _lower(headers: Any) -> dict[str, str]:
+    return {name.lower(): value for name, value in headers.items()}
+
+
+def _handler_for(stub: StubApiServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        timeout = 10  # a handler never outlives a forgotten connection by long
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def _serve(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            split = urlsplit(self.path)
+            with stub.lock:
+                stub.seen.append(
+                    Seen(
+                        self.command, split.path, parse_qs(split.query), _lower(self.headers), body
+                    )
+                )
+            reply = stub.next_reply(self.command, split.path)
+            try:
+                self._send(reply)
+            except OSError:  # the client went away mid-stream (a closed watch)
+                self.close_connection = True
+
+        def _send(self, reply: Reply) -> None:
+            self.send_response(reply.status)
+            if reply.chunks is not None:
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for chunk in reply.chunks:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                    self.wfile.flush()
+                if reply.hold is not None:
+                    reply.hold.wait(10)
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+                return
+            payload = reply.body
+            if payload is None:
+                payload = b""
+            elif not isinstance(payload, bytes):
+                payload = json.dumps(payload).encode()
+            headers = {"Content-Type": "application/json", **reply.headers}
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def do_GET(self) -> None:
+            self._serve()
+
+        def do_POST(self) -> None:
+            self._serve()
+
+        def do_PUT(self) -> None:
+            self._serve()
+
+        def do_PATCH(self) -> None:
+            self._serve()
+
+        def do_DELETE(self) -> None:
+            self._serve()
+
+    return Handler
+
+
+def write_kubeconfig(path: Path, server: str, *, token: str = "stub-token") -> Path:
+    path.write_text(
+        f"""
+apiVersion: v1
+kind: Config
+clusters:
+- name: stub
+  cluster: {{server: "{server}"}}
+- name: elsewhere
+  cluster: {{server: "http://127.0.0.2:6443"}}
+users:
+- name: stub
+  user: {{token: {token}}}
+contexts:
+- name: stub
+  context: {{cluster: stub, user: stub}}
+- name: other
+  context: {{cluster: elsewhere, user: stub}}
+current-context: stub
+"""
+    )
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+@pytest.fixture
+def stub() -> Iterator[StubApiServer]:
+    server = StubApiServer()
+    server.thread.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def kubeconfig(stub: StubApiServer, tmp_path: Path) -> Path:
+    return write_kubeconfig(tmp_path / "kubeconfig", stub.url)
+
+
+@pytest.fixture
+def sleeps() -> list[float]:
+    return []
+
+
+@pytest.fixture
+def make_client(kubeconfig: Path, sleeps: list[float]) -> Iterator[Callable[..., KubeClient]]:
+    clients: list[KubeClient] = []
+
+    def make(path: Path | None = None, **options: Any) -> KubeClient:
+        options.setdefault("max_retries", 3)
+        options.setdefault("retry_max_wait", 10.0)
+        client = KubeClient.from_kubeconfig(
+            str(path or kubeconfig),
+            options=ClientOptions(**options),
+            rate_limiter=TokenBucket(0, 1),
+            retry_sleep=sleeps.append,
+        )
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        client.close()
+
+
+@pytest.fixture
+def client(make_client: Callable[..., KubeClient]) -> KubeClient:
+    return make_client()
+
+
+def pod(name: str, namespace: str = "default", **extra: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "resourceVersion": "7"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+        **extra,
+    }
+
+
+# -- configuration ------------------------------------------------------------------------
+
+
+def test_from_kubeconfig_explicit_path_uses_its_server_and_token(
+    stub: StubApiServer, kubeconfig: Path
+) -> None:
+    stub.reply("GET", "/api/v1/namespaces/default/pods/a", Reply(body=pod("a")))
+    options = ClientOptions(pool_size=4)
+    with KubeClient.from_kubeconfig(str(kubeconfig), options=options) as client:
+        assert client.host == stub.url
+        assert client.options is options
+        client.get(PODS, "a", "default")
+    (seen,) = stub.requests()
+    assert seen.headers["authorization"] == "Bearer stub-token"
+    assert seen.headers["user-agent"].startswith("overseer/")
+    assert seen.headers["accept"] == "application/json"
+
+
+def test_from_kubeconfig_context_selects_another_cluster(kubeconfig: Path) -> None:
+    with KubeClient.from_kubeconfig(str(kubeconfig), context="other") as client:
+        assert client.host == "http://127.0.0.2:6443"
+
+
+def test_kubeconfig_env_first_entry_of_a_list_is_used(
+    kubeconfig: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stub: StubApiServer
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", f"{kubeconfig}:{tmp_path / 'missing'}")
+    with KubeClient.from_kubeconfig() as client:
+        assert client.host == stub.url
+    with KubeClient.load() as client:
+        assert client.host == stub.url
+
+
+def test_load_prefers_an_explicit_kubeconfig(
+    kubeconfig: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, stub: StubApiServer
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    with KubeClient.load(str(kubeconfig)) as client:
+        assert client.host == stub.url
+
+
+def test_load_falls_back_to_home_then_in_cluster(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, stub: StubApiServer
+) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    home_config = tmp_path / ".kube" / "config"
+    with pytest.raises(ConfigError, match=str(home_config)):
+        KubeClient.load()
+    # In a pod (service host set) without a home kubeconfig: the service account is tried.
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    with pytest.raises(ConfigError, match="in-cluster"):
+        KubeClient.load()
+    # A home kubeconfig wins over the in-cluster account.
+    home_config.parent.mkdir()
+    write_kubeconfig(home_config, stub.url)
+    with KubeClient.load() as client:
+        assert client.host == stub.url
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (None, "no such file"),
+        ("clusters: [\n", "not valid YAML"),
+        ("just a string\n", "expected a YAML mapping"),
+        ("{}\n", "current-context"),
+        ("current-context: nope\ncontexts: []\n", "nope"),
+    ],
+)
+def test_unusable_kubeconfig_is_a_config_error_naming_the_path(
+    tmp_path: Path, content: str | None, problem: str
+) -> None:
+    path = tmp_path / "kubeconfig"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ConfigError) as info:
+        KubeClient.from_kubeconfig(str(path))
+    assert str(path) in str(info.value)
+    assert problem in str(info.value)
+    # No chained traceback from the client's internals.
+    assert info.value.__cause__ is None
+    assert info.value.__context__ is None or info.value.__suppress_context__
+
+
+def test_in_cluster_outside_a_pod_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(ConfigError, match="in-cluster"):
+        KubeClient.in_cluster()
+
+
+def test_client_options_defaults_and_validation() -> None:
+    options = ClientOptions()
+    assert (options.qps, options.burst, options.timeout, options.pool_size) == (20.0, 30, 30.0, 32)
+    assert (options.max_retries, options.retry_max_wait) == (5, 30.0)
+    assert options.user_agent.startswith("overseer/")
+    with pytest.raises(ValueError, match="burst"):
+        ClientOptions(burst=0)
+    with pytest.raises(ValueError, match="max_retries"):
+        ClientOptions(max_retries=-1)
+
+
+# -- reads return plain dicts -------------------------------------------------------------
+
+
+def test_get_returns_a_plain_dict(client: KubeClient, stub: StubApiServer) -> None:
+    stub.reply("GET", "/api/v1/namespaces/default/pods/a", Reply(body=pod("a")))
+    obj = client.get(PODS, "a", "default")
+    assert type(obj) is dict
+    assert type(obj["metadata"]) is dict
+    assert type(obj["spec"]["containers"][0]) is dict
+    assert obj == pod("a")
+
+
+def test_get_of_a_namespaced_resource_needs_a_namespace(client: KubeClient) -> None:
+    with pytest.raises(ValueError, match="namespace"):
+        client.get(PODS, "a")
+
+
+def test_list_returns_the_whole_list_and_sends_its_parameters(
+    client: KubeClient, stub: StubApiServer
+) -> None:
+    answer = {
+        "kind": "PodList",
+        "apiVersion": "v1",
+        "metadata": {"resourceVersion": "42", "continue": "tok2"},
+        "items": [pod("a"), pod("b")],
+    }
+    stub.reply("GET", "/api/v1/pods", Reply(body=answer))
+    result = client.list(
+        PODS,
+        label_selector="app=x",
+        field_selector="spec.nodeName=n1",
+        limit=2,
+        continue_="tok1",
+        resource_version="0",
+        resource_version_match="NotOlderThan",
+    )
+    assert result == answer
+    assert all(type(item) is dict for item in result["items"])
+    (seen,) = stub.requests()
+    assert seen.query == {
+        "labelSelector": ["app=x"],
+        "fieldSelector": ["spec.nodeName=n1"],
+        "limit": ["2"],
+        "continue": ["tok1"],
+        "resourceVersion": ["0"],
+        "resourceVersionMatch": ["NotOlderThan"],
+    }
+
+
+def test_list_of_a_cluster_scoped_resource(client: KubeClient, stub: StubApiServer) -> None:
+    stub.reply("GET", "/api/v1/namespaces", Reply(body={"items": []}))
+    assert client.list(NAMESPACES) == {"items": []}
+    assert stub.requests()[0].query == {}
+
+
+# -- writes -------------------------------------------------------------------------------
+
+
+def test_create_posts_json_into_the_body_namespace(client: KubeClient, stub: StubApiServer) -> None:
+    stub.reply("POST", "/api/v1/namespaces/team/pods", Reply(201, pod("a", "team")))
+    created = client.create(PODS, pod("a", "team"))
+    assert created["metadata"]["namespace"] == "team"
+    (seen,) = stub.requests()
+    assert seen.headers["content-type"] == "application/json"
+    assert seen.json() == pod("a", "team")
+
+
+def test_replace_puts_to_the_named_object_or_subresource(
+    client: KubeClient, stub: StubApiServer
+) -> None:
+    path = "/apis/apps/v1/namespaces/default/deployments/web"
+    body = {"metadata": {"name": "web", "namespace": "default", "resourceVersion": "3"}}
+    stub.reply("PUT", path, Reply(body=body))
+    stub.reply("PUT", path + "/status", Reply(body=body))
+    assert client.replace(DEPLOYMENTS, body) == body
+    client.replace(DEPLOYMENTS, body, subresource="status")
+    assert [s.path for s in stub.requests("PUT")] == [path, path + "/status"]
+    with pytest.raises(ValueError, match=r"metadata\.name"):
+        client.replace(DEPLOYMENTS, {"metadata": {}}, "default")
+
+
+@pytest.mark.parametrize(
+    ("patch_type", "patch", "content_type"),
+    [
+        ("merge", {"metadata": {"labels": {"a": "b"}}}, "application/merge-patch+json"),
+        ("strategic", {"spec": {"replicas": 2}}, "application/strategic-merge-patch+json"),
+        (
+            "json",
+            [{"op": "add", "path": "/metadata/labels/a", "value": "b"}],
+            "application/json-patch+json",
+        ),
+    ],
+)
+def test_patch_sends_the_content_type_of_its_flavour(
+    client: KubeClient, stub: StubApiServer, patch_type: Any, patch: Any, content_type: str
+) -> None:
+    stub.reply("PATCH", "/apis/apps/v1/namespaces/default/deployments/web", Reply(body={}))
+    client.patch(DEPLOYMENTS, "web", patch, namespace="default", patch_type=patch_type)
+    (seen,) = stub.requests()
+    assert seen.headers["content-type"] == content_type
+    assert seen.json() == patch
+
+
+def test_server_side_apply_sends_field_manager_and_force(
+    client: KubeClient, stub: StubApiServer
+) -> None:
+    path = "/apis/apps/v1/namespaces/default/deployments/web/status"
+    stub.reply("PATCH", path, Reply(body={"ok": True}))
+    body = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}}
+    result = client.patch(
+        DEPLOYMENTS,
+        "web",
+        body,
+        namespace="default",
+        patch_type="apply",
+        subresource="status",
+        field_manager="overseer",
+        force=True,
+    )
+    assert result == {"ok": True}
+    (seen,) = stub.requests()
+    assert seen.headers["content-type"] == "application/apply-patch+yaml"
+    assert seen.query == {"fieldManager": ["overseer"], "force": ["true"]}
+    assert seen.json() == body
+    with pytest.raises(ValueError, match="field_manager"):
+        client.patch(DEPLOYMENTS, "web", body, namespace="default", patch_type="apply")
+    with pytest.raises(ValueError, match="list of operations"):
+        client.patch(DEPLOYMENTS, "web", body, namespace="default", patch_type="json")
+
+
+def test_delete_sends_delete_options_and_returns_the_answer(
+    client: KubeClient, stub: StubApiServer
+) -> None:
+    path = "/api/v1/namespaces/default/configmaps/c"
+    success = {"kind": "Status", "apiVersion": "v1", "status": "Success", "details": {}}
+    stub.reply("DELETE", path, Reply(body=success), Reply(body=success))
+    assert client.delete(CONFIGMAPS, "c", "default") == success
+    client.delete(
+        CONFIGMAPS,
+        "c",
+        "default",
+        propagation_policy="Foreground",
+        preconditions={"uid": "u1"},
+        grace_period_seconds=0,
+    )
+    first, second = stub.requests()
+    assert first.body == b""
+    assert second.json() == {
+        "kind": "DeleteOptions",
+        "apiVersion": "v1",
+        "propagationPolicy": "Foreground",
+        "preconditions": {"uid": "u1"},
+        "gracePeriodSeconds": 0,
+    }
+
+
+def test_delete_collection_selects_and_returns_the_deleted_list(
+    client: KubeClient, stub: StubApiServer
+) -> None:
+    deleted = {"kind": "ConfigMapList", "items": [{"metadata": {"name": "c"}}]}
+    stub.reply("DELETE", "/api/v1/namespaces/default/configmaps", Reply(body=deleted))
+    result = client.delete_collection(
+        CONFIGMAPS, "default", label_selector="app=x", propagation_policy="Background"
+    )
+    assert result == deleted
+    (seen,) = stub.requests()
+    assert seen.query == {"labelSelector": ["app=x"]}
+    assert seen.json()["propagationPolicy"] == "Background"
+
+
+def test_request_is_a_general_escape_hatch(client: KubeClient, stub: StubApiServer) -> None:
+    stub.reply("GET", "/version", Reply(body={"gitVersion": "v1.36.0"}))
+    stub.reply("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", Reply(201, b""))
+    assert client.request("get", "/version", query={"x": 1, "y": None}, idempotent=True) == {
+        "gitVersion": "v1.36.0"
+    }
+    review = {"spec": {"resourceAttributes": {"verb": "get"}}}
+    assert (
+        client.request(
+            "POST",
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            body=review,
+            idempotent=False,
+        )
+        == {}
+    )
+    get, post = stub.requests()
+    assert get.query == {"x": ["1"]}
+    assert post.json() == review
+    with pytest.raises(ValueError, match="method"):
+        client.request("BREW", "/coffee", idempotent=True)
+
+
+def test_a_2xx_answer_that_is_not_a_json_object_is_an_api_error(
+    client: KubeClient, stub: StubApiServer
+) -> None:
+    stub.reply("GET", "/healthz", Reply(body=b"ok", headers={"Content-Type": "text/plain"}))
+    with pytest.raises(ApiError, match="not a JSON object") as info:
+        client.request("GET", "/healthz", idempotent=True)
+    assert info.value.reason == "InvalidResponse"
+
+
+# -- error mapping ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        (400, status_body(400, "BadRequest", "bad"), BadRequest, "BadRequest"),
+        (403, status_body(403, "Forbidden", "pods is forbidden"), Forbidden, "Forbidden"),
+        (404, status_body(404, "NotFound", 'pods "a" not found'), NotFound, "NotFound"),
+        (409, status_body(409, "AlreadyExists", "exists"), AlreadyExists, "AlreadyExists"),
+        (409, status_body(409, "Conflict", "modified"), Conflict, "Conflict"),
+        (410, status_body(410, "Expired", "too old"), Gone, "Expired"),
+        (422, status_body(422, "Invalid", "bad spec", causes=[{"field": "x"}]), Invalid, "Invalid"),
+        (429, status_body(429, "TooManyRequests", "slow down"), TooManyRequests, "TooManyRequests"),
+        (500, status_body(500, "InternalError", "boom"), ServerError, "InternalError"),
+        (503, status_body(503, "ServiceUnavailable", "later"), Unavailable, "ServiceUnavailable"),
+    ],
+    ids=lambda case: f"{case[0]}-{case[3]}",
+)
+def test_error_status_maps_to_the_error_tree(
+    make_client: Callable[..., KubeClient],
+    stub: StubApiServer,
+    case: tuple[int, dict[str, Any], type[ApiError], str],
+) -> None:
+    status, body, expected, reason = case
+    client = make_client(max_retries=0)
+    stub.reply("GET", "/api/v1/namespaces/default/pods/a", Reply(status, body))
+    with pytest.raises(expected) as info:
+        client.get(PODS, "a", "default")
+    error = info.value
+    assert type(error) is expected
+    assert (error.status, error.reason, error.message) == (status, reason, body["message"])
+    assert error.details == body.get("details")
+
+
+def test_plain_text_404_is_not_found_naming_the_path(client: KubeClient) -> None:
+    with pytest.raises(NotFound) as info:
+        client.request("GET", "/apis/nothing.example/v1", idempotent=True)
+    assert info.value.status == 404
+    assert "404 page not found" in info.value.message
+    assert "/apis/nothing.example/v1" in info.value.message
+
+
+def test_connection_refused_is_unavailable_naming_the_host(
+    make_client: Callable[..., KubeClient], tmp_path: Path, sleeps: list[float]
+) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    client = make_client(write_kubeconfig(tmp_path / "dead", dead), max_retries=2)
+    with pytest.raises(Unavailable) as info:
+        client.get(PODS, "a", "default")
+    assert info.value.status == 0
+    assert dead in str(info.value)
+    assert len(sleeps) == 2  # retried: a GET is safe to repeat
+    sleeps.clear()
+    with pytest.raises(Unavailable):
+        client.create(PODS, pod("a"))
+    assert len(sleeps) == 2  # retried too: the connection never opened, nothing was sent
+
+
+# -- retries ------------------------------------------------------------------------------
+
+
+def test_429_is_retried_after_retry_after_even_for_create(
+    client: KubeClient, stub: StubApiServer, sleeps: list[float]
+) -> None:
+    throttled = Reply(429, status_body(429, "TooManyRequests", "slow down"), {"Retry-After": "2"})
+    stub.reply("POST", "/api/v1/namespaces/default/pods", throttled, Reply(201, pod("a")))
+    assert client.create(PODS, pod("a"))["metadata"]["name"] == "a"
+    assert sleeps == [2.0]
+    assert len(stub.requests("POST")) == 2
+
+
+def test_retry_after_from_status_details_is_honoured(
+    client: KubeClient, stub: StubApiServer, sleeps: list[float]
+) -> None:
+    throttled = Reply(429, status_body(429, "TooManyRequests", "x", retryAfterSeconds=3))
+    stub.reply("GET", "/api/v1/namespaces/default/pods/a", throttled, Reply(body=pod("a")))
+    client.get(PODS, "a", "default")
+    assert sleeps == [3.0]
+
+
+def test_retry_after_is_capped_by_retry_max_wait(
+    make_client: Callable[..., KubeClient], stub: StubApiServer, sleeps: list[float]
+) -> None:
+    client = make_client(retry_max_wait=5.0)
+    busy = Reply(503, status_body(503, "ServiceUnavailable", "x"), {"Retry-After": "120"})
+    stub.reply("GET", "/api/v1/namespaces/default/pods/a", busy, Reply(body=pod("a")))
+    client.get(PODS, "a", "default")
+    assert sleeps == [5.0]
+
+
+def test_create_is_not_retried_on_500(
+    client: KubeClient, stub: StubApiServer, sleeps: list[float]
+) -> None:
+    failure = Reply(500, status_body(500, "InternalError", "boom"))
+    stub.reply("POST", "/api/v1/namespaces/default/pods", failure, Reply(201, pod("a")))
+    with pytest.raises(ServerError):
+        client.create(PODS, pod("a"))
+    assert sleeps == []
+    assert len(stub.requests("POST")) == 1
+
+
+def test_get_is_retried_on_500_up_to_max_retries_then_raises(
+    make_client: Callable[..., KubeClient],
+    stub: StubApiServer,
+    sleeps: list[float],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    client = make_client(max_retries=4, retry_max_wait=1.5)
+    failure = Reply(500, status_body(500, "InternalError", "boom"))
+    stub.reply("GET", "/api/v1/namespaces/default/pods/a", *[failure] * 10)
+    with (
+        caplog.at_level(logging.INFO, logger="manager.kube"),
+        pytest.raises(ServerError, match="boom"),
+    ):
+        client.get(PODS, "a", "default")
+    assert len(stub.requests()) == 5  # one attempt + max_retries
+    assert len(sleeps) == 4
+    assert all(0 < s <= 1.5 for s in sleeps)
+    retries = [r for r in caplog.records if r.name == "manager.kube"]
+    assert [r.getMessage() for r in retries] == ["retrying API request"] * 4
+    assert [getattr(r, "attempt", None) for r in retries] == [1, 2, 3, 4]
+    assert all(getattr(r, "status", None) == 500 for r in retries)
+
+
+def test_get_retried_on_500_succeeds_when_the_server_recovers(
+    client: KubeClient, stub: StubApiServer, sleeps: list[float]
+) -> None:
+    failure = Reply(502, b"bad gateway", {"Content-Type": "text/plain"})
+    stub.reply("GET", "/api/v1/namespaces/default/pods/a", failure, failure, Reply(body=pod("a")))
+    assert client.get(PODS, "a", "default") == pod("a")
+    assert len(sleeps) == 2
+
+
+def test_put_and_delete_are_retried_on_503_but_a_json_patch_is_not(
+    client: KubeClient, stub: StubApiServer, sleeps: list[float]
+) -> None:
+    busy = Reply(503, status_body(503, "ServiceUnavailable", "later"))
+    path = "/api/v1/namespaces/default/pods/a"
+    stub.reply("PUT", path, busy, Reply(body=pod("a")))
+    stub.reply("DELETE", path, busy, Reply(body=pod("a")))
+    stub.reply("PATCH", path, busy, busy, Reply(body=pod("a")))
+    client.replace(PODS, pod("a"))
+    client.delete(PODS, "a", "default")
+    assert len(sleeps) == 2
+    with pytest.raises(Unavailable):
+        client.patch(PODS, "a", [{"op": "remove", "path": "/x"}], namespace="default",
+                     patch_type="json")  # fmt: skip
+    assert len(sleeps) == 2
+    client.patch(PODS, "a", {"metadata": {"labels": {"a": "b"}}}, namespace="default")
+    assert len(sleeps) == 3  # a merge patch applied twice gives the same object: retried
+
+
+def test_client_errors_are_never_retried(
+    client: KubeClient, stub: StubApiServer, sleeps: list[float]
+) -> None:
+    conflict = Reply(409, status_body(409, "Conflict", "stale"))
+    stub.reply("PUT", "/api/v1/namespaces/default/pods/a", conflict, Reply(body=pod("a")))
+    with pytest.raises(Conflict):
+        client.replace(PODS, pod("a"))
+    assert sleeps == []
+
+
+# -- client-side rate limiting ------------------------------------------------------------
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def test_token_bucket_allows_a_burst_then_spaces_by_one_over_qps() -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(10.0, 3, clock=clock, sleep=clock.sleep)
+    times = []
+    for _ in range(6):
+        bucket.accept()
+        times.append(round(clock.now, 6))
+    assert times == [0.0, 0.0, 0.0, 0.1, 0.2, 0.3]
+    assert not bucket.try_accept()
+    clock.now += 10.0  # idle: refills, but never above burst
+    assert [bucket.try_accept() for _ in range(4)] == [True, True, True, False]
+
+
+def test_token_bucket_without_qps_never_waits() -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(0, 1, clock=clock, sleep=clock.sleep)
+    for _ in range(100):
+        bucket.accept()
+    assert clock.sleeps == []
+    with pytest.raises(ValueError, match="burst"):
+        TokenBucket(1.0, 0)
+
+
+def test_token_bucket_is_shared_fairly_between_threads() -> None:
+    clock = FakeClock()  # time stands still: every waiter must get its own slot
+    waits: list[float] = []
+    lock = threading.Lock()
+
+    def record(seconds: float) -> None:
+        with lock:
+            waits.append(round(seconds, 6))
+
+    bucket = TokenBucket(10.0, 1, clock=clock, sleep=record)
+
+    def worker() -> None:
+        for _ in range(25):
+            bucket.accept()
+
+    threads = [threading.Thread(target=worker, name=f"bucket-{i}") for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(waits) == [round(0.1 * k, 6) for k in range(1, 100)]
+
+
+def test_every_request_of_a_client_takes_a_token(stub: StubApiServer, kubeconfig: Path) -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(2.0, 2, clock=clock, sleep=clock.sleep)
+    stub.reply("GET", "/api/v1/namespaces/default/pods/a", *[Reply(body=pod("a"))] * 4)
+    with KubeClient.from_kubeconfig(str(kubeconfig), rate_limiter=bucket) as client:
+        for _ in range(4):
+            client.get(PODS, "a", "default")
+    assert clock.sleeps == [0.5, 0.5]
+
+
+# -- watch --------------------------------------------------------------------------------
+
+
+def event(kind: str, obj: dict[str, Any]) -> bytes:
+    return json.dumps({"type": kind, "object": obj}).encode() + b"\n"
+
+
+def test_watch_decodes_events_split_across_chunks(client: KubeClient, stub: StubApiServer) -> None:
+    added = event("ADDED", pod("a"))
+    modified = event("MODIFIED", pod("a", status={"phase": "Running"}))
+    bookmark = event("BOOKMARK", {"kind": "Pod", "metadata": {"resourceVersion": "12"}})
+    stream = added + modified + b"\n" + bookmark
+    chunks = [stream[:10], stream[10 : len(added) + 5], stream[len(added) + 5 :], b'{"type": "AD']
+    stub.reply("GET", "/api/v1/namespaces/default/pods", Reply(chunks=chunks))
+    with client.watch(
+        PODS, "default", resource_version="5", timeout_seconds=300, read_timeout=30
+    ) as watch:
+        events = list(watch)
+        assert watch.closed
+    assert [e["type"] for e in events] == ["ADDED", "MODIFIED", "BOOKMARK"]
+    assert events[1]["object"]["status"] == {"phase": "Running"}
+    assert events[2]["object"]["metadata"]["resourceVersion"] == "12"
+    assert all(type(e) is dict and type(e["object"]) is dict for e in events)
+    (seen,) = stub.requests()
+    assert seen.query == {
+        "watch": ["true"],
+        "resourceVersion": ["5"],
+        "timeoutSeconds": ["300"],
+        "allowWatchBookmarks": ["true"],
+    }
+
+
+def test_watch_passes_error_events_through(client: KubeClient, stub: StubApiServer) -> None:
+    expired = status_body(410, "Expired", "too old resource version: 5 (99)")
+    stub.reply("GET", "/api/v1/pods", Reply(chunks=[event("ERROR", expired)]))
+    with client.watch(PODS, resource_version="5", timeout_seconds=60, read_timeout=30) as watch:
+        assert list(watch) == [{"type": "ERROR", "object": expired}]
+
+
+def test_watch_with_initial_events_and_selectors(client: KubeClient, stub: StubApiServer) -> None:
+    stub.reply("GET", "/api/v1/pods", Reply(chunks=[]))
+    with client.watch(
+        PODS,
+        resource_version="",
+        label_selector="app=x",
+        field_selector="metadata.name=a",
+        timeout_seconds=60,
+        read_timeout=30,
+        allow_bookmarks=False,
+        send_initial_events=True,
+    ) as watch:
+        assert list(watch) == []
+    assert stub.requests()[0].query == {
+        "watch": ["true"],
+        "labelSelector": ["app=x"],
+        "fieldSelector": ["metadata.name=a"],
+        "timeoutSeconds": ["60"],
+        "sendInitialEvents": ["true"],
+        "resourceVersionMatch": ["NotOlderThan"],
+    }
+
+
+def test_watch_close_stops_iteration(client: KubeClient, stub: StubApiServer) -> None:
+    hold = threading.Event()
+    stub.reply("GET", "/api/v1/pods", Reply(chunks=[event("ADDED", pod("a"))], hold=hold))
+    watch = client.watch(PODS, resource_version="1", timeout_seconds=60, read_timeout=30)
+    assert next(watch)["type"] == "ADDED"
+    watch.close()
+    watch.close()  # idempotent
+    assert list(watch) == []
+
+
+def test_watch_close_from_another_thread_unblocks_a_read(
+    client: KubeClient, stub: StubApiServer
+) -> None:
+    hold = threading.Event()
+    stub.reply("GET", "/api/v1/pods", Reply(chunks=[event("ADDED", pod("a"))], hold=hold))
+    watch = client.watch(PODS, resource_version="1", timeout_seconds=60, read_timeout=30)
+    received: list[dict[str, Any]] = []
+    failures: list[BaseException] = []
+    first = threading.Event()
+
+    def consume() -> None:
+        try:
+            for item in watch:
+                received.append(item)
+                first.set()
+        except BaseException as exc:
+            failures.append(exc)
+
+    consumer = threading.Thread(target=consume, name="watch-consumer")
+    consumer.start()
+    assert first.wait(10)
+    watch.close()  # the consumer is now blocked reading: this must wake it
+    consumer.join(10)
+    assert not consumer.is_alive()
+    assert failures == []
+    assert [e["type"] for e in received] == ["ADDED"]
+
+
+def test_watch_read_timeout_raises_unavailable(client: KubeClient, stub: StubApiServer) -> None:
+    hold = threading.Event()
+    stub.reply("GET", "/api/v1/pods", Reply(chunks=[event("ADDED", pod("a"))], hold=hold))
+    with client.watch(PODS, resource_version="1", timeout_seconds=60, read_timeout=0.2) as watch:
+        assert next(watch)["type"] == "ADDED"
+        with pytest.raises(Unavailable, match="read timeout") as info:
+            next(watch)
+        assert info.value.status == 0
+        assert watch.closed
+        assert list(watch) == []
+
+
+def test_watch_undecodable_line_is_an_api_error(client: KubeClient, stub: StubApiServer) -> None:
+    stub.reply("GET", "/api/v1/pods", Reply(chunks=[b"<html>oops</html>\n"]))
+    watch = client.watch(PODS, resource_version="1", timeout_seconds=60, read_timeout=30)
+    with pytest.raises(ApiError, match="not a watch event") as info:
+        next(watch)
+    assert info.value.reason == "InvalidWatchEvent"
+    assert watch.closed  # the connection was released without a close() by the caller
+
+
+def test_watch_request_refused_raises_the_mapped_error(
+    client: KubeClient, stub: StubApiServer, sleeps: list[float]
+) -> None:
+    stub.reply("GET", "/api/v1/pods", Reply(403, status_body(403, "Forbidden", "no watch")))
+    with pytest.raises(Forbidden, match="no watch"):
+        client.watch(PODS, resource_version="1", timeout_seconds=60, read_timeout=30)
+    busy = Reply(503, status_body(503, "ServiceUnavailable", "later"), {"Retry-After": "1"})
+    stub.reply("GET", "/api/v1/pods", busy, Reply(chunks=[event("ADDED", pod("a"))]))
+    with client.watch(PODS, resource_version="1", timeout_seconds=60, read_timeout=30) as watch:
+        assert [e["type"] for e in watch] == ["ADDED"]
+    assert sleeps == [1.0]  # the opening request of a watch is retried like a GET
+
+
+# -- discovery ----------------------------------------------------------------------------
+
+RESOURCE_LIST = {
+    "kind": "APIResourceList",
+    "apiVersion": "v1",
+    "groupVersion": "network.overseer.io/v1alpha1",
+    "resources": [
+        {"name": "logicalports", "singularName": "logicalport", "namespaced": False,
+         "kind": "LogicalPort", "verbs": ["get", "list", "watch", "create", "delete"]},
+        {"name": "logicalports/status", "singularName": "", "namespaced": False,
+         "kind": "LogicalPort", "verbs": ["get", "patch", "update"]},
+        {"name": "networks", "singularName": "network", "namespaced": True,
+         "kind": "Network", "verbs": ["get", "list"]},
+    ],
+}  # fmt: skip
+
+
+def test_discover_parses_the_resource_list(client: KubeClient, stub: StubApiServer) -> None:
+    stub.reply("GET", "/apis/network.overseer.io/v1alpha1", Reply(body=RESOURCE_LIST))
+    assert client.discover("network.overseer.io/v1alpha1") == [
+        Resource("network.overseer.io", "v1alpha1", "logicalports", "LogicalPort", False, True),
+        Resource("network.overseer.io", "v1alpha1", "networks", "Network", True, False),
+    ]
+
+
+def test_discover_the_core_group(client: KubeClient, stub: StubApiServer) -> None:
+    core = {
+        "kind": "APIResourceList",
+        "groupVersion": "v1",
+        "resources": [
+            {"name": "pods", "namespaced": True, "kind": "Pod"},
+            {"name": "pods/status", "namespaced": True, "kind": "Pod"},
+            {"name": "pods/log", "namespaced": True, "kind": "Pod"},
+            {"name": "bindings", "namespaced": True, "kind": "Binding"},
+        ],
+    }
+    stub.reply("GET", "/api/v1", Reply(body=core))
+    assert client.discover("v1") == [
+        Resource("", "v1", "pods", "Pod", True, True),
+        Resource("", "v1", "bindings", "Binding", True, False),
+    ]
+
+
+def test_resource_for_uses_builtins_without_asking(client: KubeClient, stub: StubApiServer) -> None:
+    assert client.resource_for("apps/v1", "Deployment") is DEPLOYMENTS
+    assert client.resource_for("v1", "Pod") is PODS
+    assert stub.requests() == []
+
+
+def test_resource_for_discovers_once_and_rediscovers_on_a_miss(
+    client: KubeClient, stub: StubApiServer
+) -> None:
+    path = "/apis/network.overseer.io/v1alpha1"
+    later = {**RESOURCE_LIST, "resources": [
+        *RESOURCE_LIST["resources"],
+        {"name": "pools", "namespaced": False, "kind": "Pool"},
+    ]}  # fmt: skip
+    stub.reply("GET", path, Reply(body=RESOURCE_LIST), Reply(body=later), Reply(body=later))
+    port = client.resource_for("network.overseer.io/v1alpha1", "LogicalPort")
+    assert port == Resource(
+        "network.overseer.io", "v1alpha1", "logicalports", "LogicalPort", False, True
+    )
+    assert client.resource_for("network.overseer.io/v1alpha1", "Network").namespaced
+    assert len(stub.requests()) == 1  # cached
+    # A kind the cache does not know (a CRD created meanwhile): discovery is refreshed.
+    assert client.resource_for("network.overseer.io/v1alpha1", "Pool").plural == "pools"
+    assert len(stub.requests()) == 2
+    with pytest.raises(NotFound, match="Gateway"):
+        client.resource_for("network.overseer.io/v1alpha1", "Gateway")
+
+
+def test_resource_for_an_unserved_group_is_not_found(client: KubeClient) -> None:
+    with pytest.raises(NotFound, match=r"nothing\.example/v1 is not served"):
+        client.resource_for("nothing.example/v1", "Thing")
+
+
+# -- metrics ------------------------------------------------------------------------------
+
+
+def sample(name: str, labels: dict[str, str]) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def test_requests_are_counted_and_timed(
+    make_client: Callable[..., KubeClient], stub: StubApiServer, tmp_path: Path
+) -> None:
+    client = make_client(max_retries=0)
+    host = f"127.0.0.1:{stub.port}"
+    stub.reply("GET", "/api/v1/namespaces/default/pods/a", Reply(body=pod("a")))
+    stub.reply("POST", "/api/v1/namespaces/default/pods", Reply(500, b"boom"))
+    client.get(PODS, "a", "default")
+    with pytest.raises(ServerError):
+        client.create(PODS, pod("a"))
+    with pytest.raises(NotFound):
+        client.get(PODS, "b", "default")
+    requests = "rest_client_requests_total"
+    assert sample(requests, {"code": "200", "method": "GET", "host": host}) == 1
+    assert sample(requests, {"code": "404", "method": "GET", "host": host}) == 1
+    assert sample(requests, {"code": "500", "method": "POST", "host": host}) == 1
+    duration = "rest_client_request_duration_seconds_count"
+    assert sample(duration, {"verb": "GET", "host": host}) == 2
+    assert sample(duration, {"verb": "POST", "host": host}) == 1
+
+    dead_port = free_port()
+    dead = make_client(
+        write_kubeconfig(tmp_path / "dead", f"http://127.0.0.1:{dead_port}"), max_retries=0
+    )
+    with pytest.raises(Unavailable):
+        dead.get(PODS, "a", "default")
+    labels = {"code": "<error>", "method": "GET", "host": f"127.0.0.1:{dead_port}"}
+    assert sample(requests, labels) == 1
