@@ -80,6 +80,14 @@ class GarbageCollector:
             self._uids[uid] = event.key
             for ref in meta.get("ownerReferences") or []:
                 self._dependents[str(ref.get("uid"))].add(event.key)
+        # Only deletions, owned objects and objects being deleted can need GC work;
+        # skipping the rest keeps the write path cheap.
+        if (
+            event.type != "DELETED"
+            and not meta.get("ownerReferences")
+            and not meta.get("deletionTimestamp")
+        ):
+            return
         with self._cond:
             self._pending.append(event)
             self._cond.notify()
