@@ -43,6 +43,7 @@ from any thread and unblocks a read in progress.
 from __future__ import annotations
 
 import builtins
+import copy
 import email.utils
 import logging
 import os
@@ -62,6 +63,7 @@ import urllib3
 import yaml
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
+from opentelemetry import trace
 from prometheus_client import Counter, Histogram
 
 from manager.errors import (
@@ -86,6 +88,7 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+_tracer = trace.get_tracer("overseer.kube")
 
 JsonDict = dict[str, Any]
 """A decoded JSON object: what every read and write returns."""
@@ -474,6 +477,15 @@ class KubeClient:
         """The options this client was built with."""
         return self._options
 
+    def with_options(self, options: ClientOptions) -> KubeClient:
+        """A new client to the same server with the same credentials and other options.
+
+        It has its own connection pool and rate limiter (the caller closes it). Leader
+        election uses this for short, unretried requests that cannot outlast its deadline.
+        """
+        configuration = copy.deepcopy(self._api.configuration)
+        return KubeClient(configuration, options=options, retry_sleep=self._retry_sleep)
+
     def close(self) -> None:
         """Close every pooled connection now. Open watch streams should be closed first;
         a connection still in use is closed when it is given back."""
@@ -814,16 +826,33 @@ class KubeClient:
         content_type: str | None = None,
         idempotent: bool,
     ) -> JsonDict:
-        data = self._execute(
-            method,
-            path,
-            query=query,
-            body=body,
-            content_type=content_type,
-            idempotent=idempotent,
-            timeout=self._options.timeout,
-            stream=False,
-        )
+        if method == "GET":
+            data = self._execute(
+                method,
+                path,
+                query=query,
+                body=body,
+                content_type=content_type,
+                idempotent=idempotent,
+                timeout=self._options.timeout,
+                stream=False,
+            )
+        else:
+            # Writes get a child span of the reconcile that makes them (reads do not: a
+            # cached read makes none, and list/watch are not part of a reconcile).
+            with _tracer.start_as_current_span(
+                f"kube {method}", attributes={"http.request.method": method, "url.path": path}
+            ):
+                data = self._execute(
+                    method,
+                    path,
+                    query=query,
+                    body=body,
+                    content_type=content_type,
+                    idempotent=idempotent,
+                    timeout=self._options.timeout,
+                    stream=False,
+                )
         assert isinstance(data, bytes)
         if not data.strip():
             return {}

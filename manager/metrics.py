@@ -10,8 +10,13 @@ Safe to share between threads (prometheus_client metrics are thread-safe).
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-__all__ = ["REGISTRY"]
+__all__ = ["REGISTRY", "metrics_route"]
 
 REGISTRY = CollectorRegistry(auto_describe=True)
+
+
+def metrics_route(query: str, sub: str | None) -> tuple[int, str, bytes]:
+    """The ``/metrics`` answer: every metric of :data:`REGISTRY` in the text format."""
+    return 200, CONTENT_TYPE_LATEST, generate_latest(REGISTRY)

@@ -131,6 +131,11 @@ class InformerFactory:
                 self._threads[key] = t
                 t.start()
 
+    def threads(self) -> list[threading.Thread]:
+        """The informer threads started so far."""
+        with self._lock:
+            return list(self._threads.values())
+
     def wait_for_cache_sync(self, timeout: float, stop: threading.Event | None = None) -> bool:
         """Wait until every informer created so far has synced; False on timeout/stop."""
         return wait_for_cache_sync(timeout, *self.informers(), stop=stop)

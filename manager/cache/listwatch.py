@@ -45,7 +45,10 @@ class ResourceListWatch:
         return self._description
 
     def list(self, *, resource_version: str, limit: int | None, continue_: str | None) -> JsonDict:
-        return self._client.list(
+        """One LIST page. Items get ``apiVersion`` and ``kind`` set, as watch events carry
+        them: the API server leaves them out of typed lists, and cached objects should
+        not differ by whether they came from a list or a watch."""
+        page = self._client.list(
             self.resource,
             self.namespace,
             label_selector=self.label_selector,
@@ -54,6 +57,12 @@ class ResourceListWatch:
             continue_=continue_,
             resource_version=resource_version or None,
         )
+        api_version, kind = self.resource.api_version, self.resource.kind
+        for item in page.get("items") or ():
+            if "kind" not in item:
+                item["apiVersion"] = api_version
+                item["kind"] = kind
+        return page
 
     def watch(
         self, *, resource_version: str, timeout_seconds: int, read_timeout: float

@@ -1,0 +1,766 @@
+"""Kubernetes Events: a recorder that never blocks, and one sender that deduplicates,
+aggregates and rate-limits before it writes core ``v1`` Events.
+
+Port of client-go ``tools/record`` (``event.go``: ``EventRecorder``,
+``EventBroadcaster``, ``recordToSink``; ``events_cache.go``: ``EventCorrelator`` with its
+``EventAggregator``, ``eventLogger`` and ``EventSourceObjectSpamFilter``).
+
+Contract:
+
+* :meth:`EventRecorder.event` validates its arguments (``ValueError`` for a type other
+  than ``Normal``/``Warning``, an empty reason, an object without ``kind``,
+  ``apiVersion`` or ``metadata.name``), builds the Event and puts it on a bounded queue.
+  It never blocks and never raises for anything that happens later: a full queue drops
+  the event (``overseer_events_dropped_total{reason="queue_full"}``).
+* One sender thread (``events/sender``, started by :meth:`EventBroadcaster.start`)
+  takes the events in order and runs each through the :class:`EventCorrelator`:
+
+  - *Aggregation*: events that differ only by message (same involved object, type,
+    reason, source) are tracked per object for ``aggregate_window`` seconds (sliding:
+    every such event renews it). When the number of distinct messages reaches
+    ``aggregate_max_events`` (client-go's ``< maxEvents`` test: the 10th distinct
+    message), the event is replaced by one whose message is
+    ``"(combined from similar events): <message>"``; further new messages in the window
+    count on that single combined Event.
+  - *Deduplication*: an event equal to one seen before (same object, type, reason,
+    message, source) is not created again: the Event written for it is PATCHed
+    (``count`` + 1, ``lastTimestamp``, ``message``). If that Event is gone (expired by
+    the API server's event TTL, or deleted) the PATCH answers 404 and the Event is
+    created anew under the same name. Seen events are remembered in an LRU of
+    ``cache_size`` entries, without a time limit, as in client-go.
+  - *Spam filter*: per involved object and source, a token bucket of ``spam_burst``
+    tokens refilled at ``spam_qps`` (25, one per 5 minutes); an event finding it empty
+    is dropped (``reason="spam"``). As in client-go, correlation runs before the filter,
+    so a dropped repeat still counts: the next written ``count`` includes it.
+
+* Writes that fail with a 5xx or an unreachable server are tried ``max_attempts``
+  times in all, waiting on the injected clock between attempts (the first wait
+  ``retry_interval`` times a random factor in [0.5, 1), then ``retry_interval``). Other API
+  errors (4xx) are not retried. An event that cannot be written is logged and dropped
+  (``reason="api_error"``); nothing reaches the caller and the sender keeps going. 429s
+  and retryable 5xx are also retried inside :class:`~manager.kube.KubeClient`.
+* Stopping: once ``stop`` is set, or :meth:`EventBroadcaster.shutdown` is called, new
+  events are refused (``reason="shutdown"``), the sender writes what is queued without
+  retry waits, and exits. ``shutdown(timeout)`` bounds that flush: what is still queued
+  after ``timeout`` seconds is dropped (``reason="shutdown"``).
+
+Events are written as client-go's recorder writes them: ``metadata.name`` is
+``<object name>.<hex nanoseconds>``, in the involved object's namespace (``default``
+for a cluster-scoped object), with ``involvedObject``, ``reason``, ``message``
+(truncated to 1024 bytes of UTF-8), ``type``, ``source``, ``firstTimestamp``,
+``lastTimestamp`` (RFC 3339, seconds), ``count``, ``reportingComponent`` and
+``reportingInstance``; ``eventTime`` stays unset (the legacy core Event shape).
+
+Time: windows, buckets and retry waits read the injected :class:`~manager.clock.Clock`;
+timestamps written into Events are wall-clock UTC.
+
+Thread-safety: recorders, :meth:`EventBroadcaster.flush` and
+:meth:`EventBroadcaster.shutdown` may be used from any thread; a :class:`FakeRecorder`
+too. An :class:`EventCorrelator` belongs to one thread (the sender).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Final, Generic, Protocol, TypeVar
+
+from prometheus_client import Counter
+
+from manager.clock import Clock, RealClock
+from manager.errors import ApiError, NotFound, ServerError, TooManyRequests
+from manager.flowcontrol import TokenBucket
+from manager.keys import JsonDict, meta_namespace_key
+from manager.kube import KubeClient
+from manager.metrics import REGISTRY
+from manager.resources import builtin
+
+__all__ = [
+    "NORMAL",
+    "WARNING",
+    "Correlation",
+    "EventBroadcaster",
+    "EventCorrelator",
+    "EventOptions",
+    "EventRecorder",
+    "FakeRecorder",
+    "RecordedEvent",
+]
+
+logger = logging.getLogger(__name__)
+
+NORMAL: Final = "Normal"
+"""Event type of an ordinary happening."""
+WARNING: Final = "Warning"
+"""Event type of something the owner of the object should look at."""
+
+EVENTS: Final = builtin("v1", "events")
+
+MESSAGE_LIMIT: Final = 1024  # bytes of UTF-8, as the API server accepts
+COMBINED_PREFIX: Final = "(combined from similar events): "
+_NAME_LIMIT: Final = 253  # a DNS subdomain
+_POLL: Final = 0.2  # real seconds: how often an idle sender looks at ``stop``
+
+_SENT = Counter(
+    "overseer_events_sent_total",
+    "Kubernetes Events written (created or patched), by type.",
+    ["type"],
+    registry=REGISTRY,
+)
+_DROPPED = Counter(
+    "overseer_events_dropped_total",
+    "Kubernetes Events not written, by reason (queue_full, spam, api_error, shutdown).",
+    ["reason"],
+    registry=REGISTRY,
+)
+
+
+class EventRecorder(Protocol):
+    """Records Events about objects (client-go ``record.EventRecorder``).
+
+    Calls return at once: the Event is written later, or dropped, by the sender. Safe to
+    call from any thread.
+    """
+
+    def event(self, obj: JsonDict, type_: str, reason: str, message: str) -> None:
+        """Record that ``reason`` happened to ``obj``.
+
+        Args:
+            obj: the involved object; needs ``kind``, ``apiVersion`` and
+                ``metadata.name`` (objects read from a LIST carry no ``kind`` or
+                ``apiVersion``: set them).
+            type_: ``"Normal"`` or ``"Warning"``.
+            reason: a short UpperCamelCase reason (``"PortsMissing"``); not empty.
+            message: for humans; truncated to 1024 bytes.
+
+        Raises:
+            ValueError: a bad ``type_``, an empty ``reason``, or an object that cannot
+                be referenced.
+        """
+        ...
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EventOptions:
+    """How an :class:`EventBroadcaster` queues, correlates and writes (client-go defaults)."""
+
+    queue_size: int = 1000
+    """Events waiting for the sender; more are dropped (default 1000 events)."""
+    spam_burst: int = 25
+    """Events per involved object allowed back to back (default 25 events)."""
+    spam_qps: float = 1.0 / 300.0
+    """Refill of the per-object bucket, events per second (default 1/300: one per 5 min)."""
+    aggregate_max_events: int = 10
+    """Distinct messages per object/type/reason before combining (default 10 messages)."""
+    aggregate_window: float = 600.0
+    """Sliding window of aggregation (default 600.0 seconds)."""
+    cache_size: int = 4096
+    """Entries of each correlator LRU cache (default 4096 entries)."""
+    max_attempts: int = 3
+    """Writes tried per event, the first included (default 3 attempts)."""
+    retry_interval: float = 10.0
+    """Wait between attempts; the first is jittered down to half (default 10.0 seconds)."""
+
+    def __post_init__(self) -> None:
+        problems = []
+        for name in ("queue_size", "spam_burst", "aggregate_max_events", "cache_size"):
+            value = getattr(self, name)
+            if value < 1:
+                problems.append(f"{name}: must be at least 1, got {value}")
+        if self.max_attempts < 1:
+            problems.append(f"max_attempts: must be at least 1, got {self.max_attempts}")
+        if self.spam_qps <= 0:
+            problems.append(f"spam_qps: must be positive, got {self.spam_qps}")
+        if self.aggregate_window <= 0:
+            problems.append(f"aggregate_window: must be positive, got {self.aggregate_window}")
+        if self.retry_interval < 0:
+            problems.append(f"retry_interval: must not be negative, got {self.retry_interval}")
+        if problems:
+            raise ValueError("invalid EventOptions: " + "; ".join(problems))
+
+
+# -- building Events ---------------------------------------------------------------------
+
+
+def _involved_object(obj: JsonDict) -> JsonDict:
+    """client-go ``ref.GetReference``: the ObjectReference of ``obj``."""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    name = meta.get("name")
+    kind = obj.get("kind")
+    api_version = obj.get("apiVersion")
+    if not isinstance(name, str) or not name:
+        raise ValueError("event: the involved object has no metadata.name")
+    if not isinstance(kind, str) or not kind or not isinstance(api_version, str) or not api_version:
+        raise ValueError(
+            f"event: the involved object {name!r} has no kind/apiVersion "
+            "(objects from a LIST lack them: set them before recording)"
+        )
+    ref: JsonDict = {"kind": kind}
+    for field, value in (
+        ("namespace", meta.get("namespace")),
+        ("name", name),
+        ("uid", meta.get("uid")),
+        ("apiVersion", api_version),
+        ("resourceVersion", meta.get("resourceVersion")),
+    ):
+        if isinstance(value, str) and value:
+            ref[field] = value
+    return ref
+
+
+def _check(type_: str, reason: str) -> None:
+    if type_ not in (NORMAL, WARNING):
+        raise ValueError(f"event: type must be {NORMAL!r} or {WARNING!r}, got {type_!r}")
+    if not isinstance(reason, str) or not reason:
+        raise ValueError("event: reason must be a non-empty string")
+
+
+def _truncate(message: str) -> str:
+    """``message`` cut to :data:`MESSAGE_LIMIT` bytes of UTF-8, on a character boundary."""
+    data = message.encode("utf-8")
+    if len(data) <= MESSAGE_LIMIT:
+        return message
+    return data[:MESSAGE_LIMIT].decode("utf-8", "ignore")
+
+
+def _rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_suffix_lock = threading.Lock()
+_last_suffix = 0
+
+
+def _unique_nanos() -> int:
+    """Wall-clock nanoseconds, strictly increasing within the process."""
+    global _last_suffix
+    with _suffix_lock:
+        _last_suffix = max(time.time_ns(), _last_suffix + 1)
+        return _last_suffix
+
+
+def _event_name(object_name: str) -> str:
+    """client-go's ``<name>.<hex UnixNano>``, shortened to stay a DNS subdomain."""
+    suffix = f".{_unique_nanos():x}"
+    prefix = object_name[: _NAME_LIMIT - len(suffix)].rstrip(".-")
+    return prefix + suffix
+
+
+def _make_event(
+    obj: JsonDict, type_: str, reason: str, message: str, *, component: str, host: str
+) -> JsonDict:
+    _check(type_, reason)
+    ref = _involved_object(obj)
+    now = _rfc3339(datetime.now(UTC))
+    source: JsonDict = {"component": component}
+    if host:
+        source["host"] = host
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            "name": _event_name(ref["name"]),
+            "namespace": ref.get("namespace") or "default",
+        },
+        "involvedObject": ref,
+        "reason": reason,
+        "message": _truncate(message),
+        "type": type_,
+        "source": source,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+        "reportingComponent": component,
+        "reportingInstance": host,
+    }
+
+
+# -- correlation -------------------------------------------------------------------------
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+class _Lru(Generic[_K, _V]):
+    """A bounded mapping that forgets the least recently used entry."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._data: OrderedDict[_K, _V] = OrderedDict()
+
+    def get(self, key: _K) -> _V | None:
+        value = self._data.get(key)
+        if value is not None:
+            self._data.move_to_end(key)
+        return value
+
+    def put(self, key: _K, value: _V) -> None:
+        self._data[key] = value
+        self._data.move_to_end(key)
+        while len(self._data) > self._size:
+            self._data.popitem(last=False)
+
+
+CorrelationKey = tuple[str, ...]
+
+
+@dataclass(slots=True)
+class _AggregateRecord:
+    messages: set[str]
+    last: float  # clock reading of the latest similar event
+
+
+@dataclass(frozen=True, slots=True)
+class _Observation:
+    count: int
+    first_timestamp: str
+    name: str
+    resource_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class Correlation:
+    """What to write for one event: the Event, its dedup key, and the patch for an
+    Event that exists already (``None``: create)."""
+
+    event: JsonDict
+    key: CorrelationKey
+    patch: JsonDict | None
+
+
+def _str(mapping: object, field: str) -> str:
+    value = mapping.get(field) if isinstance(mapping, dict) else None
+    return value if isinstance(value, str) else ""
+
+
+def _object_key(event: JsonDict) -> CorrelationKey:
+    source, ref = event.get("source"), event.get("involvedObject")
+    return (
+        _str(source, "component"),
+        _str(source, "host"),
+        *(_str(ref, f) for f in ("kind", "namespace", "name", "uid", "apiVersion")),
+    )
+
+
+def _aggregate_key(event: JsonDict) -> CorrelationKey:
+    fields = ("type", "reason", "reportingComponent", "reportingInstance")
+    return ("aggregate", *_object_key(event), *(_str(event, f) for f in fields))
+
+
+def _event_key(event: JsonDict) -> CorrelationKey:
+    ref = event.get("involvedObject")
+    fields = ("type", "reason", "message")
+    return ("event", *_object_key(event), _str(ref, "fieldPath"), *(_str(event, f) for f in fields))
+
+
+class EventCorrelator:
+    """Aggregation, deduplication and spam filtering of events (client-go
+    ``EventCorrelator``); see the module docstring for the rules.
+
+    Not thread-safe: it belongs to the sender thread.
+    """
+
+    def __init__(self, clock: Clock, options: EventOptions | None = None) -> None:
+        self._clock = clock
+        self._options = options if options is not None else EventOptions()
+        size = self._options.cache_size
+        self._buckets: _Lru[CorrelationKey, TokenBucket] = _Lru(size)
+        self._aggregates: _Lru[CorrelationKey, _AggregateRecord] = _Lru(size)
+        self._observed: _Lru[CorrelationKey, _Observation] = _Lru(size)
+
+    def correlate(self, event: JsonDict) -> Correlation | None:
+        """The write to make for ``event`` (a new dict), or ``None`` when the spam filter
+        drops it. Records the observation either way, as client-go does."""
+        event, key = self._aggregate(event)
+        correlation = self._observe(event, key)
+        if not self._allow(event):
+            return None
+        return correlation
+
+    def update_state(self, key: CorrelationKey, written: JsonDict) -> None:
+        """Remember what the API server answered for the write of ``key``."""
+        meta = written.get("metadata")
+        count = written.get("count")
+        self._observed.put(
+            key,
+            _Observation(
+                count=count if isinstance(count, int) and count > 0 else 1,
+                first_timestamp=_str(written, "firstTimestamp"),
+                name=_str(meta, "name"),
+                resource_version=_str(meta, "resourceVersion"),
+            ),
+        )
+
+    def _aggregate(self, event: JsonDict) -> tuple[JsonDict, CorrelationKey]:
+        """client-go ``EventAggregator.EventAggregate``."""
+        now = self._clock.now()
+        key = _aggregate_key(event)
+        record = self._aggregates.get(key)
+        if record is None or now - record.last > self._options.aggregate_window:
+            record = _AggregateRecord(set(), now)
+        record.messages.add(_str(event, "message"))
+        record.last = now
+        self._aggregates.put(key, record)
+        if len(record.messages) < self._options.aggregate_max_events:
+            return event, _event_key(event)
+        record.messages.pop()  # do not grow beyond the limit
+        stamp = _rfc3339(datetime.now(UTC))
+        combined = dict(event)
+        combined["metadata"] = {
+            "name": _event_name(_str(event.get("involvedObject"), "name")),
+            "namespace": event["metadata"]["namespace"],
+        }
+        combined["message"] = _truncate(COMBINED_PREFIX + _str(event, "message"))
+        combined["firstTimestamp"] = combined["lastTimestamp"] = stamp
+        combined["count"] = 1
+        return combined, key
+
+    def _observe(self, event: JsonDict, key: CorrelationKey) -> Correlation:
+        """client-go ``eventLogger.eventObserve``."""
+        last = self._observed.get(key)
+        event = dict(event)
+        patch: JsonDict | None = None
+        if last is not None:
+            metadata = dict(event["metadata"])
+            metadata["name"] = last.name
+            if last.resource_version:
+                metadata["resourceVersion"] = last.resource_version
+            event["metadata"] = metadata
+            if last.first_timestamp:
+                event["firstTimestamp"] = last.first_timestamp
+            event["count"] = last.count + 1
+            patch = {
+                "count": event["count"],
+                "lastTimestamp": event["lastTimestamp"],
+                "message": event["message"],
+            }
+        self._observed.put(
+            key,
+            _Observation(
+                count=event["count"],
+                first_timestamp=_str(event, "firstTimestamp"),
+                name=event["metadata"]["name"],
+                resource_version=_str(event["metadata"], "resourceVersion"),
+            ),
+        )
+        return Correlation(event, key, patch)
+
+    def _allow(self, event: JsonDict) -> bool:
+        """client-go ``EventSourceObjectSpamFilter.Filter`` (inverted: True lets it pass)."""
+        key = _object_key(event)
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = TokenBucket(
+                self._options.spam_qps, self._options.spam_burst, clock=self._clock.now
+            )
+            self._buckets.put(key, bucket)
+        return bucket.try_accept()
+
+
+# -- the broadcaster ---------------------------------------------------------------------
+
+
+class _Recorder:
+    """An :class:`EventRecorder` that queues on its broadcaster."""
+
+    def __init__(self, broadcaster: EventBroadcaster, component: str, host: str) -> None:
+        self._broadcaster = broadcaster
+        self._component = component
+        self._host = host
+
+    def event(self, obj: JsonDict, type_: str, reason: str, message: str) -> None:
+        event = _make_event(obj, type_, reason, message, component=self._component, host=self._host)
+        self._broadcaster._enqueue(event)
+
+    def __repr__(self) -> str:
+        return f"EventRecorder(component={self._component!r})"
+
+
+class EventBroadcaster:
+    """The queue and the sender thread behind every recorder of a manager (client-go
+    ``EventBroadcaster`` + ``StartRecordingToSink``).
+
+    Args:
+        client: where Events are written.
+        component: ``source.component`` / ``reportingComponent`` of the recorders
+            (``"overseer"``); a recorder may name its own.
+        host: ``source.host`` / ``reportingInstance`` (the pod or node name), may be "".
+        clock: time for aggregation windows, spam buckets and retry waits.
+        options: queue size, correlation and retry settings.
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        component: str,
+        host: str = "",
+        clock: Clock | None = None,
+        options: EventOptions | None = None,
+    ) -> None:
+        if not component:
+            raise ValueError("EventBroadcaster: component must not be empty")
+        self._client = client
+        self._component = component
+        self._host = host
+        self._clock: Clock = clock if clock is not None else RealClock()
+        self._options = options if options is not None else EventOptions()
+        self._correlator = EventCorrelator(self._clock, self._options)
+        self._cond = threading.Condition()
+        self._queue: deque[JsonDict] = deque()
+        self._enqueued = 0  # events ever accepted into the queue
+        self._handled = 0  # of those, written or dropped
+        self._closed = False  # no more events accepted
+        self._abandon = False  # drop what is queued instead of sending it
+        self._stop: threading.Event | None = None
+        self._thread: threading.Thread | None = None
+
+    def recorder(self, component: str | None = None) -> EventRecorder:
+        """A recorder whose events come from ``component`` (default: the broadcaster's)."""
+        return _Recorder(self, component or self._component, self._host)
+
+    def start(self, stop: threading.Event) -> None:
+        """Start the sender thread (``events/sender``) and return. It runs until ``stop``
+        is set or :meth:`shutdown` is called, then writes what is queued and exits.
+
+        Raises:
+            RuntimeError: started before, or shut down.
+        """
+        with self._cond:
+            if self._thread is not None or self._closed:
+                raise RuntimeError("EventBroadcaster: start may be called once, before shutdown")
+            self._stop = stop
+            self._thread = threading.Thread(
+                target=self._run, args=(stop,), name="events/sender", daemon=False
+            )
+            self._thread.start()
+
+    def flush(self, timeout: float) -> bool:
+        """Block until every event queued before the call is written or dropped.
+
+        Args:
+            timeout: real seconds to wait at most.
+
+        Returns:
+            True when done, False if ``timeout`` passed first (as it does when the
+            sender was never started).
+        """
+        with self._cond:
+            target = self._enqueued
+            return self._cond.wait_for(lambda: self._handled >= target, timeout)
+
+    def shutdown(self, timeout: float = 10.0) -> bool:
+        """Refuse new events, let the sender write what is queued, and join it.
+
+        Waits up to ``timeout`` seconds for the queue to drain; what is left then is
+        dropped (``reason="shutdown"``) and the request in flight gets up to ``timeout``
+        more seconds. Idempotent. Without :meth:`start`, queued events are dropped.
+
+        Returns:
+            True if every queued event was handled and the sender has exited.
+        """
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is None:
+            with self._cond:
+                self._drop_queued()
+            return True
+        thread.join(timeout)
+        flushed = not thread.is_alive()
+        if not flushed:
+            with self._cond:
+                self._abandon = True
+                self._cond.notify_all()
+            thread.join(timeout)
+            if thread.is_alive():
+                logger.warning(
+                    "event sender did not stop in time", extra={"timeout_seconds": timeout}
+                )
+                return False
+        return flushed
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _enqueue(self, event: JsonDict) -> None:
+        with self._cond:
+            stopped = self._closed or (self._stop is not None and self._stop.is_set())
+            if not stopped and len(self._queue) < self._options.queue_size:
+                self._queue.append(event)
+                self._enqueued += 1
+                self._cond.notify_all()
+                return
+        reason = "shutdown" if stopped else "queue_full"
+        _DROPPED.labels(reason).inc()
+        logger.debug("event dropped", extra={"reason": reason, **_describe(event)})
+
+    def _stopping(self, stop: threading.Event) -> bool:
+        return self._closed or stop.is_set()
+
+    def _drop_queued(self) -> None:
+        # Caller holds the lock.
+        if self._queue:
+            _DROPPED.labels("shutdown").inc(len(self._queue))
+            logger.warning("events dropped at shutdown", extra={"events": len(self._queue)})
+            self._handled += len(self._queue)
+            self._queue.clear()
+            self._cond.notify_all()
+
+    def _run(self, stop: threading.Event) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopping(stop):
+                    self._cond.wait(_POLL)  # real time: only to notice ``stop``
+                if self._abandon or (not self._queue and self._stopping(stop)):
+                    self._closed = True
+                    self._drop_queued()
+                    return
+                event = self._queue.popleft()
+            try:
+                self._send(event, stop)
+            except Exception:  # never let one event kill the sender
+                _DROPPED.labels("api_error").inc()
+                logger.exception("event could not be sent", extra=_describe(event))
+            finally:
+                with self._cond:
+                    self._handled += 1
+                    self._cond.notify_all()
+
+    def _send(self, event: JsonDict, stop: threading.Event) -> None:
+        """client-go ``recordToSink``: correlate, then write with bounded retries."""
+        correlation = self._correlator.correlate(event)
+        if correlation is None:
+            _DROPPED.labels("spam").inc()
+            logger.debug("event dropped", extra={"reason": "spam", **_describe(event)})
+            return
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                written = self._write(correlation)
+            except ApiError as exc:
+                retryable = isinstance(exc, ServerError | TooManyRequests)
+                if (
+                    not retryable
+                    or attempt >= self._options.max_attempts
+                    or self._stopping(stop)
+                    or not self._backoff(attempt, stop)
+                ):
+                    _DROPPED.labels("api_error").inc()
+                    logger.warning(
+                        "event dropped after API error",
+                        extra={"attempts": attempt, "error": str(exc), **_describe(event)},
+                    )
+                    return
+                logger.info(
+                    "retrying event write",
+                    extra={"attempt": attempt, "error": str(exc), **_describe(event)},
+                )
+                continue
+            self._correlator.update_state(correlation.key, written)
+            _SENT.labels(_str(correlation.event, "type")).inc()
+            return
+
+    def _write(self, correlation: Correlation) -> JsonDict:
+        """client-go ``recordEvent``: PATCH the existing Event, else (or if it is gone)
+        create it."""
+        event = correlation.event
+        name = event["metadata"]["name"]
+        namespace = event["metadata"]["namespace"]
+        if correlation.patch is not None:
+            try:
+                return self._client.patch(
+                    EVENTS, name, correlation.patch, namespace=namespace, patch_type="merge"
+                )
+            except NotFound:
+                logger.debug("event to update is gone, creating it", extra=_describe(event))
+        body = dict(event)
+        body["metadata"] = {k: v for k, v in event["metadata"].items() if k != "resourceVersion"}
+        return self._client.create(EVENTS, body, namespace=namespace)
+
+    def _backoff(self, attempt: int, stop: threading.Event) -> bool:
+        """Wait before the next attempt on the clock; False if stopping cut it short."""
+        delay = self._options.retry_interval
+        if attempt == 1:  # spread clients that all failed at once (client-go)
+            delay *= random.uniform(0.5, 1.0)
+        deadline = self._clock.now() + delay
+        with self._cond:
+            while not self._stopping(stop):
+                remaining = deadline - self._clock.now()
+                if remaining <= 0:
+                    return True
+                self._clock.wait(self._cond, min(remaining, _POLL))
+        return False
+
+
+def _describe(event: JsonDict) -> dict[str, str]:
+    ref = event.get("involvedObject")
+    return {
+        "event_type": _str(event, "type"),
+        "event_reason": _str(event, "reason"),
+        "object_kind": _str(ref, "kind"),
+        "object_namespace": _str(ref, "namespace"),
+        "object_name": _str(ref, "name"),
+    }
+
+
+# -- for tests of controllers ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedEvent:
+    """One call of :meth:`FakeRecorder.event`."""
+
+    type: str
+    reason: str
+    message: str
+    key: str  # ``namespace/name`` of the involved object (``name`` if cluster-scoped)
+
+
+class FakeRecorder:
+    """An :class:`EventRecorder` that keeps events in memory (client-go
+    ``record.FakeRecorder``). It validates like the real one, so a controller test fails
+    where production would. Thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._events: list[RecordedEvent] = []
+
+    def event(self, obj: JsonDict, type_: str, reason: str, message: str) -> None:
+        _check(type_, reason)
+        _involved_object(obj)
+        recorded = RecordedEvent(type_, reason, _truncate(message), meta_namespace_key(obj))
+        with self._cond:
+            self._events.append(recorded)
+            self._cond.notify_all()
+
+    @property
+    def events(self) -> list[RecordedEvent]:
+        """The events recorded so far, oldest first (a copy)."""
+        with self._cond:
+            return list(self._events)
+
+    def clear(self) -> None:
+        """Forget every recorded event."""
+        with self._cond:
+            self._events.clear()
+
+    def wait_for(
+        self, predicate: Callable[[list[RecordedEvent]], bool], timeout: float = 5.0
+    ) -> bool:
+        """Block until ``predicate(events)`` holds (for events recorded by other threads).
+
+        Returns:
+            True once it holds, False if ``timeout`` real seconds passed first.
+        """
+        with self._cond:
+            return self._cond.wait_for(lambda: predicate(list(self._events)), timeout)

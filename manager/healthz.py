@@ -1,0 +1,196 @@
+"""Health probes and the small HTTP server behind ``/healthz``, ``/readyz`` and
+``/metrics`` (controller-runtime ``pkg/healthz`` and its metrics server).
+
+* ``/healthz`` (liveness): every registered health check passes — the process and its
+  informer threads are alive.
+* ``/readyz`` (readiness): every readiness check passes — caches are synced. A standby
+  with synced caches is ready; readiness does not mean leadership.
+* ``/healthz/<name>`` and ``/readyz/<name>`` run one check; ``?verbose`` lists them all.
+
+Bind addresses follow controller-runtime: ``":8081"`` (all interfaces), ``"127.0.0.1:0"``
+(a free port, see :attr:`EndpointServer.address`), ``"0"`` disables the server.
+
+Thread-safe: checks are read under a lock; each server runs in one named, non-daemon
+thread (``http/<name>``) plus one per connection, all joined by :meth:`EndpointServer.stop`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+__all__ = ["Check", "Checks", "EndpointServer", "Route", "parse_bind_address"]
+
+logger = logging.getLogger(__name__)
+
+Check = Callable[[], str | None]  # None = healthy, else the reason it is not
+# (query, sub-check name or None) -> (status, content type, body)
+Route = Callable[[str, str | None], tuple[int, str, bytes]]
+
+
+def parse_bind_address(address: str) -> tuple[str, int] | None:
+    """``":8080"`` → ``("0.0.0.0", 8080)``; ``"0"`` or ``""`` → None (disabled).
+
+    Raises:
+        ValueError: not ``[host]:port`` with a port in 0-65535.
+    """
+    if address in ("0", ""):
+        return None
+    host, sep, port = address.rpartition(":")
+    if not sep:
+        raise ValueError(f"bind address {address!r}: expected [host]:port or 0")
+    try:
+        number = int(port)
+    except ValueError:
+        raise ValueError(f"bind address {address!r}: port {port!r} is not a number") from None
+    if not 0 <= number <= 65535:
+        raise ValueError(f"bind address {address!r}: port out of range")
+    return (host.strip("[]") or "0.0.0.0", number)
+
+
+class Checks:
+    """Named checks; ``run`` answers ``(ok, report)``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._checks: dict[str, Check] = {}
+
+    def add(self, name: str, check: Check) -> None:
+        with self._lock:
+            if name in self._checks:
+                raise ValueError(f"check {name!r} already registered")
+            self._checks[name] = check
+
+    def run(self, only: str | None = None) -> tuple[bool, list[str]]:
+        with self._lock:
+            checks = dict(self._checks)
+        if only is not None:
+            if only not in checks:
+                return False, [f"[-]{only} failed: no such check"]
+            checks = {only: checks[only]}
+        ok = True
+        lines = []
+        for name, check in sorted(checks.items()):
+            try:
+                reason = check()
+            except Exception as exc:
+                reason = f"check raised {type(exc).__name__}: {exc}"
+            if reason is None:
+                lines.append(f"[+]{name} ok")
+            else:
+                ok = False
+                lines.append(f"[-]{name} failed: {reason}")
+        return ok, lines
+
+    def route(self, kind: str) -> Route:
+        """A route answering ``ok`` or the failing checks, like kube's healthz."""
+
+        def answer(query: str, only: str | None) -> tuple[int, str, bytes]:
+            ok, lines = self.run(only)
+            if ok and "verbose" not in query:
+                return 200, "text/plain; charset=utf-8", b"ok"
+            text = "\n".join(lines) + f"\n{kind} check {'passed' if ok else 'failed'}\n"
+            return (200 if ok else 500), "text/plain; charset=utf-8", text.encode()
+
+        return answer
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        logger.debug("probe request", extra={"line": format % args})
+
+    def do_GET(self) -> None:
+        split = urlsplit(self.path)
+        path = split.path.rstrip("/") or "/"
+        route = self.server.routes.get(path)
+        if route is None:
+            prefix, _, name = path.rpartition("/")
+            base = self.server.routes.get(prefix)
+            if base is not None and prefix in ("/healthz", "/readyz"):
+                status, ctype, body = base(split.query, name)
+            else:
+                status, ctype, body = 404, "text/plain; charset=utf-8", b"404 page not found\n"
+        else:
+            status, ctype, body = route(split.query, None)
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = False
+    block_on_close = True
+
+    def __init__(self, address: tuple[str, int], routes: Mapping[str, Route], name: str) -> None:
+        self.routes = dict(routes)
+        self.name = name
+        super().__init__(address, _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        t = threading.Thread(
+            target=self.process_request_thread,
+            args=(request, client_address),
+            name=f"http/{self.name}/conn",
+        )
+        if self._threads is not None:  # type: ignore[attr-defined]
+            self._threads.append(t)  # type: ignore[attr-defined]
+        t.start()
+
+
+class EndpointServer:
+    """One HTTP server for a set of routes (``/metrics``, or ``/healthz`` + ``/readyz``)."""
+
+    def __init__(self, name: str, bind_address: str, routes: Mapping[str, Route]) -> None:
+        self.name = name
+        self._bind = parse_bind_address(bind_address)
+        self._routes = routes
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self._bind is not None
+
+    @property
+    def address(self) -> tuple[str, int] | None:
+        """The bound ``(host, port)`` once started (port 0 resolved), else None."""
+        if self._server is None:
+            return None
+        host, port = self._server.server_address[:2]
+        return (host if isinstance(host, str) else host.decode(), port)
+
+    def start(self) -> None:
+        """Bind and serve in thread ``http/<name>``; no-op when disabled.
+
+        Raises:
+            OSError: the address cannot be bound (in use, not permitted).
+        """
+        if self._bind is None or self._server is not None:
+            return
+        self._server = _Server(self._bind, self._routes, self.name)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.2},
+            name=f"http/{self.name}",
+        )
+        self._thread.start()
+        logger.info("serving", extra={"server": self.name, "address": self.address})
+
+    def stop(self) -> None:
+        """Stop serving and join every thread."""
+        if self._server is None:
+            return
+        self._server.shutdown()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join()
+        self._server = None

@@ -1,0 +1,577 @@
+"""Kubernetes Events through manager.events, written to an API server over HTTP (the local
+one by default): Events about a ConfigMap in the test namespace. Time that decides
+behaviour (aggregation window, spam bucket, retry waits) is a FakeClock; the tests wait
+for the sender with ``flush``/``shutdown`` (event driven) and never sleep.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from manager.clock import FakeClock
+from manager.events import (
+    COMBINED_PREFIX,
+    NORMAL,
+    WARNING,
+    EventBroadcaster,
+    EventOptions,
+    EventRecorder,
+    FakeRecorder,
+    RecordedEvent,
+)
+from manager.keys import JsonDict
+from manager.kube import ClientOptions, KubeClient
+from manager.metrics import REGISTRY
+from manager.resources import builtin
+
+EVENTS = builtin("v1", "events")
+CM = builtin("v1", "configmaps")
+NAMESPACES = builtin("v1", "namespaces")
+WAIT = 20.0  # real seconds: an upper bound, never an expected duration
+RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+
+
+def dropped(reason: str) -> float:
+    return REGISTRY.get_sample_value("overseer_events_dropped_total", {"reason": reason}) or 0.0
+
+
+def sent(type_: str = NORMAL) -> float:
+    return REGISTRY.get_sample_value("overseer_events_sent_total", {"type": type_}) or 0.0
+
+
+def events_about(kube: KubeClient, namespace: str, name: str) -> list[JsonDict]:
+    items = kube.list(EVENTS, namespace)["items"]
+    found = [e for e in items if e["involvedObject"].get("name") == name]
+    return sorted(found, key=lambda e: e["metadata"]["name"])
+
+
+class GatedClient(KubeClient):
+    """A KubeClient whose creates wait for ``release``; ``entered`` says one is waiting."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def create(self, resource: Any, body: JsonDict, namespace: str | None = None) -> JsonDict:
+        self.entered.set()
+        assert self.release.wait(WAIT), "test never released the gate"
+        return super().create(resource, body, namespace)
+
+
+@pytest.fixture
+def kube(kubeconfig_path: str) -> Iterator[KubeClient]:
+    client = KubeClient.from_kubeconfig(kubeconfig_path, options=ClientOptions(qps=0))
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def make_configmap(kube: KubeClient, namespace: str) -> JsonDict:
+    body = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"cm-{uuid.uuid4().hex[:8]}", "namespace": namespace},
+        "data": {"k": "v"},
+    }
+    created = kube.create(CM, body)
+    created.setdefault("apiVersion", "v1")
+    created.setdefault("kind", "ConfigMap")
+    return created
+
+
+@pytest.fixture
+def configmap(kube: KubeClient, namespace: str) -> JsonDict:
+    return make_configmap(kube, namespace)
+
+
+class Running:
+    """A started broadcaster on a FakeClock and its recorder."""
+
+    def __init__(self, client: KubeClient, options: EventOptions | None = None) -> None:
+        self.clock = FakeClock(1000.0)
+        self.stop = threading.Event()
+        self.broadcaster = EventBroadcaster(
+            client, component="overseer-test", host="node-1", clock=self.clock, options=options
+        )
+        self.recorder: EventRecorder = self.broadcaster.recorder()
+
+    def start(self) -> Running:
+        self.broadcaster.start(self.stop)
+        return self
+
+    def flush(self) -> None:
+        assert self.broadcaster.flush(WAIT), "events were not handled in time"
+
+
+@pytest.fixture
+def running(kube: KubeClient) -> Iterator[Callable[..., Running]]:
+    made: list[Running] = []
+
+    def make(client: KubeClient | None = None, **options: Any) -> Running:
+        r = Running(client or kube, EventOptions(**options) if options else None)
+        made.append(r)
+        return r
+
+    yield make
+    for r in made:
+        r.stop.set()
+        assert r.broadcaster.shutdown(WAIT), "event sender did not stop"
+
+
+# -- what one Event looks like ------------------------------------------------------------
+
+
+def test_first_event_creates_an_event_with_count_1_and_the_reference_fields(
+    kube: KubeClient, namespace: str, configmap: JsonDict, running: Callable[..., Running]
+) -> None:
+    r = running().start()
+    before = sent(WARNING)
+    r.recorder.event(configmap, WARNING, "PortsMissing", "no container ports")
+    r.flush()
+
+    [event] = events_about(kube, namespace, configmap["metadata"]["name"])
+    meta = configmap["metadata"]
+    assert event["metadata"]["namespace"] == namespace
+    assert re.fullmatch(re.escape(meta["name"]) + r"\.[0-9a-f]+", event["metadata"]["name"])
+    assert event["involvedObject"] == {
+        "kind": "ConfigMap",
+        "namespace": namespace,
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "apiVersion": "v1",
+        "resourceVersion": meta["resourceVersion"],
+    }
+    assert (event["type"], event["reason"], event["message"]) == (
+        WARNING,
+        "PortsMissing",
+        "no container ports",
+    )
+    assert event["source"] == {"component": "overseer-test", "host": "node-1"}
+    assert event["reportingComponent"] == "overseer-test"
+    assert event["reportingInstance"] == "node-1"
+    assert event["count"] == 1
+    assert RFC3339.match(event["firstTimestamp"]), event["firstTimestamp"]
+    assert event["lastTimestamp"] == event["firstTimestamp"]
+    assert sent(WARNING) == before + 1
+
+
+def test_a_long_message_is_cut_to_1024_bytes_on_a_character_boundary(
+    kube: KubeClient, namespace: str, configmap: JsonDict, running: Callable[..., Running]
+) -> None:
+    r = running().start()
+    message = "a" + "é" * 600  # 1201 bytes of UTF-8
+    r.recorder.event(configmap, NORMAL, "Long", message)
+    r.flush()
+
+    [event] = events_about(kube, namespace, configmap["metadata"]["name"])
+    stored = event["message"].encode("utf-8")
+    assert len(stored) == 1023  # the 1024th byte would split an "é"
+    assert message.startswith(event["message"])
+
+
+def test_an_event_about_a_cluster_scoped_object_goes_to_the_default_namespace(
+    kube: KubeClient, namespace: str, running: Callable[..., Running]
+) -> None:
+    ns_object = kube.get(NAMESPACES, namespace)
+    ns_object.setdefault("apiVersion", "v1")
+    ns_object.setdefault("kind", "Namespace")
+    r = running().start()
+    r.recorder.event(ns_object, NORMAL, "Seen", "namespace seen")
+    r.flush()
+
+    [event] = events_about(kube, "default", namespace)
+    try:
+        assert event["metadata"]["name"].startswith(namespace + ".")
+        assert "namespace" not in event["involvedObject"]
+        assert event["involvedObject"]["kind"] == "Namespace"
+    finally:
+        kube.delete(EVENTS, event["metadata"]["name"], "default")
+
+
+# -- correlation --------------------------------------------------------------------------
+
+
+def test_identical_repeats_patch_one_event_up_to_count_6(
+    kube: KubeClient, namespace: str, configmap: JsonDict, running: Callable[..., Running]
+) -> None:
+    r = running().start()
+    r.recorder.event(configmap, NORMAL, "Synced", "all good")
+    r.flush()
+    [first] = events_about(kube, namespace, configmap["metadata"]["name"])
+
+    for _ in range(5):
+        r.recorder.event(configmap, NORMAL, "Synced", "all good")
+    r.flush()
+
+    [event] = events_about(kube, namespace, configmap["metadata"]["name"])
+    assert event["metadata"]["name"] == first["metadata"]["name"]
+    assert event["count"] == 6
+    assert event["firstTimestamp"] == first["firstTimestamp"]
+    assert event["lastTimestamp"] >= event["firstTimestamp"]
+
+
+def test_a_different_reason_is_a_second_event(
+    kube: KubeClient, namespace: str, configmap: JsonDict, running: Callable[..., Running]
+) -> None:
+    r = running().start()
+    r.recorder.event(configmap, NORMAL, "Synced", "all good")
+    r.recorder.event(configmap, NORMAL, "Synced", "all good")
+    r.recorder.event(configmap, NORMAL, "Exposed", "all good")
+    r.flush()
+
+    events = events_about(kube, namespace, configmap["metadata"]["name"])
+    assert sorted((e["reason"], e["count"]) for e in events) == [("Exposed", 1), ("Synced", 2)]
+
+
+def test_a_deleted_event_is_created_anew_on_the_next_repeat(
+    kube: KubeClient, namespace: str, configmap: JsonDict, running: Callable[..., Running]
+) -> None:
+    r = running().start()
+    r.recorder.event(configmap, NORMAL, "Synced", "all good")
+    r.flush()
+    [first] = events_about(kube, namespace, configmap["metadata"]["name"])
+    kube.delete(EVENTS, first["metadata"]["name"], namespace)  # as the event TTL would
+
+    r.recorder.event(configmap, NORMAL, "Synced", "all good")
+    r.flush()
+
+    [event] = events_about(kube, namespace, configmap["metadata"]["name"])
+    assert event["count"] == 2
+    assert event["metadata"]["uid"] != first["metadata"]["uid"]
+
+
+def test_similar_events_are_combined_from_the_tenth_distinct_message(
+    kube: KubeClient, namespace: str, configmap: JsonDict, running: Callable[..., Running]
+) -> None:
+    r = running().start()
+    for i in range(11):
+        r.recorder.event(configmap, WARNING, "AllocationFailed", f"pool exhausted, try {i}")
+    r.flush()
+
+    events = events_about(kube, namespace, configmap["metadata"]["name"])
+    combined = [e for e in events if e["message"].startswith(COMBINED_PREFIX)]
+    single = [e for e in events if not e["message"].startswith(COMBINED_PREFIX)]
+    assert sorted(e["message"] for e in single) == sorted(
+        f"pool exhausted, try {i}" for i in range(9)
+    )
+    assert len(combined) == 1
+    assert combined[0]["message"] == COMBINED_PREFIX + "pool exhausted, try 10"
+    assert combined[0]["count"] == 2
+    assert (combined[0]["type"], combined[0]["reason"]) == (WARNING, "AllocationFailed")
+
+
+def test_the_aggregation_window_is_measured_on_the_clock(
+    kube: KubeClient, namespace: str, configmap: JsonDict, running: Callable[..., Running]
+) -> None:
+    r = running().start()
+    for i in range(9):
+        r.recorder.event(configmap, WARNING, "AllocationFailed", f"try {i}")
+    r.flush()
+    r.clock.step(601.0)  # the window (600 s) has passed: counting starts over
+    r.recorder.event(configmap, WARNING, "AllocationFailed", "try 9")
+    r.flush()
+
+    events = events_about(kube, namespace, configmap["metadata"]["name"])
+    assert len(events) == 10
+    assert not any(e["message"].startswith(COMBINED_PREFIX) for e in events)
+
+
+def test_the_spam_filter_drops_beyond_25_per_object_and_refills_on_the_clock(
+    kube: KubeClient, namespace: str, configmap: JsonDict, running: Callable[..., Running]
+) -> None:
+    other = make_configmap(kube, namespace)
+    r = running().start()
+    spam_before = dropped("spam")
+    for _ in range(30):
+        r.recorder.event(configmap, NORMAL, "Hot", "looping")
+    r.recorder.event(other, NORMAL, "Hot", "looping")  # another object has its own bucket
+    r.flush()
+
+    assert dropped("spam") == spam_before + 5
+    [event] = events_about(kube, namespace, configmap["metadata"]["name"])
+    assert event["count"] == 25
+    [other_event] = events_about(kube, namespace, other["metadata"]["name"])
+    assert other_event["count"] == 1
+
+    r.recorder.event(configmap, NORMAL, "Hot", "looping")
+    r.flush()
+    assert dropped("spam") == spam_before + 6  # still empty: no time has passed
+
+    r.clock.step(300.0)  # one token back
+    r.recorder.event(configmap, NORMAL, "Hot", "looping")
+    r.flush()
+    [event] = events_about(kube, namespace, configmap["metadata"]["name"])
+    # As in client-go, the count includes the occurrences the filter kept back.
+    assert event["count"] == 32
+    assert dropped("spam") == spam_before + 6
+
+
+# -- the queue and the sender ----------------------------------------------------------
+
+
+def test_recording_never_blocks_while_a_write_is_in_flight(
+    kubeconfig_path: str, namespace: str, configmap: JsonDict, running: Callable[..., Running]
+) -> None:
+    with GatedClient.from_kubeconfig(kubeconfig_path, options=ClientOptions(qps=0)) as gated:
+        r = running(gated).start()
+        before = sent()
+        r.recorder.event(configmap, NORMAL, "Slow", "first")
+        assert gated.entered.wait(WAIT)  # the sender is inside the first create
+
+        for i in range(100):
+            r.recorder.event(configmap, NORMAL, "Slow", f"message {i % 5}")
+        # All 100 calls returned while the first write still cannot complete.
+        assert sent() == before
+        gated.release.set()
+        r.flush()
+        assert sent() > before
+        r.stop.set()
+        assert r.broadcaster.shutdown(WAIT)
+
+
+def test_a_full_queue_drops_and_counts_without_blocking(
+    kubeconfig_path: str, namespace: str, configmap: JsonDict, running: Callable[..., Running]
+) -> None:
+    with GatedClient.from_kubeconfig(kubeconfig_path, options=ClientOptions(qps=0)) as gated:
+        r = running(gated, queue_size=5).start()
+        full_before = dropped("queue_full")
+        r.recorder.event(configmap, NORMAL, "Slow", "in flight")
+        assert gated.entered.wait(WAIT)
+
+        for i in range(8):  # 5 fit, 3 are dropped
+            r.recorder.event(configmap, NORMAL, "Slow", f"queued {i}")
+        assert dropped("queue_full") == full_before + 3
+        gated.release.set()
+        r.flush()
+        r.stop.set()
+        assert r.broadcaster.shutdown(WAIT)
+
+
+def test_shutdown_flushes_what_is_queued_and_refuses_later_events(
+    kube: KubeClient, namespace: str, configmap: JsonDict, running: Callable[..., Running]
+) -> None:
+    r = running()
+    for i in range(5):  # queued before the sender even runs
+        r.recorder.event(configmap, NORMAL, f"Reason{i}", "queued")
+    r.start()
+    assert r.broadcaster.shutdown(WAIT)
+
+    events = events_about(kube, namespace, configmap["metadata"]["name"])
+    assert sorted(e["reason"] for e in events) == [f"Reason{i}" for i in range(5)]
+
+    refused_before = dropped("shutdown")
+    r.recorder.event(configmap, NORMAL, "Late", "after shutdown")  # no error, no block
+    assert dropped("shutdown") == refused_before + 1
+    with pytest.raises(RuntimeError):
+        r.broadcaster.start(r.stop)
+
+
+def test_shutdown_is_bounded_and_drops_what_it_could_not_send(
+    kubeconfig_path: str, namespace: str, configmap: JsonDict, running: Callable[..., Running]
+) -> None:
+    with GatedClient.from_kubeconfig(kubeconfig_path, options=ClientOptions(qps=0)) as gated:
+        r = running(gated).start()
+        dropped_before = dropped("shutdown")
+        r.recorder.event(configmap, NORMAL, "InFlight", "stuck in create")
+        assert gated.entered.wait(WAIT)
+        for i in range(3):
+            r.recorder.event(configmap, NORMAL, f"Queued{i}", "behind it")
+
+        # The sender cannot finish while the gate is closed: shutdown gives up in time.
+        assert not r.broadcaster.shutdown(0.05)
+        gated.release.set()
+        assert r.broadcaster.shutdown(WAIT)  # the sender exits after the write in flight
+
+        assert dropped("shutdown") == dropped_before + 3
+        events = events_about(gated, namespace, configmap["metadata"]["name"])
+        assert [e["reason"] for e in events] == ["InFlight"]
+
+
+def test_setting_stop_ends_the_sender_after_writing_what_is_queued(
+    kube: KubeClient, namespace: str, configmap: JsonDict, running: Callable[..., Running]
+) -> None:
+    r = running()
+    r.recorder.event(configmap, NORMAL, "Before", "queued")
+    r.stop.set()
+    r.start()
+    assert r.broadcaster.flush(WAIT)
+    assert r.broadcaster.shutdown(WAIT)
+    [event] = events_about(kube, namespace, configmap["metadata"]["name"])
+    assert event["reason"] == "Before"
+
+
+@pytest.mark.local_only
+def test_server_errors_are_retried_on_the_clock_then_dropped_and_counted(
+    kube: KubeClient,
+    namespace: str,
+    configmap: JsonDict,
+    local_server: Any,
+    running: Callable[..., Running],
+) -> None:
+    r = running().start()
+    errors_before = dropped("api_error")
+    local_server.faults.fail_next(3, 500, verb="create", resource="events")
+    r.recorder.event(configmap, WARNING, "Failing", "cannot be written")
+    for _ in range(2):  # two waits between three attempts, each at most retry_interval
+        assert r.clock.wait_for_waiters(1, timeout=WAIT), "sender did not back off"
+        r.clock.step(10.0)
+    r.flush()
+
+    assert dropped("api_error") == errors_before + 1
+    assert events_about(kube, namespace, configmap["metadata"]["name"]) == []
+    # The sender survived: the next event is written.
+    r.recorder.event(configmap, NORMAL, "Recovered", "written")
+    r.flush()
+    [event] = events_about(kube, namespace, configmap["metadata"]["name"])
+    assert event["reason"] == "Recovered"
+
+
+@pytest.mark.local_only
+def test_shutdown_does_not_wait_out_a_retry_backoff(
+    kube: KubeClient,
+    namespace: str,
+    configmap: JsonDict,
+    local_server: Any,
+    running: Callable[..., Running],
+) -> None:
+    r = running().start()
+    errors_before = dropped("api_error")
+    local_server.faults.fail_next(3, 500, verb="create", resource="events")
+    r.recorder.event(configmap, WARNING, "Failing", "cannot be written")
+    assert r.clock.wait_for_waiters(1, timeout=WAIT), "sender did not back off"
+
+    assert r.broadcaster.shutdown(WAIT)  # the fake clock never moves: shutdown cuts the wait
+    assert dropped("api_error") == errors_before + 1
+
+
+@pytest.mark.local_only
+def test_a_transient_server_error_is_retried_until_written(
+    kube: KubeClient,
+    namespace: str,
+    configmap: JsonDict,
+    local_server: Any,
+    running: Callable[..., Running],
+) -> None:
+    r = running().start()
+    errors_before = dropped("api_error")
+    local_server.faults.fail_next(1, 500, verb="create", resource="events")
+    r.recorder.event(configmap, NORMAL, "Flaky", "written on the second attempt")
+    assert r.clock.wait_for_waiters(1, timeout=WAIT)
+    [deadline] = r.clock.waiter_deadlines()
+    assert deadline is not None and deadline <= r.clock.now() + 10.0
+    r.clock.step(10.0)
+    r.flush()
+
+    [event] = events_about(kube, namespace, configmap["metadata"]["name"])
+    assert (event["reason"], event["count"]) == ("Flaky", 1)
+    assert dropped("api_error") == errors_before
+
+
+@pytest.mark.local_only
+def test_client_errors_are_dropped_without_retrying(
+    kube: KubeClient,
+    namespace: str,
+    configmap: JsonDict,
+    local_server: Any,
+    running: Callable[..., Running],
+) -> None:
+    r = running().start()
+    errors_before = dropped("api_error")
+    local_server.faults.fail_next(1, 403, verb="create", resource="events")
+    r.recorder.event(configmap, NORMAL, "Forbidden", "refused")
+    r.flush()
+
+    assert not r.clock.has_waiters()  # no backoff for an error retrying cannot fix
+    assert dropped("api_error") == errors_before + 1
+    assert events_about(kube, namespace, configmap["metadata"]["name"]) == []
+
+
+@pytest.mark.local_only
+def test_a_dropped_patch_still_counts_toward_the_next_one(
+    kube: KubeClient,
+    namespace: str,
+    configmap: JsonDict,
+    local_server: Any,
+    running: Callable[..., Running],
+) -> None:
+    r = running().start()
+    r.recorder.event(configmap, NORMAL, "Synced", "ok")
+    r.flush()
+    local_server.faults.fail_next(1, 403, verb="patch", resource="events")
+    r.recorder.event(configmap, NORMAL, "Synced", "ok")  # count 2 is lost
+    r.recorder.event(configmap, NORMAL, "Synced", "ok")
+    r.flush()
+
+    [event] = events_about(kube, namespace, configmap["metadata"]["name"])
+    assert event["count"] == 3
+
+
+# -- validation, options, FakeRecorder ----------------------------------------------------
+
+
+def test_invalid_calls_raise_value_error_at_once(kube: KubeClient) -> None:
+    broadcaster = EventBroadcaster(kube, component="overseer-test")
+    recorder = broadcaster.recorder()
+    obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "n"}}
+    with pytest.raises(ValueError, match="type"):
+        recorder.event(obj, "Error", "Reason", "message")
+    with pytest.raises(ValueError, match="reason"):
+        recorder.event(obj, NORMAL, "", "message")
+    with pytest.raises(ValueError, match="kind"):
+        recorder.event({"metadata": {"name": "a", "namespace": "n"}}, NORMAL, "R", "m")
+    with pytest.raises(ValueError, match=r"metadata\.name"):
+        recorder.event({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}, NORMAL, "R", "m")
+    with pytest.raises(ValueError, match="component"):
+        EventBroadcaster(kube, component="")
+    assert broadcaster.shutdown(1.0)
+
+
+def test_event_options_reject_out_of_range_values() -> None:
+    with pytest.raises(ValueError) as info:
+        EventOptions(queue_size=0, spam_qps=0, max_attempts=0, retry_interval=-1)
+    text = str(info.value)
+    for field in ("queue_size", "spam_qps", "max_attempts", "retry_interval"):
+        assert field in text
+
+
+def test_fake_recorder_records_validates_and_is_thread_safe() -> None:
+    fake = FakeRecorder()
+    recorder: EventRecorder = fake
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "n"}}
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1"}}
+
+    recorder.event(cm, WARNING, "Collision", "service exists")
+    recorder.event(node, NORMAL, "Seen", "ok")
+    assert fake.events == [
+        RecordedEvent(WARNING, "Collision", "service exists", "n/a"),
+        RecordedEvent(NORMAL, "Seen", "ok", "node-1"),
+    ]
+    with pytest.raises(ValueError):
+        recorder.event(cm, "Error", "Collision", "bad type")
+    with pytest.raises(ValueError):
+        recorder.event({"metadata": {"name": "a"}}, NORMAL, "NoKind", "bad object")
+
+    fake.clear()
+    barrier = threading.Barrier(4)
+
+    def emit(worker: int) -> None:
+        barrier.wait()
+        for i in range(250):
+            recorder.event(cm, NORMAL, "Worker", f"{worker}/{i}")
+
+    threads = [threading.Thread(target=emit, args=(w,), name=f"emit/{w}") for w in range(4)]
+    for t in threads:
+        t.start()
+    assert fake.wait_for(lambda events: len(events) == 1000, timeout=WAIT)
+    for t in threads:
+        t.join(WAIT)
+    assert len({e.message for e in fake.events}) == 1000
+    assert not fake.wait_for(lambda events: len(events) > 1000, timeout=0.0)
