@@ -1,11 +1,15 @@
 """Overseer: a Kubernetes controller manager in Python.
 
 This module is the public API: controllers (built-in and third-party) import from
-``manager`` only. Internal modules may change without notice.
+``manager`` only. Everything else may change without notice.
 """
 
 from __future__ import annotations
 
+from manager.cache.informer import SharedInformer
+from manager.cache.lister import Lister
+from manager.cache.store import BY_CONTROLLER_UID, BY_NAMESPACE, BY_OWNER_UID
+from manager.controller import Controller
 from manager.errors import (
     AlreadyExists,
     ApiError,
@@ -19,21 +23,85 @@ from manager.errors import (
     TooManyRequests,
     Unavailable,
 )
-from manager.resources import Resource
+from manager.events import NORMAL, WARNING, EventRecorder
+from manager.handler import (
+    EnqueueRequestForObject,
+    EnqueueRequestForOwner,
+    EnqueueRequestsFromMapFunc,
+    MapFunc,
+)
+from manager.keys import DeletedFinalStateUnknown, JsonDict, meta_namespace_key
+from manager.kube import KubeClient
+from manager.labels import LabelSelector, label_selector_from_dict
+from manager.manager import ControllerBuilder, Manager, ManagerOptions
+from manager.plugins import ControllerPlugin, ControllerSettings, PluginContext
+from manager.predicate import (
+    AnnotationChanged,
+    Funcs,
+    GenerationChanged,
+    LabelChanged,
+    LabelSelectorPredicate,
+    Predicate,
+    ResourceVersionChanged,
+    all_of,
+    any_of,
+    not_,
+)
+from manager.reconcile import Reconciler, Request, Result
+from manager.resources import Resource, builtin
 
 __all__ = [
+    "BY_CONTROLLER_UID",
+    "BY_NAMESPACE",
+    "BY_OWNER_UID",
+    "NORMAL",
+    "WARNING",
     "AlreadyExists",
+    "AnnotationChanged",
     "ApiError",
     "Conflict",
+    "Controller",
+    "ControllerBuilder",
+    "ControllerPlugin",
+    "ControllerSettings",
+    "DeletedFinalStateUnknown",
+    "EnqueueRequestForObject",
+    "EnqueueRequestForOwner",
+    "EnqueueRequestsFromMapFunc",
+    "EventRecorder",
     "Forbidden",
+    "Funcs",
+    "GenerationChanged",
     "Gone",
     "Invalid",
+    "JsonDict",
+    "KubeClient",
+    "LabelChanged",
+    "LabelSelector",
+    "LabelSelectorPredicate",
+    "Lister",
+    "Manager",
+    "ManagerOptions",
+    "MapFunc",
     "NotFound",
+    "PluginContext",
+    "Predicate",
+    "Reconciler",
+    "Request",
     "Resource",
+    "ResourceVersionChanged",
+    "Result",
     "ServerError",
+    "SharedInformer",
     "TerminalError",
     "TooManyRequests",
     "Unavailable",
+    "all_of",
+    "any_of",
+    "builtin",
+    "label_selector_from_dict",
+    "meta_namespace_key",
+    "not_",
 ]
 
 __version__ = "0.1.0"

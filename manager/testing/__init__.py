@@ -8,7 +8,8 @@ reproduces.
 
 from __future__ import annotations
 
+from manager.events import FakeRecorder, RecordedEvent
 from manager.testing.faults import Faults
 from manager.testing.server import LocalApiServer
 
-__all__ = ["Faults", "LocalApiServer"]
+__all__ = ["FakeRecorder", "Faults", "LocalApiServer", "RecordedEvent"]
