@@ -34,6 +34,7 @@ from manager.keys import DeletedFinalStateUnknown, JsonDict, meta_namespace_key
 from manager.kube import KubeClient
 from manager.labels import LabelSelector, label_selector_from_dict
 from manager.manager import ControllerBuilder, Manager, ManagerOptions
+from manager.metrics import REGISTRY
 from manager.plugins import ControllerPlugin, ControllerSettings, PluginContext
 from manager.predicate import (
     AnnotationChanged,
@@ -55,6 +56,7 @@ __all__ = [
     "BY_NAMESPACE",
     "BY_OWNER_UID",
     "NORMAL",
+    "REGISTRY",
     "WARNING",
     "AlreadyExists",
     "AnnotationChanged",
