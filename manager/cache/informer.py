@@ -392,8 +392,9 @@ class SharedInformer:
     def delete(self, obj: JsonDict) -> None:
         with self._lock:
             key = meta_namespace_key(obj)
-            if self._indexer.get_by_key(key) is not None:
-                self._indexer.delete(obj)
+            if self._indexer.get_by_key(key) is None:
+                return  # never cached (or already gone): nothing to tell, as client-go
+            self._indexer.delete(obj)
             self._notify(("delete", obj, None))
             self._metric.set(len(self._indexer))
         _EVENTS.labels(self.name, "DELETED").inc()

@@ -58,6 +58,7 @@ MIN_WATCH_TIMEOUT = 300
 MAX_WATCH_TIMEOUT = 600
 READ_TIMEOUT_MARGIN = 30.0
 SHORT_WATCH = 1.0
+STOP_POLL = 0.1  # seconds between checks of the caller's stop event during a backoff wait
 
 _LISTS = Counter(
     "overseer_informer_lists_total",
@@ -161,12 +162,15 @@ class Reflector:
         self._rand = rand
         self._on_synced = on_synced
         self._stop = threading.Event()
+        self._wake = threading.Condition(threading.Lock())  # stop() notifies a backoff wait
         self._lock = threading.Lock()
         self._stream: WatchEvents | None = None
         self._last_rv = ""
         self._need_list = True
         self._consistent_list = False  # after a 410: list with resourceVersion=""
         self._name = lister_watcher.description
+        self._last_list_was_relist = False
+        self._events_since_list = 0
 
     @property
     def last_sync_resource_version(self) -> str:
@@ -185,8 +189,16 @@ class Reflector:
                 self._need_list = True
                 self._consistent_list = True
                 _RELISTS.labels(self._name).inc()
-                logger.info("watch expired, relisting", extra={"resource": self._name})
-                continue
+                if self._events_since_list or not self._last_list_was_relist:
+                    logger.info("watch expired, relisting", extra={"resource": self._name})
+                    continue
+                # Expired again right after a relist, before any event: relisting at once
+                # would spin (every answer 410); back off like any other failure.
+                delay = self._backoff.next()
+                logger.warning(
+                    "watch expired right after a relist, backing off",
+                    extra={"resource": self._name, "delay": round(delay, 3)},
+                )
             except Exception as exc:
                 if stop.is_set() or self._stop.is_set():
                     break
@@ -203,20 +215,28 @@ class Reflector:
     def stop(self) -> None:
         """End :meth:`run` promptly: closes the open watch stream."""
         self._stop.set()
+        with self._wake:
+            self._wake.notify_all()
         with self._lock:
             stream = self._stream
         if stream is not None:
             stream.close()
 
     def _wait(self, stop: threading.Event, seconds: float) -> bool:
-        """Sleep ``seconds`` unless stopped first; True if stopped."""
-        if isinstance(self._clock, RealClock):
-            return stop.wait(seconds) or self._stop.is_set()
-        cond = threading.Condition()
+        """Sleep ``seconds`` on the clock unless stopped first; True if stopped.
+
+        :meth:`stop` notifies ``_wake``; the caller's ``stop`` event cannot, so on a real
+        clock it is checked every ``STOP_POLL`` seconds. On a fake clock the wait is one
+        park until the deadline (tests observe it with ``wait_for_waiters``).
+        """
+        poll = isinstance(self._clock, RealClock)
         deadline = self._clock.now() + seconds
-        with cond:
-            while self._clock.now() < deadline and not (stop.is_set() or self._stop.is_set()):
-                self._clock.wait(cond, min(deadline - self._clock.now(), 0.05))
+        with self._wake:
+            while not (stop.is_set() or self._stop.is_set()):
+                remaining = deadline - self._clock.now()
+                if remaining <= 0:
+                    break
+                self._clock.wait(self._wake, min(remaining, STOP_POLL) if poll else remaining)
         return stop.is_set() or self._stop.is_set()
 
     # -- list ------------------------------------------------------------------------
@@ -256,6 +276,8 @@ class Reflector:
                 list_rv = str(meta.get("resourceVersion") or "")
                 break
         self._sink.replace(items, list_rv)
+        self._last_list_was_relist = rv == ""
+        self._events_since_list = 0
         self._last_rv = list_rv
         self._consistent_list = False
         if self._on_synced is not None:
@@ -305,6 +327,8 @@ class Reflector:
 
     def _handle(self, event: JsonDict) -> None:
         type_ = event.get("type")
+        if type_ != "ERROR":
+            self._events_since_list += 1
         obj = event.get("object")
         if not isinstance(obj, dict):
             raise ApiError(f"watch {self._name}: event without object", reason="InvalidWatchEvent")
