@@ -151,6 +151,7 @@ class Manager:
     def __init__(self, client: KubeClient, options: ManagerOptions | None = None) -> None:
         self.client = client
         self.options = options or ManagerOptions()
+        self.identity = self.options.identity or default_identity()
         self.factory = InformerFactory(client, namespace=self.options.namespace)
         self.events = EventBroadcaster(client, component=self.options.name)
         self._leader_runnables: list[Runnable] = []
@@ -313,7 +314,7 @@ class Manager:
                         namespace=opts.leader_election_namespace
                         or os.environ.get("POD_NAMESPACE", "")
                         or "default",
-                        identity=opts.identity or default_identity(),
+                        identity=self.identity,
                         lease_duration=opts.lease_duration,
                         renew_deadline=opts.renew_deadline,
                         retry_period=opts.retry_period,

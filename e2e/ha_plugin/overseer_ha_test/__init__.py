@@ -1,0 +1,110 @@
+"""The controller the HA end-to-end tests run in every ``overseer run`` process.
+
+It is installed for those processes only, through ``PYTHONPATH`` (this directory holds a
+``.dist-info`` with its entry point), never into the development environment.
+
+For each ConfigMap labelled ``overseer-ha-test=true`` whose ``data.tick`` differs from
+the annotation ``ha/tick``, it marks the object in flight (``ha/inflight=<identity>``),
+holds it briefly, then records the tick, its identity and the time. Every write carries
+the observed resourceVersion. If it finds another identity in flight *and* that
+identity currently holds the Lease, two processes are reconciling the same key at once:
+it records ``ha/violation``. (A marker left by a killed leader is not a violation: that
+process no longer holds the Lease.)
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import time
+from dataclasses import dataclass, field
+
+from manager import (
+    Conflict,
+    Funcs,
+    JsonDict,
+    Manager,
+    NotFound,
+    PluginContext,
+    Request,
+    Result,
+    builtin,
+)
+
+CONFIGMAPS = builtin("v1", "configmaps")
+LEASES = builtin("coordination.k8s.io/v1", "leases")
+LABEL = "overseer-ha-test"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HaTestConfig:
+    hold_seconds: float = field(default=0.05, metadata={"min": 0.0, "help": "time in flight"})
+    lease_name: str = field(default="overseer-leader", metadata={"help": "Lease to check"})
+    lease_namespace: str = field(default="default", metadata={"help": "its namespace"})
+
+
+class HaTestReconciler:
+    def __init__(self, mgr: Manager, config: HaTestConfig) -> None:
+        self._client = mgr.client
+        self._lister = mgr.lister(CONFIGMAPS)
+        self._me = mgr.identity
+        self._config = config
+
+    def reconcile(self, request: Request) -> Result:
+        cached = self._lister.get(request.name, request.namespace)
+        if cached is None:
+            return Result()
+        try:
+            obj = self._client.get(CONFIGMAPS, request.name, request.namespace)
+        except NotFound:
+            return Result()
+        tick = (obj.get("data") or {}).get("tick", "")
+        ann = obj["metadata"].get("annotations") or {}
+        if ann.get("ha/tick") == tick:
+            return Result()
+        other = ann.get("ha/inflight", "")
+        if other and other != self._me and other == self._holder():
+            ann = {**ann, "ha/violation": f"{self._me} found {other} in flight"}
+        obj = copy.deepcopy(obj)
+        obj["metadata"]["annotations"] = {**ann, "ha/inflight": self._me}
+        try:
+            obj = self._client.replace(CONFIGMAPS, obj, request.namespace)
+        except Conflict:
+            return Result(requeue=True)
+        time.sleep(self._config.hold_seconds)
+        ann = dict(obj["metadata"].get("annotations") or {})
+        ann.update(
+            {"ha/inflight": "", "ha/tick": tick, "ha/by": self._me, "ha/at": repr(time.time())}
+        )
+        obj["metadata"]["annotations"] = ann
+        try:
+            self._client.replace(CONFIGMAPS, obj, request.namespace)
+        except Conflict:
+            return Result(requeue=True)
+        return Result()
+
+    def _holder(self) -> str:
+        try:
+            lease = self._client.get(LEASES, self._config.lease_name, self._config.lease_namespace)
+        except NotFound:
+            return ""
+        return str((lease.get("spec") or {}).get("holderIdentity") or "")
+
+
+def _labelled(obj: JsonDict) -> bool:
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL) == "true"
+
+
+def _data_changed(old: JsonDict, new: JsonDict) -> bool:
+    return _labelled(new) and old.get("data") != new.get("data")
+
+
+class HaTestPlugin:
+    config_class = HaTestConfig
+
+    def setup(self, mgr: Manager, ctx: PluginContext[HaTestConfig]) -> None:
+        config = ctx.config
+        if not config.lease_name:
+            config = dataclasses.replace(config, lease_name=mgr.options.leader_election_id)
+        predicate = Funcs(on_create=_labelled, on_update=_data_changed, on_delete=lambda o: False)
+        ctx.controller(HaTestReconciler(mgr, config)).for_(CONFIGMAPS, predicate).complete()

@@ -1,0 +1,136 @@
+"""Run ``overseer run`` processes for end-to-end tests, and read the Lease they share.
+
+Each :class:`Replica` is one ``python -m manager run`` child process with its own
+``POD_NAME`` (so its Lease identity starts with it), a log file, and the test-only HA
+plugin on ``PYTHONPATH``. Every wait is bounded; :meth:`ReplicaSet.close` kills what is
+left.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from manager.errors import NotFound
+from manager.kube import KubeClient
+from manager.resources import builtin
+
+ROOT = Path(__file__).resolve().parent.parent
+HA_PLUGIN = Path(__file__).resolve().parent / "ha_plugin"
+LEASES = builtin("coordination.k8s.io/v1", "leases")
+
+
+def write_config(path: Path, namespace: str, lease_name: str, **timings: float) -> Path:
+    lease = {"leaseDuration": 3.0, "renewDeadline": 2.0, "retryPeriod": 0.5, **timings}
+    doc: dict[str, Any] = {
+        "leaderElection": {
+            "enabled": True,
+            "namespace": namespace,
+            "leaseName": lease_name,
+            **lease,
+        },
+        "metricsBindAddress": "0",
+        "healthProbeBindAddress": "0",
+        "gracefulShutdownTimeout": 10.0,
+        "watchNamespace": namespace,
+        "log": {"format": "json", "level": "info"},
+        "controllers": {
+            "exposer": {"enabled": False},
+            "podport": {"enabled": False},
+            "hatest": {"leaseName": lease_name, "leaseNamespace": namespace},
+        },
+    }
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+class Replica:
+    def __init__(self, name: str, config: Path, kubeconfig: str, logdir: Path) -> None:
+        self.name = name
+        self.log = logdir / f"{name}.log"
+        env = {
+            **os.environ,
+            "POD_NAME": name,
+            "PYTHONPATH": os.pathsep.join([str(HA_PLUGIN), str(ROOT)]),
+        }
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "manager",
+                    "run",
+                    "--config",
+                    str(config),
+                    "--kubeconfig",
+                    kubeconfig,
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=ROOT,
+            )
+
+    def signal(self, sig: int) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+
+    def wait(self, timeout: float) -> int | None:
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+class ReplicaSet:
+    def __init__(self, count: int, config: Path, kubeconfig: str, logdir: Path) -> None:
+        self.replicas = [Replica(f"replica-{i}", config, kubeconfig, logdir) for i in range(count)]
+
+    def by_identity(self, identity: str) -> Replica:
+        for r in self.replicas:
+            if identity.startswith(f"{r.name}_"):
+                return r
+        raise KeyError(identity)
+
+    def close(self) -> None:
+        for r in self.replicas:
+            r.signal(signal.SIGTERM)
+        for r in self.replicas:
+            if r.wait(15) is None:
+                r.signal(signal.SIGKILL)
+                r.wait(5)
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {r.name} ---\n{r.tail()}" for r in self.replicas)
+
+
+def holder(client: KubeClient, namespace: str, lease: str) -> str:
+    try:
+        obj = client.get(LEASES, lease, namespace)
+    except NotFound:
+        return ""
+    return str((obj.get("spec") or {}).get("holderIdentity") or "")
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str, step: float = 0.02) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(step)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")

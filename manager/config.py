@@ -1,0 +1,388 @@
+"""Configuration: one YAML file → frozen, typed settings; strict.
+
+The file has manager settings at the top and one section per controller under
+``controllers:``. Keys are camelCase in YAML and snake_case in Python
+(``gracefulShutdownTimeout`` ↔ ``graceful_shutdown_timeout``). Loading is strict, like
+Kubernetes component config: an unknown key, a wrong type or a value out of range is an
+error, and *every* error is reported with its path, e.g.
+``controllers.exposer.workers: expected integer >= 1, got "four"``; nothing starts.
+
+The schema is the dataclasses themselves (:class:`OverseerConfig` here, each plugin's
+``config_class``): field types, defaults, and ``metadata`` with ``min``, ``max`` and
+``help``; a ``validate()`` method adds cross-field checks. :func:`render_defaults`
+writes the full default file with every field's help as a comment.
+
+Thread-safe: pure functions over immutable values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import yaml
+
+from manager.errors import ConfigError
+from manager.plugins import ControllerSettings
+
+__all__ = [
+    "ClientConfig",
+    "LeaderElectionSettings",
+    "LogConfig",
+    "OverseerConfig",
+    "TracingConfig",
+    "camel",
+    "load_dataclass",
+    "load_file",
+    "parse",
+    "read_yaml",
+    "render_defaults",
+]
+
+T = TypeVar("T")
+
+
+def _f(default: Any, help: str, **meta: Any) -> Any:
+    return field(default=default, metadata={"help": help, **meta})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClientConfig:
+    """How Overseer talks to the API server."""
+
+    qps: float = _f(20.0, "client-side request rate limit, requests per second", min=0.1)
+    burst: int = _f(30, "client-side burst above qps", min=1)
+    timeout: float = _f(30.0, "timeout of one API request, seconds", min=1.0)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LeaderElectionSettings:
+    """Lease leader election: one replica leads, the others stand by."""
+
+    enabled: bool = _f(True, "run controllers only in the replica that holds the Lease")
+    namespace: str = _f("", 'namespace of the Lease ("" = $POD_NAMESPACE, else "default")')
+    lease_name: str = _f("overseer-leader", "name of the Lease object")
+    lease_duration: float = _f(15.0, "seconds a standby waits before taking over", min=1.0)
+    renew_deadline: float = _f(10.0, "seconds the leader keeps trying to renew", min=0.5)
+    retry_period: float = _f(2.0, "seconds between acquire/renew attempts", min=0.1)
+
+    def validate(self) -> list[str]:
+        problems = []
+        if not self.lease_duration > self.renew_deadline:
+            problems.append("renewDeadline: must be less than leaseDuration")
+        if not self.renew_deadline > 1.2 * self.retry_period:
+            problems.append("retryPeriod: renewDeadline must be greater than 1.2 x retryPeriod")
+        return problems
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LogConfig:
+    """Logging."""
+
+    format: Literal["text", "json"] = _f("text", "text or json (one object per line)")
+    level: Literal["debug", "info", "warning", "error"] = _f("info", "lowest level logged")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TracingConfig:
+    """OpenTelemetry tracing (OTEL_* variables apply too)."""
+
+    exporter: Literal["", "none", "console", "otlp"] = _f(
+        "", 'none, console or otlp ("" = $OTEL_TRACES_EXPORTER, else none)'
+    )
+    service_name: str = _f("overseer", "service.name of the spans")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OverseerConfig:
+    """The whole file. ``controllers`` maps controller names to their raw sections;
+    :func:`parse` validates each against its plugin's schema."""
+
+    client: ClientConfig = field(default_factory=ClientConfig, metadata={"help": "API client"})
+    leader_election: LeaderElectionSettings = field(
+        default_factory=LeaderElectionSettings, metadata={"help": "leader election"}
+    )
+    warm_standby: bool = _f(True, "standbys run informers too, for a fast takeover")
+    metrics_bind_address: str = _f(":8080", 'address of /metrics ("0" disables it)')
+    health_probe_bind_address: str = _f(":8081", 'address of /healthz and /readyz ("0": off)')
+    graceful_shutdown_timeout: float = _f(
+        30.0, "seconds in-flight reconciles get to finish on shutdown", min=0.0
+    )
+    cache_sync_timeout: float = _f(120.0, "seconds to wait for caches to sync", min=1.0)
+    watch_namespace: str = _f("", 'watch only this namespace ("" = all namespaces)')
+    log: LogConfig = field(default_factory=LogConfig, metadata={"help": "logging"})
+    tracing: TracingConfig = field(default_factory=TracingConfig, metadata={"help": "tracing"})
+    controllers: dict[str, Any] = field(
+        default_factory=dict, metadata={"help": "one section per controller (see below)"}
+    )
+
+
+def camel(name: str) -> str:
+    """``graceful_shutdown_timeout`` → ``gracefulShutdownTimeout``."""
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+# -- loading ----------------------------------------------------------------------------
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if tp is bool:
+        return "boolean"
+    if tp is int:
+        return "integer"
+    if tp is float:
+        return "number"
+    if tp is str:
+        return "string"
+    if origin in (list, tuple, Sequence):
+        return "list"
+    if origin in (dict, Mapping):
+        return "mapping"
+    if dataclasses.is_dataclass(tp):
+        return "mapping"
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    return getattr(tp, "__name__", str(tp))
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return f'"{value}"'
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
+
+
+def _range(meta: Mapping[str, Any]) -> str:
+    parts = []
+    if "min" in meta:
+        parts.append(f">= {meta['min']}")
+    if "max" in meta:
+        parts.append(f"<= {meta['max']}")
+    return " ".join(parts)
+
+
+def _convert(tp: Any, value: Any, path: str, meta: Mapping[str, Any], errors: list[str]) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) == 1:
+            return _convert(inner[0], value, path, meta, errors)
+    if origin is Literal:
+        if value in args:
+            return value
+        errors.append(f"{path}: expected {_type_name(tp)}, got {_show(value)}")
+        return None
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, Mapping):
+            errors.append(f"{path}: expected a mapping, got {_show(value)}")
+            return None
+        return load_dataclass(tp, value, path, errors)  # type: ignore[arg-type]
+    if origin in (list, tuple, Sequence):
+        if not isinstance(value, list):
+            errors.append(f"{path}: expected a list, got {_show(value)}")
+            return None
+        item_tp = args[0] if args else Any
+        items = [_convert(item_tp, v, f"{path}[{i}]", {}, errors) for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if origin in (dict, Mapping):
+        if not isinstance(value, Mapping):
+            errors.append(f"{path}: expected a mapping, got {_show(value)}")
+            return None
+        value_tp = args[1] if len(args) == 2 else Any
+        return {str(k): _convert(value_tp, v, f"{path}.{k}", {}, errors) for k, v in value.items()}
+    bounds = _range(meta)
+    want = _type_name(tp) + (f" {bounds}" if bounds else "")
+    if tp is bool:
+        if not isinstance(value, bool):
+            errors.append(f"{path}: expected boolean, got {_show(value)}")
+            return None
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            errors.append(f"{path}: expected {want}, got {_show(value)}")
+            return None
+    elif tp is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            errors.append(f"{path}: expected {want}, got {_show(value)}")
+            return None
+        value = float(value)
+    elif tp is str:
+        if not isinstance(value, str):
+            errors.append(f"{path}: expected string, got {_show(value)}")
+            return None
+        return value
+    if ("min" in meta and value < meta["min"]) or ("max" in meta and value > meta["max"]):
+        errors.append(f"{path}: expected {want}, got {_show(value)}")
+        return None
+    return value
+
+
+def load_dataclass(cls: type[T], data: Mapping[str, Any], path: str, errors: list[str]) -> T | None:
+    """Build ``cls`` from a YAML mapping; every problem is appended to ``errors``."""
+    hints = typing.get_type_hints(cls)
+    fields = {camel(f.name): f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    before = len(errors)
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        where = f"{path}.{key}" if path else str(key)
+        f = fields.get(str(key))
+        if f is None:
+            hint = f" (known keys: {', '.join(sorted(fields))})" if fields else ""
+            errors.append(f"{where}: unknown key{hint}")
+            continue
+        kwargs[f.name] = _convert(hints[f.name], value, where, f.metadata, errors)
+    if len(errors) > before:
+        return None
+    try:
+        obj = cls(**kwargs)
+    except (TypeError, ValueError) as exc:
+        errors.append(f"{path or '<root>'}: {exc}")
+        return None
+    validate = getattr(obj, "validate", None)
+    if callable(validate):
+        for problem in validate() or []:
+            errors.append(f"{path}.{problem}" if path else str(problem))
+    return obj
+
+
+def parse(
+    data: Any, plugin_schemas: Mapping[str, type[Any]], *, source: str = "<config>"
+) -> tuple[OverseerConfig, dict[str, tuple[ControllerSettings, Any]]]:
+    """Validate a decoded YAML document.
+
+    Args:
+        data: the document (None for an empty file).
+        plugin_schemas: controller name → its ``config_class`` (installed plugins).
+
+    Returns:
+        The manager settings and, per installed controller, its common settings and its
+        own config (defaults for controllers the file does not mention).
+
+    Raises:
+        ConfigError: every problem, each with its path.
+    """
+    if data is None:
+        data = {}
+    errors: list[str] = []
+    if not isinstance(data, Mapping):
+        raise ConfigError([f"{source}: expected a mapping at the top level, got {_show(data)}"])
+    config = load_dataclass(OverseerConfig, data, "", errors)
+    sections = data.get("controllers") or {}
+    controllers: dict[str, tuple[ControllerSettings, Any]] = {}
+    if not isinstance(sections, Mapping):
+        sections = {}
+    for name in sections:
+        if name not in plugin_schemas:
+            installed = ", ".join(sorted(plugin_schemas)) or "none"
+            errors.append(f"controllers.{name}: unknown controller (installed: {installed})")
+    common_keys = {camel(f.name) for f in dataclasses.fields(ControllerSettings)}
+    for name, schema in sorted(plugin_schemas.items()):
+        section = sections.get(name) or {}
+        path = f"controllers.{name}"
+        if not isinstance(section, Mapping):
+            errors.append(f"{path}: expected a mapping, got {_show(section)}")
+            continue
+        common = {k: v for k, v in section.items() if k in common_keys}
+        own = {k: v for k, v in section.items() if k not in common_keys}
+        settings = load_dataclass(ControllerSettings, common, path, errors)
+        plugin_config = load_dataclass(schema, own, path, errors)
+        if settings is not None and plugin_config is not None:
+            controllers[name] = (settings, plugin_config)
+    if errors or config is None:
+        raise ConfigError(errors)
+    return config, controllers
+
+
+def read_yaml(path: str | Path) -> Any:
+    """Read and decode a YAML file.
+
+    Raises:
+        ConfigError: the file cannot be read or is not YAML (with line and column).
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([f"{p}: cannot read: {exc.strerror or exc}"]) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{p}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(p)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError([f"{where}: not valid YAML: {problem}"]) from None
+
+
+def load_file(
+    path: str | Path, plugin_schemas: Mapping[str, type[Any]]
+) -> tuple[OverseerConfig, dict[str, tuple[ControllerSettings, Any]]]:
+    """Read and validate a configuration file.
+
+    Raises:
+        ConfigError: the file cannot be read, is not YAML, or does not validate.
+    """
+    return parse(read_yaml(path), plugin_schemas, source=str(path))
+
+
+# -- rendering --------------------------------------------------------------------------
+
+
+def _yaml_scalar(value: Any) -> str:
+    text = yaml.safe_dump(value, default_flow_style=True, width=1000).strip()
+    return text.removesuffix("\n...").strip()
+
+
+def _render(obj: Any, indent: int, lines: list[str]) -> None:
+    pad = "  " * indent
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        help_text = f.metadata.get("help", "")
+        bounds = _range(f.metadata)
+        choices = ""
+        if typing.get_origin(hints[f.name]) is Literal:
+            choices = "one of: " + ", ".join(_show(a) for a in typing.get_args(hints[f.name]))
+        note = "; ".join(x for x in (help_text, choices, bounds) if x)
+        if note:
+            lines.append(f"{pad}# {note}")
+        value = getattr(obj, f.name)
+        key = camel(f.name)
+        if dataclasses.is_dataclass(value):
+            lines.append(f"{pad}{key}:")
+            _render(value, indent + 1, lines)
+        elif key == "controllers" and indent == 0:
+            continue
+        else:
+            lines.append(f"{pad}{key}: {_yaml_scalar(value)}")
+
+
+def render_defaults(plugin_schemas: Mapping[str, type[Any]]) -> str:
+    """The complete default configuration file, every setting commented."""
+    lines = [
+        "# Overseer configuration: every setting with its default.",
+        "# Generated by `overseer config defaults`; keys are camelCase.",
+        "",
+    ]
+    _render(OverseerConfig(), 0, lines)
+    lines.append("")
+    lines.append("# One section per installed controller (name = entry point name).")
+    lines.append("controllers:")
+    for name, schema in sorted(plugin_schemas.items()):
+        lines.append(f"  {name}:")
+        _render(ControllerSettings(), 2, lines)
+        _render(schema(), 2, lines)
+    return "\n".join(lines) + "\n"
