@@ -328,7 +328,7 @@ class Controller:
                     exc_info=True,
                 )
             else:
-                if result.requeue_after is not None:
+                if result.requeue_after:  # 0 means "no delay requested", as controller-runtime
                     queue.forget(req)
                     queue.add_after(req, result.requeue_after)
                     RECONCILE_TOTAL.labels(name, "requeue_after").inc()

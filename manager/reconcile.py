@@ -48,7 +48,7 @@ class Request:
 class Result:
     """What to do with the request after a successful reconcile."""
 
-    requeue_after: float | None = None  # seconds; reconcile again after this delay
+    requeue_after: float | None = None  # seconds > 0: reconcile again after this delay
     requeue: bool = False  # reconcile again with rate-limited backoff
 
     def __post_init__(self) -> None:
