@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from bench import apiserver, informers
+from bench import apiserver, exposer, informers, podport
 
-__all__ = ["apiserver", "informers"]
+__all__ = ["apiserver", "exposer", "informers", "podport"]
