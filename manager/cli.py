@@ -69,11 +69,12 @@ def _load_plugins() -> _Loaded:
     return loaded
 
 
-def _read_config(path: str | None, loaded: _Loaded) -> tuple[Any, dict[str, Any]]:
-    """Validate the file (or the defaults).
+def _read_config(path: str | None, loaded: _Loaded) -> tuple[Any, dict[str, Any], list[str]]:
+    """Validate the file (or the defaults); returns settings, controllers and warnings.
 
     A plugin that cannot load cannot have its section validated: if the file enables it
-    (a section without ``enabled: false``), that is fatal; otherwise a warning.
+    (a section without ``enabled: false``), that is fatal; otherwise a warning, returned
+    for the caller to log once logging is configured.
     """
     from manager.config import parse, read_yaml
 
@@ -81,20 +82,27 @@ def _read_config(path: str | None, loaded: _Loaded) -> tuple[Any, dict[str, Any]
     sections_in = raw.get("controllers") if isinstance(raw, dict) else None
     sections = dict(sections_in) if isinstance(sections_in, dict) else {}
     problems = []
+    warnings = []
     for name, error in sorted(loaded.broken.items()):
         section = sections.pop(name, None)
         disabled = isinstance(section, dict) and section.get("enabled") is False
         if section is not None and not disabled:
             problems.append(f"controllers.{name}: enabled but cannot load: {error}")
         else:
-            logger.warning(
-                "controller plugin cannot load; it is not enabled, skipping",
-                extra={"controller": name, "error": str(error)},
-            )
+            warnings.append(f"controller {name!r} is not enabled and cannot load: {error}")
     if problems:
         raise PluginLoadError("; ".join(problems))
     doc = {**raw, "controllers": sections} if isinstance(raw, dict) and sections_in else raw
-    return parse(doc, loaded.schemas, source=path or "<defaults>")
+    config, controllers = parse(
+        doc, loaded.schemas, source=path or "<defaults>", installed=sorted(loaded.infos)
+    )
+    return config, controllers, warnings
+
+
+def _warn(warnings: list[str]) -> None:
+    """For the commands that do not configure logging: one line each on stderr."""
+    for text in warnings:
+        print(f"overseer: warning: {text}", file=sys.stderr)
 
 
 # -- run ------------------------------------------------------------------------------
@@ -172,9 +180,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.demo and not args.embedded:
         raise ConfigError(["--demo needs --embedded"])
     loaded = _load_plugins()
-    config, controllers = _read_config(args.config, loaded)
+    config, controllers, warnings = _read_config(args.config, loaded)
     config = _override(config, args)
     configure(config.log.level, config.log.format)
+    for text in warnings:
+        logger.warning("controller plugin skipped", extra={"reason": text})
     for address in (config.metrics_bind_address, config.health_probe_bind_address):
         try:
             parse_bind_address(address)
@@ -211,7 +221,11 @@ def _run(args: argparse.Namespace) -> int:
         options = ClientOptions(
             qps=config.client.qps, burst=config.client.burst, timeout=config.client.timeout
         )
-        client = KubeClient.load(kubeconfig, args.context, options=options)
+        # retries sleep on ``stop``: a SIGTERM while the API server is unreachable ends
+        # the back-off at once instead of after the remaining attempts
+        client = KubeClient.load(
+            kubeconfig, args.context, options=options, retry_sleep=lambda s: _sleep(stop, s)
+        )
         le = config.leader_election
         mgr = Manager(
             client,
@@ -245,7 +259,13 @@ def _run(args: argparse.Namespace) -> int:
         if args.demo and server is not None:
             demo = threading.Thread(target=_demo, args=(server, stop), name="demo")
             demo.start()
-        rc = mgr.run(stop)
+        try:
+            rc = mgr.run(stop)
+        except OSError as exc:  # a bind address in use or not permitted
+            stop.set()
+            if demo is not None:
+                demo.join()
+            raise _ListenError(f"cannot listen: {exc}") from None
         if rc != 0 and not stop.is_set():
             # Lost leadership (or never synced): leave now; the Deployment restarts us clean.
             logging.shutdown()
@@ -254,7 +274,17 @@ def _run(args: argparse.Namespace) -> int:
         stop.set()
         if demo is not None:
             demo.join()
-        mgr.join(5.0)
+        if not mgr.join(5.0):
+            # a thread stuck in a request to an unreachable server: do not hang the exit
+            logger.warning("threads still running at exit; exiting anyway")
+            if provider is not None:
+                provider.shutdown()
+            if server is not None:
+                server.stop()
+            logging.shutdown()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(rc)
         client.close()
         return rc
     finally:
@@ -262,6 +292,14 @@ def _run(args: argparse.Namespace) -> int:
             provider.shutdown()
         if server is not None:
             server.stop()
+
+
+def _sleep(stop: threading.Event, seconds: float) -> None:
+    stop.wait(seconds)
+
+
+class _ListenError(OverseerError):
+    """A metrics or probe address cannot be bound."""
 
 
 # -- demo -----------------------------------------------------------------------------
@@ -378,7 +416,8 @@ def _config_defaults(args: argparse.Namespace) -> int:
 
 def _config_validate(args: argparse.Namespace) -> int:
     loaded = _load_plugins()
-    _read_config(args.file, loaded)
+    _, _, warnings = _read_config(args.file, loaded)
+    _warn(warnings)
     print(f"{args.file}: valid")
     return EXIT_OK
 
@@ -387,7 +426,8 @@ def _plugins(args: argparse.Namespace) -> int:
     loaded = _load_plugins()
     enabled: dict[str, bool] = {}
     if args.config:
-        _, controllers = _read_config(args.config, loaded)
+        _, controllers, warnings = _read_config(args.config, loaded)
+        _warn(warnings)
         enabled = {name: s.enabled for name, (s, _) in controllers.items()}
     rows = [("NAME", "DISTRIBUTION", "VERSION", "ENABLED", "STATUS")]
     for name, info in sorted(loaded.infos.items()):

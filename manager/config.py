@@ -5,7 +5,8 @@ The file has manager settings at the top and one section per controller under
 (``gracefulShutdownTimeout`` ↔ ``graceful_shutdown_timeout``). Loading is strict, like
 Kubernetes component config: an unknown key, a wrong type or a value out of range is an
 error, and *every* error is reported with its path, e.g.
-``controllers.exposer.workers: expected integer >= 1, got "four"``; nothing starts.
+``controllers.exposer.workers: expected integer >= 1 and <= 256, got "four"``;
+nothing starts.
 
 The schema is the dataclasses themselves (:class:`OverseerConfig` here, each plugin's
 ``config_class``): field types, defaults, and ``metadata`` with ``min``, ``max`` and
@@ -20,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -168,7 +169,7 @@ def _range(meta: Mapping[str, Any]) -> str:
         parts.append(f">= {meta['min']}")
     if "max" in meta:
         parts.append(f"<= {meta['max']}")
-    return " ".join(parts)
+    return " and ".join(parts)
 
 
 def _convert(tp: Any, value: Any, path: str, meta: Mapping[str, Any], errors: list[str]) -> Any:
@@ -205,6 +206,7 @@ def _convert(tp: Any, value: Any, path: str, meta: Mapping[str, Any], errors: li
             return None
         value_tp = args[1] if len(args) == 2 else Any
         return {str(k): _convert(value_tp, v, f"{path}.{k}", {}, errors) for k, v in value.items()}
+    raw = value
     bounds = _range(meta)
     want = _type_name(tp) + (f" {bounds}" if bounds else "")
     if tp is bool:
@@ -227,7 +229,7 @@ def _convert(tp: Any, value: Any, path: str, meta: Mapping[str, Any], errors: li
             return None
         return value
     if ("min" in meta and value < meta["min"]) or ("max" in meta and value > meta["max"]):
-        errors.append(f"{path}: expected {want}, got {_show(value)}")
+        errors.append(f"{path}: expected {want}, got {_show(raw)}")
         return None
     return value
 
@@ -261,13 +263,19 @@ def load_dataclass(cls: type[T], data: Mapping[str, Any], path: str, errors: lis
 
 
 def parse(
-    data: Any, plugin_schemas: Mapping[str, type[Any]], *, source: str = "<config>"
+    data: Any,
+    plugin_schemas: Mapping[str, type[Any]],
+    *,
+    source: str = "<config>",
+    installed: Iterable[str] | None = None,
 ) -> tuple[OverseerConfig, dict[str, tuple[ControllerSettings, Any]]]:
     """Validate a decoded YAML document.
 
     Args:
         data: the document (None for an empty file).
-        plugin_schemas: controller name → its ``config_class`` (installed plugins).
+        plugin_schemas: controller name → its ``config_class`` (loaded plugins).
+        installed: every installed controller name, for the "unknown controller"
+            message (default: the names in ``plugin_schemas``).
 
     Returns:
         The manager settings and, per installed controller, its common settings and its
@@ -286,10 +294,10 @@ def parse(
     controllers: dict[str, tuple[ControllerSettings, Any]] = {}
     if not isinstance(sections, Mapping):
         sections = {}
+    names = ", ".join(sorted(plugin_schemas if installed is None else installed)) or "none"
     for name in sections:
         if name not in plugin_schemas:
-            installed = ", ".join(sorted(plugin_schemas)) or "none"
-            errors.append(f"controllers.{name}: unknown controller (installed: {installed})")
+            errors.append(f"controllers.{name}: unknown controller (installed: {names})")
     common_keys = {camel(f.name) for f in dataclasses.fields(ControllerSettings)}
     for name, schema in sorted(plugin_schemas.items()):
         section = sections.get(name) or {}
@@ -342,16 +350,46 @@ def load_file(
 # -- rendering --------------------------------------------------------------------------
 
 
+def _plain(value: Any) -> Any:
+    """A setting's value as YAML data: dataclasses become camelCase mappings, tuples lists."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {camel(f.name): _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
+
+
 def _yaml_scalar(value: Any) -> str:
     text = yaml.safe_dump(value, default_flow_style=True, width=1000).strip()
     return text.removesuffix("\n...").strip()
+
+
+def _yaml_value(key: str, value: Any, pad: str) -> list[str]:
+    """``key: value``; a non-empty list or mapping as an indented block below the key."""
+    data = _plain(value)
+    if not data or not isinstance(data, list | dict):
+        return [f"{pad}{key}: {_yaml_scalar(data)}"]
+    block = yaml.safe_dump(data, default_flow_style=False, sort_keys=False, width=1000)
+    return [f"{pad}{key}:"] + [f"{pad}  {line}" for line in block.splitlines()]
+
+
+def _doc_line(tp: Any) -> str:
+    """The first docstring line of a nested settings class (its fallback help)."""
+    if not (isinstance(tp, type) and dataclasses.is_dataclass(tp)):
+        return ""
+    doc = (tp.__doc__ or "").strip()
+    return "" if doc.startswith(tp.__name__ + "(") else doc.split("\n", 1)[0].rstrip(".")
 
 
 def _render(obj: Any, indent: int, lines: list[str]) -> None:
     pad = "  " * indent
     hints = typing.get_type_hints(type(obj))
     for f in dataclasses.fields(obj):
-        help_text = f.metadata.get("help", "")
+        if f.name == "controllers" and indent == 0:
+            continue  # rendered last, one section per installed controller
+        help_text = f.metadata.get("help", "") or _doc_line(hints[f.name])
         bounds = _range(f.metadata)
         choices = ""
         if typing.get_origin(hints[f.name]) is Literal:
@@ -364,10 +402,8 @@ def _render(obj: Any, indent: int, lines: list[str]) -> None:
         if dataclasses.is_dataclass(value):
             lines.append(f"{pad}{key}:")
             _render(value, indent + 1, lines)
-        elif key == "controllers" and indent == 0:
-            continue
         else:
-            lines.append(f"{pad}{key}: {_yaml_scalar(value)}")
+            lines.extend(_yaml_value(key, value, pad))
 
 
 def render_defaults(plugin_schemas: Mapping[str, type[Any]]) -> str:

@@ -266,10 +266,12 @@ class Manager:
         t.start()
         return t
 
-    def _start_informers(self, stop: threading.Event) -> bool:
-        self.factory.start(stop)
+    def _start_informers(self, informer_stop: threading.Event, stop: threading.Event) -> bool:
+        self.factory.start(informer_stop)
         self._informers_started.set()
         self._threads.extend(t for t in self.factory.threads() if t not in self._threads)
+        # wait on the caller's stop: a SIGTERM while the API server is unreachable must
+        # not wait out the whole cache sync timeout (informer_stop is set only later)
         ok = self.factory.wait_for_cache_sync(self.options.cache_sync_timeout, stop=stop)
         if ok:
             logger.info("caches synced", extra={"informers": len(self.factory.informers())})
@@ -299,7 +301,7 @@ class Manager:
             for r in self._runnables:
                 self._spawn(f"runnable/{r.name}", r.run, informer_stop)
             warm = opts.warm_standby or not opts.leader_election
-            if warm and not self._start_informers(informer_stop):
+            if warm and not self._start_informers(informer_stop, stop):
                 if stop.is_set():
                     return 0
                 logger.error(
@@ -331,7 +333,7 @@ class Manager:
             if self._leading.is_set() and not stop.is_set() and not self._lost.is_set():
                 acquired = time.monotonic()
                 if not self._informers_started.is_set() and not self._start_informers(
-                    informer_stop
+                    informer_stop, stop
                 ):
                     return 0 if stop.is_set() else 1
                 for r in self._leader_runnables:

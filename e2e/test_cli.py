@@ -1,0 +1,513 @@
+"""The ``overseer`` command as an operator meets it: real ``python -m manager`` processes.
+
+Exit codes (2 for bad configuration, flags or a plugin that cannot load; 0 for a clean
+stop), what the messages say, that bad input starts nothing, that an unreachable API
+server is retried without tracebacks, the sample third-party plugin reconciling, and
+``run --embedded --demo`` printing its table and stopping cleanly on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from e2e.processes import wait_for
+from manager.kube import KubeClient
+from manager.resources import builtin
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIGMAPS = builtin("v1", "configmaps")
+BUILTINS = ("exposer", "podport")
+
+
+def overseer(
+    *args: str, extra_path: Path | None = None, timeout: float = 30
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m manager ARGS`` to completion."""
+    return subprocess.run(
+        [sys.executable, "-m", "manager", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=_env(extra_path),
+        cwd=ROOT,
+        check=False,
+    )
+
+
+def _env(extra_path: Path | None = None) -> dict[str, str]:
+    paths = [str(extra_path)] if extra_path is not None else []
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, str(ROOT)])}
+
+
+class Process:
+    """A long-running ``python -m manager`` with its output collected by a thread."""
+
+    def __init__(self, *args: str, extra_path: Path | None = None) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "manager", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=_env(extra_path),
+            cwd=ROOT,
+        )
+        self._lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, name="test/output-reader")
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._lines.append(line)
+
+    @property
+    def output(self) -> str:
+        return "".join(self._lines)
+
+    def wait_for_output(self, text: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.output:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self._reader.join(2)
+                if text in self.output:
+                    return
+                raise AssertionError(f"no {text!r} in the output:\n{self.output}")
+            time.sleep(0.05)
+
+    def stop(self, sig: int, timeout: float = 15) -> int:
+        self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait(5)
+            self._finish()
+        return rc
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+        self._finish()
+
+    def _finish(self) -> None:
+        self._reader.join(5)
+        if self.proc.stdout is not None and not self._reader.is_alive():
+            self.proc.stdout.close()
+
+
+@pytest.fixture
+def processes() -> Iterator[list[Process]]:
+    started: list[Process] = []
+    yield started
+    for p in started:
+        p.close()
+
+
+def _kubeconfig(path: Path, server: str) -> Path:
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": server}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "c",
+            }
+        )
+    )
+    return path
+
+
+def _write(path: Path, doc: Any) -> Path:
+    path.write_text(doc if isinstance(doc, str) else yaml.safe_dump(doc))
+    return path
+
+
+def _broken_plugin(root: Path) -> Path:
+    """A distribution ``overseer-broken`` whose ``broken`` controller fails to import."""
+    dist = root / "overseer_broken-0.1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: overseer-broken\nVersion: 0.1.0\n")
+    (dist / "entry_points.txt").write_text(
+        "[overseer.controllers]\nbroken = overseer_broken:BrokenPlugin\n"
+    )
+    (root / "overseer_broken.py").write_text("import overseer_dependency_that_is_missing\n")
+    return root
+
+
+# -- --help and simple commands -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        [],
+        ["run"],
+        ["config"],
+        ["config", "defaults"],
+        ["config", "validate"],
+        ["plugins"],
+        ["version"],
+        ["apiserver"],
+    ],
+    ids=lambda c: " ".join(c) or "overseer",
+)
+def test_help_on_every_command(command: list[str]) -> None:
+    result = overseer(*command, "--help")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: overseer"), result.stdout
+    assert result.stderr == ""
+
+
+def test_version() -> None:
+    result = overseer("version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == "overseer 0.1.0"
+
+
+def test_unknown_flag_is_exit_2() -> None:
+    result = overseer("run", "--no-such-flag")
+    assert result.returncode == 2
+    assert "unrecognized arguments: --no-such-flag" in result.stderr
+
+
+def _plugin_rows(stdout: str) -> dict[str, list[str]]:
+    rows = [line.split(None, 4) for line in stdout.splitlines()]
+    assert rows[0][:4] == ["NAME", "DISTRIBUTION", "VERSION", "ENABLED"]
+    return {r[0]: r[1:] for r in rows[1:]}
+
+
+def test_plugins_lists_the_sample_plugin_with_distribution_and_version(tmp_path: Path) -> None:
+    result = overseer("plugins")
+    assert result.returncode == 0, result.stderr
+    rows = _plugin_rows(result.stdout)
+    assert rows["sample"] == ["overseer-sample-plugin", "0.3.0", "yes", "ok"]
+    for name in BUILTINS:
+        assert rows[name][:2] == ["overseer", "0.1.0"]
+
+    config = _write(tmp_path / "c.yaml", {"controllers": {"sample": {"enabled": False}}})
+    rows = _plugin_rows(overseer("plugins", "--config", str(config)).stdout)
+    assert rows["sample"][2] == "no"
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(p.relative_to(ROOT) for p in (ROOT / "config").rglob("*.yaml")),
+    ids=str,
+)
+def test_every_shipped_config_file_validates(path: Path) -> None:
+    result = overseer("config", "validate", str(path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"{path}: valid\n"
+    assert result.stderr == ""
+
+
+def test_shipped_config_files_exist() -> None:
+    names = {p.relative_to(ROOT).as_posix() for p in (ROOT / "config").rglob("*.yaml")}
+    assert {
+        "config/overseer.yaml",
+        "config/examples/minimal.yaml",
+        "config/examples/production.yaml",
+    } <= names
+
+
+# -- bad input: exit 2, every error with its path, nothing started -----------------------
+
+
+class _Listener:
+    """A TCP port that records whether anything connected (a stand-in API server)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.sock.setblocking(False)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def connections(self) -> int:
+        count = 0
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except BlockingIOError:
+                return count
+            conn.close()
+            count += 1
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def listener() -> Iterator[_Listener]:
+    lst = _Listener()
+    yield lst
+    lst.close()
+
+
+def test_several_errors_all_listed_exit_2_and_nothing_started(
+    tmp_path: Path, listener: _Listener
+) -> None:
+    config = _write(
+        tmp_path / "bad.yaml",
+        """\
+leaderElection:
+  leaseDuraton: 15
+client:
+  qps: 0
+log:
+  format: xml
+controllers:
+  sample:
+    workers: four
+    greting: hi
+""",
+    )
+    kubeconfig = _kubeconfig(tmp_path / "kubeconfig", listener.url)
+    result = overseer(
+        "run",
+        "--config",
+        str(config),
+        "--kubeconfig",
+        str(kubeconfig),
+        "--metrics-bind-address",
+        "127.0.0.1:0",
+    )
+    assert result.returncode == 2, result.stderr
+    err = result.stderr
+    assert err.startswith("overseer: invalid configuration:\n")
+    assert "  leaderElection.leaseDuraton: unknown key (known keys: enabled, leaseDuration," in err
+    assert "  client.qps: expected number >= 0.1, got 0" in err
+    assert "  log.format: expected one of 'text', 'json', got \"xml\"" in err
+    assert '  controllers.sample.workers: expected integer >= 1 and <= 256, got "four"' in err
+    assert "  controllers.sample.greting: unknown key (known keys: greeting, label)" in err
+    assert "Traceback" not in err
+    assert "starting" not in result.stdout + err
+    assert listener.connections() == 0, "the API server was contacted"
+
+
+def test_invalid_yaml_names_line_and_column(tmp_path: Path) -> None:
+    config = _write(tmp_path / "broken.yaml", "client:\n  qps: 1\n bad: [\n")
+    for command in (["run", "--config", str(config)], ["config", "validate", str(config)]):
+        result = overseer(*command)
+        assert result.returncode == 2
+        assert f"{config}:3:" in result.stderr
+        assert "not valid YAML" in result.stderr
+        assert "Traceback" not in result.stderr
+
+
+def test_missing_config_file(tmp_path: Path) -> None:
+    result = overseer("config", "validate", str(tmp_path / "nope.yaml"))
+    assert result.returncode == 2
+    assert f"{tmp_path / 'nope.yaml'}: cannot read: No such file or directory" in result.stderr
+
+
+def test_unknown_controller_lists_the_installed_ones(tmp_path: Path) -> None:
+    config = _write(tmp_path / "c.yaml", {"controllers": {"exposr": {"workers": 2}}})
+    result = overseer("config", "validate", str(config))
+    assert result.returncode == 2
+    assert "controllers.exposr: unknown controller (installed: exposer, podport, sample)" in (
+        result.stderr
+    )
+
+
+def test_enabled_plugin_that_cannot_import_is_exit_2(tmp_path: Path, listener: _Listener) -> None:
+    extra = _broken_plugin(tmp_path / "site")
+    config = _write(tmp_path / "c.yaml", {"controllers": {"broken": {"workers": 2}}})
+    kubeconfig = _kubeconfig(tmp_path / "kubeconfig", listener.url)
+    for command in (
+        ["config", "validate", str(config)],
+        ["run", "--config", str(config), "--kubeconfig", str(kubeconfig)],
+    ):
+        result = overseer(*command, extra_path=extra)
+        assert result.returncode == 2, result.stderr
+        assert "controllers.broken: enabled but cannot load" in result.stderr
+        assert "overseer-broken 0.1.0" in result.stderr
+        assert "ModuleNotFoundError: No module named 'overseer_dependency_that_is_missing'" in (
+            result.stderr
+        )
+        assert "Traceback" not in result.stderr
+    assert listener.connections() == 0
+
+    rows = _plugin_rows(overseer("plugins", extra_path=extra).stdout)
+    assert rows["broken"][:3] == ["overseer-broken", "0.1.0", "no"]
+    assert rows["broken"][3].startswith("cannot load: ")
+
+
+@pytest.mark.parametrize("problem", ["missing", "not-a-kubeconfig", "directory"])
+def test_unreadable_kubeconfig_is_exit_2_naming_the_path(tmp_path: Path, problem: str) -> None:
+    path = tmp_path / "kubeconfig"
+    if problem == "not-a-kubeconfig":
+        path.write_text("- just\n- a list\n")
+    elif problem == "directory":
+        path.mkdir()
+    result = overseer("run", "--kubeconfig", str(path), "--metrics-bind-address", "0")
+    assert result.returncode == 2, result.stderr
+    assert f"kubeconfig {path}: " in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "starting" not in result.stderr
+
+
+def test_metrics_address_in_use_is_a_clear_exit_1(
+    tmp_path: Path, listener: _Listener, kubeconfig_path: str
+) -> None:
+    port = listener.url.rsplit(":", 1)[1]
+    result = overseer(
+        "run",
+        "--kubeconfig",
+        kubeconfig_path,
+        "--no-leader-elect",
+        "--metrics-bind-address",
+        f"127.0.0.1:{port}",
+        "--health-probe-bind-address",
+        "0",
+    )
+    assert result.returncode == 1, result.stderr
+    assert "overseer: cannot listen: " in result.stderr
+    assert "Address already in use" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+# -- running ----------------------------------------------------------------------------
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_unreachable_api_server_is_retried_and_sigterm_exits_0(
+    tmp_path: Path, processes: list[Process]
+) -> None:
+    kubeconfig = _kubeconfig(tmp_path / "kubeconfig", f"http://127.0.0.1:{_closed_port()}")
+    p = Process(
+        "run",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--no-leader-elect",
+        "--metrics-bind-address",
+        "0",
+        "--health-probe-bind-address",
+        "0",
+    )
+    processes.append(p)
+    p.wait_for_output("retrying API request", timeout=10)
+    time.sleep(1.0)  # a few retries; the process keeps running
+    assert p.proc.poll() is None, p.output
+    rc = p.stop(signal.SIGTERM, timeout=10)
+    assert rc == 0, p.output
+    assert "cannot reach http://127.0.0.1:" in p.output
+    assert "signal received, stopping" in p.output
+    assert "Traceback" not in p.output
+
+
+@pytest.fixture
+def client(kubeconfig_path: str) -> Iterator[KubeClient]:
+    with KubeClient.from_kubeconfig(kubeconfig_path) as c:
+        yield c
+
+
+@pytest.mark.slow
+def test_sample_plugin_reconciles_in_overseer_run_and_a_broken_disabled_plugin_only_warns(
+    tmp_path: Path,
+    processes: list[Process],
+    client: KubeClient,
+    namespace: str,
+    kubeconfig_path: str,
+) -> None:
+    extra = _broken_plugin(tmp_path / "site")
+    config = _write(
+        tmp_path / "overseer.yaml",
+        {
+            "leaderElection": {
+                "namespace": namespace,
+                "leaseName": f"smoke-{uuid.uuid4().hex[:6]}",
+                "leaseDuration": 3.0,
+                "renewDeadline": 2.0,
+                "retryPeriod": 0.5,
+            },
+            "metricsBindAddress": "127.0.0.1:0",
+            "healthProbeBindAddress": "127.0.0.1:0",
+            "watchNamespace": namespace,
+            "log": {"format": "json"},
+            "controllers": {
+                "exposer": {"enabled": False},
+                "podport": {"enabled": False},
+                "broken": {"enabled": False},
+                "sample": {"greeting": "Ahoy", "label": "smoke.example.com/greeted"},
+            },
+        },
+    )
+    p = Process("run", "--config", str(config), "--kubeconfig", kubeconfig_path, extra_path=extra)
+    processes.append(p)
+    client.create(
+        CONFIGMAPS,
+        {"metadata": {"name": "hello", "annotations": {"sample.overseer.io/greet": "true"}}},
+        namespace,
+    )
+
+    def greeted() -> bool:
+        ann = client.get(CONFIGMAPS, "hello", namespace)["metadata"].get("annotations") or {}
+        return ann.get("sample.overseer.io/greeting") == "Ahoy, hello!"
+
+    try:
+        wait_for(greeted, 20, "the sample plugin's greeting", step=0.1)
+    except AssertionError:
+        raise AssertionError(p.output) from None
+    labels = client.get(CONFIGMAPS, "hello", namespace)["metadata"]["labels"]
+    assert labels == {"smoke.example.com/greeted": "true"}
+    assert p.stop(signal.SIGTERM) == 0, p.output
+    assert '"msg":"controller plugin skipped"' in p.output
+    assert "overseer-broken 0.1.0" in p.output
+    assert '"controllers":"sample"' in p.output
+    assert "Traceback" not in p.output
+
+
+@pytest.mark.slow
+def test_embedded_demo_prints_its_table_and_stops_cleanly_on_ctrl_c(
+    processes: list[Process],
+) -> None:
+    p = Process(
+        "run",
+        "--embedded",
+        "--demo",
+        "--metrics-bind-address",
+        "127.0.0.1:0",
+        "--health-probe-bind-address",
+        "127.0.0.1:0",
+    )
+    processes.append(p)
+    p.wait_for_output("press Ctrl-C to stop", timeout=40)
+    rc = p.stop(signal.SIGINT)
+    out = p.output
+    assert rc == 0, out
+    assert "Traceback" not in out
+    assert "kubeconfig: " in out
+    table = out[out.index("What the controllers made:") :]
+    # exposer: a Service, an Ingress and a URL for each annotated Deployment
+    assert "http://web.demo.example.com/" in table
+    assert "http://api.demo.example.com/" in table
+    # podport: an address, a MAC and a LogicalPort for each Pod
+    for pod in ("web-0", "web-1", "api-0", "api-1"):
+        row = next(line for line in table.splitlines() if line.strip().startswith(pod))
+        assert "10.16.0." in row, row
+    assert "not everything converged" not in out
+    assert "stopped cleanly" in out

@@ -1,0 +1,226 @@
+"""The strict configuration loader: every problem reported with its path, the default
+file, and the files shipped in ``config/``.
+
+Run ``python -m tests.unit.test_config`` to regenerate ``config/overseer.yaml`` after a
+setting of the manager or of a built-in controller changes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from manager.config import OverseerConfig, parse, read_yaml, render_defaults
+from manager.errors import ConfigError
+from manager.plugins import ControllerSettings, discover, load
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_FILE = ROOT / "config" / "overseer.yaml"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Network:
+    name: str = ""
+    cidr: str = ""
+
+    def validate(self) -> list[str]:
+        return [] if self.name else ["name: required"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DemoConfig:
+    greeting: str = field(default="Hello", metadata={"help": "first word"})
+    label: str = "demo/greeted"
+    retries: int = field(default=3, metadata={"min": 0, "max": 10})
+    networks: tuple[Network, ...] = ()
+    mode: str | None = None
+
+
+SCHEMAS: dict[str, type[Any]] = {"sample": DemoConfig, "other": DemoConfig}
+
+
+def problems(doc: Any, schemas: dict[str, type[Any]] | None = None) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        parse(doc, SCHEMAS if schemas is None else schemas)
+    return info.value.problems
+
+
+def test_empty_file_is_every_default() -> None:
+    config, controllers = parse(None, SCHEMAS)
+    assert config == OverseerConfig()
+    assert controllers == {
+        "other": (ControllerSettings(), DemoConfig()),
+        "sample": (ControllerSettings(), DemoConfig()),
+    }
+
+
+def test_a_controller_section_sets_common_and_own_settings() -> None:
+    doc = yaml.safe_load(
+        """
+        controllers:
+          sample:
+            enabled: false
+            workers: 4
+            rateLimiter: {maxDelay: 60}
+            greeting: Hi
+            networks: [{name: a, cidr: 10.0.0.0/8}]
+        """
+    )
+    _, controllers = parse(doc, SCHEMAS)
+    settings, own = controllers["sample"]
+    assert (settings.enabled, settings.workers, settings.rate_limiter.max_delay) == (
+        False,
+        4,
+        60.0,
+    )
+    assert own == DemoConfig(greeting="Hi", networks=(Network(name="a", cidr="10.0.0.0/8"),))
+    assert controllers["other"] == (ControllerSettings(), DemoConfig())
+
+
+def test_unknown_key_lists_the_known_keys() -> None:
+    assert problems({"leaderElection": {"leaseDuraton": 15}}) == [
+        "leaderElection.leaseDuraton: unknown key (known keys: enabled, leaseDuration, "
+        "leaseName, namespace, renewDeadline, retryPeriod)"
+    ]
+    assert problems({"controllers": {"sample": {"greting": "x"}}}) == [
+        "controllers.sample.greting: unknown key (known keys: greeting, label, mode, "
+        "networks, retries)"
+    ]
+
+
+def test_wrong_type() -> None:
+    assert problems({"controllers": {"sample": {"workers": "four"}}}) == [
+        'controllers.sample.workers: expected integer >= 1 and <= 256, got "four"'
+    ]
+    assert problems({"warmStandby": "yes"}) == ['warmStandby: expected boolean, got "yes"']
+    assert problems({"client": {"burst": 2.5}}) == ["client.burst: expected integer >= 1, got 2.5"]
+    assert problems({"client": {"qps": True}}) == ["client.qps: expected number >= 0.1, got true"]
+    assert problems({"log": "json"}) == ['log: expected a mapping, got "json"']
+    assert problems({"controllers": {"sample": {"networks": {"name": "a"}}}}) == [
+        "controllers.sample.networks: expected a list, got {'name': 'a'}"
+    ]
+
+
+def test_out_of_range() -> None:
+    assert problems({"controllers": {"sample": {"workers": 0, "retries": 11}}}) == [
+        "controllers.sample.workers: expected integer >= 1 and <= 256, got 0",
+        "controllers.sample.retries: expected integer >= 0 and <= 10, got 11",
+    ]
+    assert problems({"gracefulShutdownTimeout": -1}) == [
+        "gracefulShutdownTimeout: expected number >= 0.0, got -1"
+    ]
+
+
+def test_cross_field_checks_carry_their_path() -> None:
+    doc = {
+        "leaderElection": {"leaseDuration": 5, "renewDeadline": 6},
+        "controllers": {"sample": {"networks": [{"cidr": "10.0.0.0/8"}]}},
+    }
+    assert problems(doc) == [
+        "leaderElection.renewDeadline: must be less than leaseDuration",
+        "controllers.sample.networks[0].name: required",
+    ]
+
+
+def test_every_error_at_once_with_its_path() -> None:
+    doc = yaml.safe_load(
+        """
+        client: {qps: 0, timeot: 3}
+        log: {format: xml, level: loud}
+        metricsBindAddress: 8080
+        controllers:
+          sample: {workers: four, rateLimiter: {burst: 0}, greeting: 7}
+          other: {enabled: maybe}
+          nope: {}
+        """
+    )
+    assert sorted(problems(doc)) == sorted(
+        [
+            "client.qps: expected number >= 0.1, got 0",
+            "client.timeot: unknown key (known keys: burst, qps, timeout)",
+            "log.format: expected one of 'text', 'json', got \"xml\"",
+            "log.level: expected one of 'debug', 'info', 'warning', 'error', got \"loud\"",
+            "metricsBindAddress: expected string, got 8080",
+            "controllers.nope: unknown controller (installed: other, sample)",
+            'controllers.other.enabled: expected boolean, got "maybe"',
+            'controllers.sample.workers: expected integer >= 1 and <= 256, got "four"',
+            "controllers.sample.rateLimiter.burst: expected integer >= 1, got 0",
+            "controllers.sample.greeting: expected string, got 7",
+        ]
+    )
+
+
+def test_unknown_controller_lists_every_installed_one() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse({"controllers": {"exposr": {}}}, SCHEMAS, installed=["exposer", "sample"])
+    assert info.value.problems == [
+        "controllers.exposr: unknown controller (installed: exposer, sample)"
+    ]
+
+
+def test_top_level_must_be_a_mapping() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse(["a"], SCHEMAS, source="f.yaml")
+    assert info.value.problems == ["f.yaml: expected a mapping at the top level, got ['a']"]
+
+
+def test_invalid_yaml_names_line_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("client:\n  qps: 1\n  burst: [1, 2\nlog: {}\n")
+    with pytest.raises(ConfigError) as info:
+        read_yaml(path)
+    [problem] = info.value.problems
+    assert problem.startswith(f"{path}:4:4: not valid YAML: ")
+
+
+def test_rendered_defaults_parse_back_to_the_defaults() -> None:
+    text = render_defaults(SCHEMAS)
+    config, controllers = parse(yaml.safe_load(text), SCHEMAS)
+    assert dataclasses.replace(config, controllers={}) == OverseerConfig()
+    assert controllers["sample"] == (ControllerSettings(), DemoConfig())
+    assert "  # first word\n    greeting: Hello\n" in text
+    assert "# concurrent reconciles; >= 1 and <= 256\n    workers: 1\n" in text
+
+
+def _builtin_schemas() -> dict[str, type[Any]]:
+    """The controllers shipped in the ``overseer`` distribution (not test plugins)."""
+    return {
+        info.name: load(info).config_class for info in discover() if info.distribution == "overseer"
+    }
+
+
+def test_default_file_is_the_output_of_config_defaults() -> None:
+    """``config/overseer.yaml`` is ``overseer config defaults`` with the built-in controllers
+    (a development environment also has the sample plugin installed: its section follows)."""
+    from manager.cli import main
+
+    expected = render_defaults(_builtin_schemas())
+    assert DEFAULT_FILE.read_text() == expected, (
+        "config/overseer.yaml is stale: run `.venv/bin/python -m tests.unit.test_config`"
+    )
+    assert set(_builtin_schemas()) == {"exposer", "podport"}
+
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["config", "defaults"]) == 0
+    assert out.getvalue().startswith(expected)
+    extra = out.getvalue()[len(expected) :]
+    assert extra == "" or extra.startswith("  sample:\n")
+
+
+def test_config_files_have_every_field_documented() -> None:
+    for f in dataclasses.fields(OverseerConfig):
+        assert f.metadata.get("help"), f.name
+
+
+if __name__ == "__main__":
+    DEFAULT_FILE.write_text(render_defaults(_builtin_schemas()))
+    print(f"wrote {DEFAULT_FILE}")
