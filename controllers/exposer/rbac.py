@@ -1,0 +1,42 @@
+"""The RBAC rules the exposer needs, as data (the deploy manifests derive ClusterRoles
+from the ``RBAC_RULES`` of every controller).
+
+Least privilege (DESIGN.md §7): exactly the verbs the reconciler and its informers use.
+
+* ``deployments``: get/list/watch (informer), patch (``overseer.io/exposed-url``).
+* ``deployments/finalizers``: update — setting ``blockOwnerDeletion: true`` on an
+  ownerReference needs it where the ``OwnerReferencesPermissionEnforcement`` admission
+  plugin is on (OpenShift and hardened clusters).
+* ``services``, ``ingresses``: get/list/watch (informers; GET after ``AlreadyExists``),
+  create, update (PUT with the observed resourceVersion), delete (opt-in removed). ``patch``
+  is listed for parity with the deploy issue's brief although the reconciler only PUTs.
+* ``events``: create/patch (the recorder creates an Event, then patches its count).
+
+Thread-safe: constants.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["RBAC_RULES"]
+
+RBAC_RULES: Final[list[dict[str, list[str]]]] = [
+    {
+        "apiGroups": ["apps"],
+        "resources": ["deployments"],
+        "verbs": ["get", "list", "watch", "patch"],
+    },
+    {"apiGroups": ["apps"], "resources": ["deployments/finalizers"], "verbs": ["update"]},
+    {
+        "apiGroups": [""],
+        "resources": ["services"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+    },
+    {
+        "apiGroups": ["networking.k8s.io"],
+        "resources": ["ingresses"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+    },
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+]

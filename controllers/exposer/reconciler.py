@@ -1,0 +1,386 @@
+"""The exposer's reconciler: one Deployment in, its Service and Ingress converged.
+
+Level-based (DESIGN.md §2, §4.1): a request names a Deployment; the reconciler reads the
+Deployment, the Service and the Ingress of the same name from the informer caches,
+computes the desired objects (:mod:`controllers.exposer.desired`) and writes only the
+difference to the API server. It never depends on which event woke it, keeps no state
+that a restart would need (the cache is rebuilt by listing), and every write is safe
+against a concurrent writer — another replica that briefly believes it leads, a user, a
+stale cache:
+
+* create: the API server refuses a second object of the same name. ``AlreadyExists`` →
+  the object is read back and treated as the observed one (owned by this Deployment:
+  converge it; anything else: ``ExposeConflict``, nothing written).
+* update: a PUT of the observed object with only the exposer's fields changed
+  (:mod:`controllers.exposer.merge`), carrying the observed ``resourceVersion``; a 409
+  requeues the request (with backoff) to be recomputed from a fresher cache. Server-set
+  fields (``clusterIP``, node ports) are never touched; nothing is deleted and recreated.
+* delete (opt-in removed): with ``uid`` and ``resourceVersion`` preconditions, only
+  objects whose controller ownerReference is this Deployment.
+* the Deployment's ``overseer.io/exposed-url``: a merge patch of that one annotation
+  (with the Deployment's uid as a precondition), only when it differs.
+
+Outcomes for a Deployment in scope:
+
+==============================  ===================================================
+opted in, valid                 Service + Ingress ensured, URL written; Normal
+                                ``Exposed`` (first exposure) or ``Updated``
+opted out / opt-in removed      owned Service + Ingress deleted, URL removed;
+                                Normal ``Unexposed`` if something was deleted
+invalid (annotation, selector,  Warning (``InvalidExposeAnnotation``,
+no ports, name)                 ``UnsupportedSelector``, ``NoContainerPorts``,
+                                ``UnsupportedName``); nothing written: objects from
+                                the last valid state are kept as they are
+name taken by an object this    Warning ``ExposeConflict``; nothing written
+Deployment does not control
+Deployment gone or deleting     nothing: the API server's garbage collector deletes
+                                the owned objects (ownerReference)
+==============================  ===================================================
+
+Deployments outside the configured namespaces are left alone entirely.
+
+Thread-safe: the controller calls ``reconcile`` from several workers, never twice at once
+for one Deployment; shared state (expectations, the exposed set) is locked.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, Final, Literal
+
+from prometheus_client import Gauge
+
+from controllers.exposer.config import ExposerConfig
+from controllers.exposer.desired import (
+    ANNOTATION_URL,
+    NotExposable,
+    desired_exposure,
+    opted_in,
+)
+from controllers.exposer.expectations import Expectations, ObjectKey
+from controllers.exposer.merge import Update, controller_uid, ingress_update, service_update
+from manager import (
+    NORMAL,
+    REGISTRY,
+    WARNING,
+    AlreadyExists,
+    Conflict,
+    EventRecorder,
+    JsonDict,
+    KubeClient,
+    Lister,
+    NotFound,
+    Request,
+    Resource,
+    Result,
+    builtin,
+)
+
+__all__ = [
+    "DEPLOYMENTS",
+    "EXPOSED_DEPLOYMENTS",
+    "INGRESSES",
+    "REASON_CONFLICT",
+    "REASON_EXPOSED",
+    "REASON_UNEXPOSED",
+    "REASON_UPDATED",
+    "SERVICES",
+    "ExposerReconciler",
+]
+
+logger = logging.getLogger(__name__)
+
+DEPLOYMENTS: Final = builtin("apps/v1", "deployments")
+SERVICES: Final = builtin("v1", "services")
+INGRESSES: Final = builtin("networking.k8s.io/v1", "ingresses")
+
+REASON_EXPOSED: Final = "Exposed"
+REASON_UPDATED: Final = "Updated"
+REASON_UNEXPOSED: Final = "Unexposed"
+REASON_CONFLICT: Final = "ExposeConflict"
+
+EXPOSED_DEPLOYMENTS = Gauge(
+    "overseer_exposer_exposed_deployments",
+    "Deployments the exposer currently exposes (owned Service and Ingress in place).",
+    registry=REGISTRY,
+)
+
+_Outcome = Literal["created", "updated", "unchanged", "pending"]
+
+
+class _Foreign(Exception):
+    """The name is taken by an object this Deployment does not control."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+class ExposerReconciler:
+    """Converges one Deployment's Service, Ingress and exposed-url annotation.
+
+    Args:
+        client: where writes go.
+        deployments, services, ingresses: listers over the manager's caches.
+        recorder: Events on the Deployment.
+        config: the exposer's settings.
+        expectations: pending writes (default: a fresh :class:`Expectations`).
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        deployments: Lister,
+        services: Lister,
+        ingresses: Lister,
+        recorder: EventRecorder,
+        config: ExposerConfig,
+        expectations: Expectations | None = None,
+    ) -> None:
+        self._client = client
+        self._deployments = deployments
+        self._services = services
+        self._ingresses = ingresses
+        self._recorder = recorder
+        self._config = config
+        self._expectations = expectations if expectations is not None else Expectations()
+        self._exposed_lock = threading.Lock()
+        self._exposed: set[str] = set()
+
+    @property
+    def exposed(self) -> frozenset[str]:
+        """``namespace/name`` of the Deployments exposed as of their last reconcile."""
+        with self._exposed_lock:
+            return frozenset(self._exposed)
+
+    def reconcile(self, request: Request) -> Result:
+        """Converge the Deployment ``request`` names (see the module docstring)."""
+        try:
+            return self._reconcile(request)
+        except Conflict as exc:
+            # A concurrent writer (or our stale cache): recompute from a fresher cache.
+            logger.info("write conflict, requeued", extra={"error": str(exc)})
+            return Result(requeue=True)
+
+    # -- the cases -----------------------------------------------------------------------
+
+    def _reconcile(self, request: Request) -> Result:
+        namespace, name = request.namespace, request.name
+        if not self._config.namespaces.selects(namespace):
+            self._set_exposed(request.key, False)
+            return Result()
+        deployment = self._deployments.get(name, namespace)
+        if deployment is None or _meta(deployment).get("deletionTimestamp"):
+            # Owned objects carry an ownerReference: the garbage collector removes them.
+            self._set_exposed(request.key, False)
+            for resource in (SERVICES, INGRESSES, DEPLOYMENTS):
+                self._expectations.forget((resource.plural, namespace, name))
+            return Result()
+        uid = str(_meta(deployment).get("uid") or "")
+        service = self._services.get(name, namespace)
+        ingress = self._ingresses.get(name, namespace)
+        try:
+            if not opted_in(deployment, self._config):
+                return self._unexpose(request, deployment, uid, service, ingress)
+            exposure = desired_exposure(deployment, self._config)
+        except NotExposable as exc:
+            # Keep what the last valid state produced; tell the user what to fix.
+            self._recorder.event(deployment, WARNING, exc.reason, exc.message)
+            logger.info("not exposable", extra={"reason": exc.reason, "detail": exc.message})
+            kept = all(o is not None and controller_uid(o) == uid for o in (service, ingress))
+            self._set_exposed(request.key, kept)
+            return Result()
+        foreign = [
+            f"{kind} {name}"
+            for kind, obj in (("Service", service), ("Ingress", ingress))
+            if obj is not None and controller_uid(obj) != uid
+        ]
+        try:
+            if foreign:
+                raise _Foreign(" and ".join(foreign))
+            svc_outcome, svc_changes = self._ensure(
+                SERVICES, service, exposure.service, uid, service_update
+            )
+            ing_outcome, ing_changes = self._ensure(
+                INGRESSES, ingress, exposure.ingress, uid, ingress_update
+            )
+        except _Foreign as exc:
+            self._recorder.event(
+                deployment,
+                WARNING,
+                REASON_CONFLICT,
+                f"{exc.what} already exist(s) and {'is' if ' and ' not in exc.what else 'are'} "
+                "not controlled by this Deployment: left untouched, not exposed",
+            )
+            logger.info("name conflict", extra={"objects": exc.what})
+            self._set_exposed(request.key, False)
+            return Result()
+        previous_url = (_meta(deployment).get("annotations") or {}).get(ANNOTATION_URL)
+        if previous_url != exposure.url:
+            self._patch_url(deployment, exposure.url)
+        self._set_exposed(request.key, True)
+        self._announce(
+            deployment,
+            exposure.url,
+            first=previous_url is None,
+            outcomes=(("Service", svc_outcome, svc_changes), ("Ingress", ing_outcome, ing_changes)),
+        )
+        return Result()
+
+    def _unexpose(
+        self,
+        request: Request,
+        deployment: JsonDict,
+        uid: str,
+        service: JsonDict | None,
+        ingress: JsonDict | None,
+    ) -> Result:
+        deleted = []
+        for resource, kind, obj in (
+            (INGRESSES, "Ingress", ingress),
+            (SERVICES, "Service", service),
+        ):
+            if obj is None or controller_uid(obj) != uid:
+                continue
+            meta = _meta(obj)
+            try:
+                self._client.delete(
+                    resource,
+                    request.name,
+                    request.namespace,
+                    preconditions={
+                        "uid": meta.get("uid"),
+                        "resourceVersion": meta.get("resourceVersion"),
+                    },
+                )
+            except NotFound:
+                continue
+            deleted.append(f"{kind} {request.name}")
+        if ANNOTATION_URL in (_meta(deployment).get("annotations") or {}):
+            self._patch_url(deployment, None)
+        self._set_exposed(request.key, False)
+        if deleted:
+            self._recorder.event(
+                deployment, NORMAL, REASON_UNEXPOSED, f"Deleted {' and '.join(deleted)}"
+            )
+            logger.info("unexposed", extra={"deleted": deleted})
+        return Result()
+
+    # -- writes --------------------------------------------------------------------------
+
+    def _ensure(
+        self,
+        resource: Resource,
+        observed: JsonDict | None,
+        desired: JsonDict,
+        uid: str,
+        merge: Callable[[JsonDict, JsonDict], Update | None],
+    ) -> tuple[_Outcome, tuple[str, ...]]:
+        """Create ``desired`` or bring ``observed`` in line with it.
+
+        Raises:
+            _Foreign: the name belongs to an object this Deployment does not control.
+            Conflict: an update lost a race; the caller requeues.
+        """
+        meta = desired["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        key: ObjectKey = (resource.plural, namespace, name)
+        pending = self._expectations.pending(key, observed)
+        if pending == "update":
+            return "pending", ()  # the cache still shows what we replaced; its event follows
+        if observed is None:
+            if pending == "create":
+                # Created by us and not cached yet — or created and deleted since: ask.
+                self._expectations.forget(key)
+                observed = self._get(resource, name, namespace)
+            if observed is None:
+                try:
+                    created = self._client.create(resource, desired, namespace=namespace)
+                except AlreadyExists:
+                    observed = self._get(resource, name, namespace)
+                    if observed is None:
+                        raise Conflict(
+                            f"{resource.plural} {namespace}/{name} was created and deleted "
+                            "by someone else meanwhile",
+                            reason="Conflict",
+                        ) from None
+                else:
+                    self._expectations.created(key, created)
+                    return "created", ()
+            if controller_uid(observed) != uid:
+                raise _Foreign(f"{resource.kind} {name}")
+        update = merge(observed, desired)
+        if update is None:
+            return "unchanged", ()
+        try:
+            self._client.replace(resource, update.body, namespace=namespace)
+        except NotFound:
+            return "pending", ()  # deleted meanwhile: its delete event wakes us again
+        self._expectations.updated(key, observed)
+        return "updated", update.changes
+
+    def _get(self, resource: Resource, name: str, namespace: str) -> JsonDict | None:
+        try:
+            return self._client.get(resource, name, namespace)
+        except NotFound:
+            return None
+
+    def _patch_url(self, deployment: JsonDict, url: str | None) -> None:
+        """Set (or, with None, remove) ``overseer.io/exposed-url`` on the Deployment."""
+        meta = _meta(deployment)
+        key: ObjectKey = (DEPLOYMENTS.plural, str(meta["namespace"]), str(meta["name"]))
+        if self._expectations.pending(key, deployment) == "update":
+            return  # our last patch is not in the cache yet
+        patch = {"metadata": {"uid": meta.get("uid"), "annotations": {ANNOTATION_URL: url}}}
+        try:
+            self._client.patch(
+                DEPLOYMENTS, str(meta["name"]), patch, namespace=str(meta["namespace"])
+            )
+        except NotFound:
+            return  # deleted: nothing to annotate
+        self._expectations.updated(key, deployment)
+
+    # -- reporting -----------------------------------------------------------------------
+
+    def _announce(
+        self,
+        deployment: JsonDict,
+        url: str,
+        *,
+        first: bool,
+        outcomes: tuple[tuple[str, _Outcome, tuple[str, ...]], ...],
+    ) -> None:
+        name = _meta(deployment).get("name")
+        created = [kind for kind, outcome, _ in outcomes if outcome == "created"]
+        updated = [
+            f"{kind} {name} ({', '.join(changes)})"
+            for kind, outcome, changes in outcomes
+            if outcome == "updated"
+        ]
+        if first and created:
+            message = f"Exposed at {url}: created {' and '.join(created)} {name}"
+            if updated:
+                message += f"; updated {'; '.join(updated)}"
+            self._recorder.event(deployment, NORMAL, REASON_EXPOSED, message)
+            logger.info("exposed", extra={"url": url, "objects_created": created})
+        elif created or updated:
+            parts = [f"recreated {kind} {name}" for kind in created]
+            parts += [f"updated {u}" for u in updated]
+            self._recorder.event(deployment, NORMAL, REASON_UPDATED, "; ".join(parts))
+            logger.info("exposure updated", extra={"url": url, "changes": parts})
+
+    def _set_exposed(self, key: str, exposed: bool) -> None:
+        with self._exposed_lock:
+            if exposed:
+                self._exposed.add(key)
+            else:
+                self._exposed.discard(key)
+            EXPOSED_DEPLOYMENTS.set(len(self._exposed))

@@ -1,0 +1,713 @@
+"""The exposer end to end against an API server (the local one, or a real cluster with
+``OVERSEER_TEST_KUBECONFIG``): a manager runs the plugin as the CLI would, the test
+creates and edits Deployments and watches Services, Ingresses and Events appear through
+the API. Nothing here relies on the local server's knobs.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import pytest
+
+from controllers.exposer import ExposerConfig, NamespaceScope, TLSConfig
+from manager import REGISTRY, JsonDict, KubeClient, Manager, ManagerOptions, NotFound, builtin
+from manager.kube import ClientOptions
+from manager.plugins import ControllerSettings, PluginContext, load_path
+
+DEPLOYMENTS = builtin("apps/v1", "deployments")
+SERVICES = builtin("v1", "services")
+INGRESSES = builtin("networking.k8s.io/v1", "ingresses")
+EVENTS = builtin("v1", "events")
+
+EXPOSE = "overseer.io/expose"
+URL = "overseer.io/exposed-url"
+DOMAIN = "apps.example.test"
+FAST = ClientOptions(qps=1000.0, burst=2000)  # test-side writes; not the subject
+
+T = TypeVar("T")
+
+
+# -- helpers ----------------------------------------------------------------------------
+
+
+def eventually(fn: Callable[[], T], timeout: float = 5.0, interval: float = 0.05) -> T:
+    """``fn()`` once it returns a truthy value without raising AssertionError/NotFound."""
+    deadline = time.monotonic() + timeout
+    last: BaseException | None = None
+    while True:
+        try:
+            value = fn()
+            if value:
+                return value
+            last = None
+        except (AssertionError, NotFound) as exc:
+            last = exc
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout}s: {last!r}") from last
+        time.sleep(interval)
+
+
+def deployment(
+    name: str,
+    *,
+    ports: list[JsonDict] | None = None,
+    annotations: dict[str, str] | None = None,
+    expose: bool = True,
+    selector: JsonDict | None = None,
+) -> JsonDict:
+    labels = {"app": name}
+    anns = {EXPOSE: "true"} if expose else {}
+    anns.update(annotations or {})
+    container: JsonDict = {"name": "app", "image": "registry.k8s.io/pause:3.9"}
+    if ports is None:
+        ports = [{"name": "http", "containerPort": 8080}, {"containerPort": 9090}]
+    if ports:
+        container["ports"] = ports
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "annotations": anns, "labels": labels},
+        "spec": {
+            "replicas": 0,
+            "selector": selector if selector is not None else {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
+        },
+    }
+
+
+def events_for(client: KubeClient, namespace: str, name: str, reason: str) -> list[JsonDict]:
+    items = client.list(EVENTS, namespace)["items"]
+    return [
+        e
+        for e in items
+        if (e.get("involvedObject") or {}).get("name") == name and e.get("reason") == reason
+    ]
+
+
+def wait_event(client: KubeClient, namespace: str, name: str, reason: str) -> JsonDict:
+    return eventually(lambda: events_for(client, namespace, name, reason), timeout=10)[0]
+
+
+def get_or_none(client: KubeClient, resource: Any, namespace: str, name: str) -> JsonDict | None:
+    try:
+        return client.get(resource, name, namespace)
+    except NotFound:
+        return None
+
+
+def edit(client: KubeClient, resource: Any, namespace: str, name: str, fn: Any) -> JsonDict:
+    """Read-modify-write with retries on conflict (the exposer writes too)."""
+    for _ in range(20):
+        obj = client.get(resource, name, namespace)
+        fn(obj)
+        try:
+            return client.replace(resource, obj, namespace)
+        except Exception as exc:  # Conflict
+            if getattr(exc, "status", None) != 409:
+                raise
+    raise AssertionError("could not edit: too many conflicts")
+
+
+def set_annotations(client: KubeClient, namespace: str, name: str, anns: dict[str, Any]) -> None:
+    client.patch(DEPLOYMENTS, name, {"metadata": {"annotations": anns}}, namespace=namespace)
+
+
+def conflicts_409() -> float:
+    total = 0.0
+    for metric in REGISTRY.collect():
+        if metric.name == "rest_client_requests":
+            total += sum(
+                s.value
+                for s in metric.samples
+                if s.name.endswith("_total") and s.labels.get("code") == "409"
+            )
+    return total
+
+
+# -- fixtures ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def client(kubeconfig_path: str) -> Iterator[KubeClient]:
+    with KubeClient.from_kubeconfig(kubeconfig_path, options=FAST) as c:
+        yield c
+
+
+Starter = Callable[..., Manager]
+
+
+@pytest.fixture
+def start_exposer(
+    kubeconfig_path: str, namespace: str, caplog: pytest.LogCaptureFixture
+) -> Iterator[Starter]:
+    """Start a manager running the exposer plugin; stopped and joined at teardown.
+
+    The exposer logs at every level (so that every log call is exercised) and a test
+    fails if any reconcile raised.
+    """
+    caplog.set_level(logging.DEBUG, logger="controllers.exposer")
+    caplog.set_level(logging.INFO, logger="manager.controller")
+    running: list[tuple[threading.Event, threading.Thread, Manager, KubeClient]] = []
+
+    def start(
+        config: ExposerConfig | None = None,
+        *,
+        workers: int = 3,
+        client_options: ClientOptions | None = None,
+    ) -> Manager:
+        kube = KubeClient.from_kubeconfig(kubeconfig_path, options=client_options)
+        mgr = Manager(
+            kube,
+            ManagerOptions(
+                leader_election=False,
+                metrics_bind_address="0",
+                health_probe_bind_address="0",
+                namespace=namespace,
+            ),
+        )
+        plugin = load_path("exposer", "controllers.exposer:ExposerPlugin")
+        plugin.setup(
+            mgr,
+            PluginContext(
+                "exposer",
+                config or ExposerConfig(domain=DOMAIN),
+                ControllerSettings(workers=workers),
+                mgr,
+            ),
+        )
+        stop = threading.Event()
+        thread = threading.Thread(target=mgr.run, args=(stop,), name="test/manager")
+        thread.start()
+        running.append((stop, thread, mgr, kube))
+        return mgr
+
+    yield start
+    for stop, thread, mgr, kube in running:
+        stop.set()
+        thread.join(30)
+        assert mgr.join(30)
+        kube.close()
+    records = [r for when in ("setup", "call") for r in caplog.get_records(when)]
+    failed = [r for r in records + caplog.records if r.name == "manager.controller" and r.exc_info]
+    assert not failed, [r.getMessage() for r in failed]
+
+
+def wait_exposed(client: KubeClient, namespace: str, name: str, timeout: float = 5.0) -> Any:
+    def both() -> tuple[JsonDict, JsonDict] | None:
+        svc = get_or_none(client, SERVICES, namespace, name)
+        ing = get_or_none(client, INGRESSES, namespace, name)
+        return (svc, ing) if svc and ing else None
+
+    return eventually(both, timeout=timeout)
+
+
+def spec_ports(svc: JsonDict) -> list[tuple[Any, ...]]:
+    return [
+        (p.get("name"), p["port"], p.get("targetPort"), p.get("protocol"))
+        for p in svc["spec"]["ports"]
+    ]
+
+
+def backend_of(ing: JsonDict) -> tuple[str, str, JsonDict, str]:
+    rule = ing["spec"]["rules"][0]
+    path = rule["http"]["paths"][0]
+    svc = path["backend"]["service"]
+    return rule["host"], path["path"], svc["port"], svc["name"]
+
+
+# -- creation and convergence -------------------------------------------------------------
+
+
+def test_create_exposes_service_and_ingress_within_2s(
+    client: KubeClient, namespace: str, start_exposer: Starter
+) -> None:
+    start_exposer(ExposerConfig(domain=DOMAIN, ingress_class_name="nginx"))
+    started = time.monotonic()
+    dep = client.create(DEPLOYMENTS, deployment("web"), namespace)
+    svc, ing = wait_exposed(client, namespace, "web", timeout=2.0)
+    assert time.monotonic() - started < 2.0
+
+    uid = dep["metadata"]["uid"]
+    for obj in (svc, ing):
+        assert obj["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "overseer"
+        assert obj["metadata"]["ownerReferences"] == [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "name": "web",
+                "uid": uid,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+    assert svc["spec"]["type"] == "ClusterIP"
+    assert svc["spec"]["selector"] == {"app": "web"}
+    assert spec_ports(svc) == [("http", 8080, 8080, "TCP"), ("tcp-9090", 9090, 9090, "TCP")]
+    assert ing["spec"]["ingressClassName"] == "nginx"
+    assert backend_of(ing) == (f"web.{namespace}.{DOMAIN}", "/", {"name": "http"}, "web")
+    assert ing["spec"]["rules"][0]["http"]["paths"][0]["pathType"] == "Prefix"
+    assert "tls" not in ing["spec"]
+
+    url = f"http://web.{namespace}.{DOMAIN}/"
+    eventually(
+        lambda: client.get(DEPLOYMENTS, "web", namespace)["metadata"]["annotations"].get(URL) == url
+    )
+    event = wait_event(client, namespace, "web", "Exposed")
+    assert event["type"] == "Normal"
+    assert url in event["message"]
+    eventually(lambda: REGISTRY.get_sample_value("overseer_exposer_exposed_deployments") == 1)
+
+
+def test_port_change_updates_in_place_and_keeps_cluster_ip(
+    client: KubeClient, namespace: str, start_exposer: Starter
+) -> None:
+    start_exposer()
+    client.create(DEPLOYMENTS, deployment("web"), namespace)
+    svc, _ = wait_exposed(client, namespace, "web")
+
+    def new_ports(d: JsonDict) -> None:
+        d["spec"]["template"]["spec"]["containers"][0]["ports"] = [
+            {"name": "web", "containerPort": 8081},
+            {"name": "dns", "containerPort": 5353, "protocol": "UDP"},
+        ]
+
+    edit(client, DEPLOYMENTS, namespace, "web", new_ports)
+    updated = eventually(
+        lambda: (
+            (s := client.get(SERVICES, "web", namespace))
+            and spec_ports(s) == [("web", 8081, 8081, "TCP"), ("dns", 5353, 5353, "UDP")]
+            and s
+        )
+    )
+    assert updated["metadata"]["uid"] == svc["metadata"]["uid"]
+    assert updated["spec"]["clusterIP"] == svc["spec"]["clusterIP"]
+    assert updated["spec"]["clusterIPs"] == svc["spec"]["clusterIPs"]
+    ing = eventually(
+        lambda: (
+            (i := client.get(INGRESSES, "web", namespace))
+            and backend_of(i)[2] == {"name": "web"}
+            and i
+        )
+    )
+    assert backend_of(ing)[3] == "web"
+    assert "ports" in wait_event(client, namespace, "web", "Updated")["message"]
+
+
+def test_host_and_path_annotations(
+    client: KubeClient, namespace: str, start_exposer: Starter
+) -> None:
+    start_exposer(ExposerConfig(domain=DOMAIN, tls=TLSConfig(enabled=True)))
+    client.create(
+        DEPLOYMENTS,
+        deployment(
+            "shop",
+            annotations={
+                "overseer.io/expose-host": "shop.example.org",
+                "overseer.io/expose-path": "/api",
+            },
+        ),
+        namespace,
+    )
+    _, ing = wait_exposed(client, namespace, "shop")
+    assert backend_of(ing)[:2] == ("shop.example.org", "/api")
+    assert ing["spec"]["tls"] == [{"hosts": ["shop.example.org"], "secretName": "shop-tls"}]
+    eventually(
+        lambda: (
+            client.get(DEPLOYMENTS, "shop", namespace)["metadata"]["annotations"].get(URL)
+            == "https://shop.example.org/api"
+        )
+    )
+    set_annotations(client, namespace, "shop", {"overseer.io/expose-host": "store.example.org"})
+    eventually(
+        lambda: backend_of(client.get(INGRESSES, "shop", namespace))[0] == "store.example.org"
+    )
+    eventually(
+        lambda: (
+            client.get(DEPLOYMENTS, "shop", namespace)["metadata"]["annotations"].get(URL)
+            == "https://store.example.org/api"
+        )
+    )
+    set_annotations(client, namespace, "shop", {"overseer.io/expose-path": None})
+    eventually(lambda: backend_of(client.get(INGRESSES, "shop", namespace))[1] == "/")
+
+
+def test_expose_port_by_name_and_number(
+    client: KubeClient, namespace: str, start_exposer: Starter
+) -> None:
+    start_exposer()
+    ports = [
+        {"name": "http", "containerPort": 8080},
+        {"name": "metrics", "containerPort": 9090},
+        {"containerPort": 7070},
+    ]
+    client.create(
+        DEPLOYMENTS,
+        deployment("api", ports=ports, annotations={"overseer.io/expose-port": "metrics"}),
+        namespace,
+    )
+    _, ing = wait_exposed(client, namespace, "api")
+    assert backend_of(ing)[2] == {"name": "metrics"}
+    set_annotations(client, namespace, "api", {"overseer.io/expose-port": "7070"})
+    eventually(
+        lambda: backend_of(client.get(INGRESSES, "api", namespace))[2] == {"name": "tcp-7070"}
+    )
+    set_annotations(client, namespace, "api", {"overseer.io/expose-port": "8080"})
+    eventually(lambda: backend_of(client.get(INGRESSES, "api", namespace))[2] == {"name": "http"})
+
+
+def test_single_unnamed_port_is_referenced_by_number(
+    client: KubeClient, namespace: str, start_exposer: Starter
+) -> None:
+    start_exposer()
+    client.create(DEPLOYMENTS, deployment("one", ports=[{"containerPort": 80}]), namespace)
+    svc, ing = wait_exposed(client, namespace, "one")
+    assert spec_ports(svc) == [(None, 80, 80, "TCP")]
+    assert backend_of(ing)[2] == {"number": 80}
+
+
+def test_opt_in_removed_deletes_owned_objects_and_url(
+    client: KubeClient, namespace: str, start_exposer: Starter
+) -> None:
+    start_exposer()
+    client.create(DEPLOYMENTS, deployment("web"), namespace)
+    wait_exposed(client, namespace, "web")
+    eventually(lambda: URL in client.get(DEPLOYMENTS, "web", namespace)["metadata"]["annotations"])
+    set_annotations(client, namespace, "web", {EXPOSE: None})
+    eventually(lambda: get_or_none(client, SERVICES, namespace, "web") is None)
+    eventually(lambda: get_or_none(client, INGRESSES, namespace, "web") is None)
+    eventually(
+        lambda: (
+            URL
+            not in (client.get(DEPLOYMENTS, "web", namespace)["metadata"].get("annotations") or {})
+        )
+    )
+    wait_event(client, namespace, "web", "Unexposed")
+    eventually(lambda: REGISTRY.get_sample_value("overseer_exposer_exposed_deployments") == 0)
+
+
+def test_deployment_deletion_garbage_collects_owned_objects(
+    client: KubeClient, namespace: str, start_exposer: Starter
+) -> None:
+    start_exposer()
+    client.create(DEPLOYMENTS, deployment("web"), namespace)
+    wait_exposed(client, namespace, "web")
+    client.delete(DEPLOYMENTS, "web", namespace)
+    # The API server's garbage collector does it (a real one may take a while).
+    eventually(lambda: get_or_none(client, SERVICES, namespace, "web") is None, timeout=30)
+    eventually(lambda: get_or_none(client, INGRESSES, namespace, "web") is None, timeout=30)
+
+
+# -- drift repair -----------------------------------------------------------------------
+
+
+def test_deleted_service_is_recreated(
+    client: KubeClient, namespace: str, start_exposer: Starter
+) -> None:
+    start_exposer()
+    client.create(DEPLOYMENTS, deployment("web"), namespace)
+    svc, _ = wait_exposed(client, namespace, "web")
+    client.delete(SERVICES, "web", namespace)
+    again = eventually(
+        lambda: (
+            (s := get_or_none(client, SERVICES, namespace, "web"))
+            and s["metadata"]["uid"] != svc["metadata"]["uid"]
+            and s
+        )
+    )
+    assert spec_ports(again) == spec_ports(svc)
+    assert "recreated Service" in wait_event(client, namespace, "web", "Updated")["message"]
+
+
+def test_edited_service_is_restored_keeping_foreign_fields(
+    client: KubeClient, namespace: str, start_exposer: Starter
+) -> None:
+    start_exposer()
+    client.create(DEPLOYMENTS, deployment("web"), namespace)
+    svc, _ = wait_exposed(client, namespace, "web")
+    want = spec_ports(svc)
+
+    def tamper(s: JsonDict) -> None:
+        s["spec"]["ports"] = [{"name": "other", "port": 1234, "targetPort": 1234}]
+        s["spec"]["selector"] = {"app": "someone-else"}
+        s["metadata"].setdefault("annotations", {})["team"] = "payments"
+
+    tampered = edit(client, SERVICES, namespace, "web", tamper)
+    restored = eventually(
+        lambda: (
+            (s := client.get(SERVICES, "web", namespace))
+            and s["metadata"]["resourceVersion"] != tampered["metadata"]["resourceVersion"]
+            and s
+        )
+    )
+    assert spec_ports(restored) == want
+    assert restored["spec"]["selector"] == {"app": "web"}
+    assert restored["metadata"]["annotations"]["team"] == "payments"
+    assert restored["metadata"]["uid"] == svc["metadata"]["uid"]
+    assert restored["spec"]["clusterIP"] == svc["spec"]["clusterIP"]
+
+
+def test_edited_ingress_is_restored(
+    client: KubeClient, namespace: str, start_exposer: Starter
+) -> None:
+    start_exposer()
+    client.create(DEPLOYMENTS, deployment("web"), namespace)
+    _, ing = wait_exposed(client, namespace, "web")
+    want = copy.deepcopy(ing["spec"]["rules"])
+
+    def tamper(i: JsonDict) -> None:
+        i["spec"]["rules"][0]["host"] = "evil.example.org"
+
+    tampered = edit(client, INGRESSES, namespace, "web", tamper)
+    restored = eventually(
+        lambda: (
+            (i := client.get(INGRESSES, "web", namespace))
+            and i["metadata"]["resourceVersion"] != tampered["metadata"]["resourceVersion"]
+            and i
+        )
+    )
+    assert restored["spec"]["rules"] == want
+    assert restored["metadata"]["uid"] == ing["metadata"]["uid"]
+
+
+# -- refusals -----------------------------------------------------------------------------
+
+
+def test_name_conflict_leaves_foreign_service_untouched(
+    client: KubeClient, namespace: str, start_exposer: Starter
+) -> None:
+    foreign = client.create(
+        SERVICES,
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "web"},
+            "spec": {"selector": {"app": "legacy"}, "ports": [{"port": 80}]},
+        },
+        namespace,
+    )
+    start_exposer()
+    client.create(DEPLOYMENTS, deployment("web"), namespace)
+    event = wait_event(client, namespace, "web", "ExposeConflict")
+    assert event["type"] == "Warning"
+    assert "Service web" in event["message"]
+    time.sleep(0.5)  # give a wrong write the chance to happen
+    now = client.get(SERVICES, "web", namespace)
+    assert now["metadata"]["resourceVersion"] == foreign["metadata"]["resourceVersion"]
+    assert "ownerReferences" not in now["metadata"]
+    assert get_or_none(client, INGRESSES, namespace, "web") is None
+    annotations = client.get(DEPLOYMENTS, "web", namespace)["metadata"]["annotations"]
+    assert URL not in annotations
+
+
+def test_conflict_resolves_when_the_foreign_object_goes(
+    client: KubeClient, namespace: str, start_exposer: Starter
+) -> None:
+    client.create(
+        INGRESSES,
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "Ingress",
+            "metadata": {"name": "web"},
+            "spec": {"defaultBackend": {"service": {"name": "legacy", "port": {"number": 80}}}},
+        },
+        namespace,
+    )
+    start_exposer()
+    client.create(DEPLOYMENTS, deployment("web"), namespace)
+    assert "Ingress web" in wait_event(client, namespace, "web", "ExposeConflict")["message"]
+    assert get_or_none(client, SERVICES, namespace, "web") is None
+    client.delete(INGRESSES, "web", namespace)  # nothing else changes: no Deployment event
+    _, ing = wait_exposed(client, namespace, "web")
+    assert backend_of(ing)[3] == "web"
+
+
+def assert_nothing_written(client: KubeClient, namespace: str, name: str) -> None:
+    time.sleep(0.5)  # a wrong write would have happened by now
+    assert get_or_none(client, SERVICES, namespace, name) is None
+    assert get_or_none(client, INGRESSES, namespace, name) is None
+    annotations = client.get(DEPLOYMENTS, name, namespace)["metadata"].get("annotations") or {}
+    assert URL not in annotations
+
+
+def test_no_container_ports_warns_and_writes_nothing(
+    client: KubeClient, namespace: str, start_exposer: Starter
+) -> None:
+    start_exposer()
+    client.create(DEPLOYMENTS, deployment("batch", ports=[]), namespace)
+    event = wait_event(client, namespace, "batch", "NoContainerPorts")
+    assert event["type"] == "Warning"
+    assert_nothing_written(client, namespace, "batch")
+
+
+def test_match_expressions_only_selector_warns_and_writes_nothing(
+    client: KubeClient, namespace: str, start_exposer: Starter
+) -> None:
+    start_exposer()
+    selector = {"matchExpressions": [{"key": "app", "operator": "In", "values": ["expr"]}]}
+    dep = deployment("expr", selector=selector)
+    client.create(DEPLOYMENTS, dep, namespace)
+    event = wait_event(client, namespace, "expr", "UnsupportedSelector")
+    assert event["type"] == "Warning"
+    assert_nothing_written(client, namespace, "expr")
+
+
+@pytest.mark.parametrize(
+    ("annotation", "value"),
+    [
+        ("overseer.io/expose-host", "Not_A_Host"),
+        ("overseer.io/expose-path", "nope"),
+        ("overseer.io/expose-port", "9999"),
+        ("overseer.io/expose", "yes"),
+    ],
+)
+def test_bad_annotation_warns_and_writes_nothing(
+    client: KubeClient, namespace: str, start_exposer: Starter, annotation: str, value: str
+) -> None:
+    start_exposer()
+    client.create(DEPLOYMENTS, deployment("bad", annotations={annotation: value}), namespace)
+    event = wait_event(client, namespace, "bad", "InvalidExposeAnnotation")
+    assert event["type"] == "Warning"
+    assert annotation in event["message"]
+    assert_nothing_written(client, namespace, "bad")
+
+
+def test_bad_annotation_on_exposed_deployment_keeps_last_good_objects(
+    client: KubeClient, namespace: str, start_exposer: Starter
+) -> None:
+    start_exposer()
+    client.create(DEPLOYMENTS, deployment("web"), namespace)
+    svc, ing = wait_exposed(client, namespace, "web")
+    set_annotations(client, namespace, "web", {"overseer.io/expose-host": "Not_A_Host"})
+    wait_event(client, namespace, "web", "InvalidExposeAnnotation")
+    time.sleep(0.5)
+    assert (
+        client.get(SERVICES, "web", namespace)["metadata"]["resourceVersion"]
+        == (svc["metadata"]["resourceVersion"])
+    )
+    assert (
+        client.get(INGRESSES, "web", namespace)["metadata"]["resourceVersion"]
+        == (ing["metadata"]["resourceVersion"])
+    )
+    set_annotations(client, namespace, "web", {"overseer.io/expose-host": "fixed.example.org"})
+    eventually(
+        lambda: backend_of(client.get(INGRESSES, "web", namespace))[0] == "fixed.example.org"
+    )
+
+
+# -- scope ------------------------------------------------------------------------------
+
+
+def test_expose_all_exposes_unannotated_and_respects_opt_out(
+    client: KubeClient, namespace: str, start_exposer: Starter
+) -> None:
+    start_exposer(ExposerConfig(domain=DOMAIN, expose_all=True))
+    client.create(DEPLOYMENTS, deployment("plain", expose=False), namespace)
+    client.create(
+        DEPLOYMENTS, deployment("private", expose=False, annotations={EXPOSE: "false"}), namespace
+    )
+    wait_exposed(client, namespace, "plain")
+    time.sleep(0.5)
+    assert get_or_none(client, SERVICES, namespace, "private") is None
+    assert get_or_none(client, INGRESSES, namespace, "private") is None
+
+
+def test_without_expose_all_unannotated_deployments_are_ignored(
+    client: KubeClient, namespace: str, start_exposer: Starter
+) -> None:
+    start_exposer()
+    client.create(DEPLOYMENTS, deployment("plain", expose=False), namespace)
+    client.create(DEPLOYMENTS, deployment("marker"), namespace)
+    wait_exposed(client, namespace, "marker")  # the controller is running
+    time.sleep(0.3)
+    assert get_or_none(client, SERVICES, namespace, "plain") is None
+
+
+@pytest.mark.parametrize(
+    "scope",
+    [
+        pytest.param(lambda ns: NamespaceScope(exclude=(ns,)), id="excluded"),
+        pytest.param(
+            lambda ns: NamespaceScope(include=("some-other-namespace",)), id="not-included"
+        ),
+    ],
+)
+def test_namespace_out_of_scope_is_left_alone(
+    client: KubeClient, namespace: str, start_exposer: Starter, scope: Any
+) -> None:
+    mgr = start_exposer(ExposerConfig(domain=DOMAIN, namespaces=scope(namespace)))
+    client.create(DEPLOYMENTS, deployment("web"), namespace)
+    eventually(lambda: mgr.lister(DEPLOYMENTS).get("web", namespace))  # seen by the cache
+    time.sleep(1.0)
+    assert_nothing_written(client, namespace, "web")
+    assert not events_for(client, namespace, "web", "Exposed")
+
+
+def test_namespace_included_is_exposed(
+    client: KubeClient, namespace: str, start_exposer: Starter
+) -> None:
+    start_exposer(
+        ExposerConfig(
+            domain=DOMAIN, namespaces=NamespaceScope(include=(namespace,), exclude=("x",))
+        )
+    )
+    client.create(DEPLOYMENTS, deployment("web"), namespace)
+    wait_exposed(client, namespace, "web")
+
+
+# -- a burst ------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(300)
+def test_burst_of_500_deployments_exposed_exactly_once(
+    client: KubeClient,
+    namespace: str,
+    start_exposer: Starter,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    count = 500
+    # The subject's client gets a high QPS: the figure under test is correctness under
+    # concurrency, not the default client-side rate limit (20 QPS would make it ~100 s).
+    start_exposer(workers=3, client_options=ClientOptions(qps=1000.0, burst=2000))
+    before = conflicts_409()
+    names = [f"burst-{i:04d}-{uuid.uuid4().hex[:4]}" for i in range(count)]
+    started = time.monotonic()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda n: client.create(DEPLOYMENTS, deployment(n), namespace), names))
+
+    def all_exposed() -> bool:
+        deps = client.list(DEPLOYMENTS, namespace)["items"]
+        urls = sum(1 for d in deps if URL in (d["metadata"].get("annotations") or {}))
+        return urls == count
+
+    eventually(all_exposed, timeout=240, interval=0.5)
+    elapsed = time.monotonic() - started
+    services = {s["metadata"]["name"] for s in client.list(SERVICES, namespace)["items"]}
+    ingresses = {i["metadata"]["name"] for i in client.list(INGRESSES, namespace)["items"]}
+    assert services >= set(names)
+    assert ingresses >= set(names)
+
+    def events_settled() -> bool:
+        items = client.list(EVENTS, namespace)["items"]
+        return sum(1 for e in items if e.get("reason") == "Exposed") >= count
+
+    eventually(events_settled, timeout=60, interval=0.5)
+    items = client.list(EVENTS, namespace)["items"]
+    exposed: dict[str, int] = {}
+    for e in items:
+        if e.get("reason") == "Exposed":
+            who = e["involvedObject"]["name"]
+            exposed[who] = exposed.get(who, 0) + int(e.get("count") or 1)
+    assert exposed == dict.fromkeys(names, 1)
+    assert not [e for e in items if e.get("reason") in ("Updated", "ExposeConflict")]
+    assert conflicts_409() == before, "no AlreadyExists/Conflict answers"
+    failed = [r for r in caplog.records if "reconcile failed" in r.getMessage()]
+    assert not failed
+    assert elapsed < 240

@@ -1,0 +1,307 @@
+"""The exposer's reconciler against a fake API and hand-fed caches: the races an
+integration test cannot schedule (a stale cache, a concurrent creator, a lost update)."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from typing import Any
+
+import pytest
+
+from controllers.exposer import ExposerConfig, ExposerReconciler
+from controllers.exposer.reconciler import DEPLOYMENTS, INGRESSES, SERVICES
+from manager import (
+    AlreadyExists,
+    Conflict,
+    JsonDict,
+    Lister,
+    NotFound,
+    Request,
+    Resource,
+    Result,
+)
+from manager.cache.store import new_indexer
+from manager.testing import FakeRecorder
+
+REQ = Request("shop", "web")
+URL = "overseer.io/exposed-url"
+
+
+class FakeApi:
+    """Objects by (plural, namespace, name); records every call; can be told to fail."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str, str], JsonDict] = {}
+        self.calls: list[tuple[str, str]] = []
+        self.fail_replace: Exception | None = None
+        self._rv = itertools.count(100)
+        self._uid = itertools.count(1)
+
+    def put(self, resource: Resource, obj: JsonDict) -> JsonDict:
+        obj = copy.deepcopy(obj)
+        meta = obj["metadata"]
+        meta.setdefault("uid", f"uid-{resource.plural}-{next(self._uid)}")
+        meta["resourceVersion"] = str(next(self._rv))
+        self.objects[(resource.plural, meta["namespace"], meta["name"])] = obj
+        return copy.deepcopy(obj)
+
+    def get(self, resource: Resource, name: str, namespace: str | None = None) -> JsonDict:
+        self.calls.append(("get", resource.plural))
+        try:
+            return copy.deepcopy(self.objects[(resource.plural, namespace or "", name)])
+        except KeyError:
+            raise NotFound(f"{resource.plural} {name}") from None
+
+    def create(self, resource: Resource, body: JsonDict, namespace: str | None = None) -> JsonDict:
+        self.calls.append(("create", resource.plural))
+        key = (resource.plural, namespace or "", body["metadata"]["name"])
+        if key in self.objects:
+            raise AlreadyExists("taken", reason="AlreadyExists")
+        return self.put(resource, {**body, "metadata": {**body["metadata"], "namespace": key[1]}})
+
+    def replace(self, resource: Resource, body: JsonDict, namespace: str | None = None) -> JsonDict:
+        self.calls.append(("replace", resource.plural))
+        if self.fail_replace is not None:
+            raise self.fail_replace
+        key = (resource.plural, namespace or "", body["metadata"]["name"])
+        current = self.objects[key]
+        if current["metadata"]["resourceVersion"] != body["metadata"]["resourceVersion"]:
+            raise Conflict("stale", reason="Conflict")
+        return self.put(resource, body)
+
+    def patch(self, resource: Resource, name: str, patch: JsonDict, **kw: Any) -> JsonDict:
+        self.calls.append(("patch", resource.plural))
+        obj = self.objects[(resource.plural, kw["namespace"], name)]
+        annotations = obj["metadata"].setdefault("annotations", {})
+        for k, v in patch["metadata"]["annotations"].items():
+            if v is None:
+                annotations.pop(k, None)
+            else:
+                annotations[k] = v
+        return self.put(resource, obj)
+
+    def delete(
+        self, resource: Resource, name: str, namespace: str | None = None, **kw: Any
+    ) -> JsonDict:
+        self.calls.append(("delete", resource.plural))
+        key = (resource.plural, namespace or "", name)
+        obj = self.objects.get(key)
+        if obj is None:
+            raise NotFound(name)
+        pre = kw.get("preconditions") or {}
+        if (
+            pre.get("uid") != obj["metadata"]["uid"]
+            or pre.get("resourceVersion") != (obj["metadata"]["resourceVersion"])
+        ):
+            raise Conflict("precondition", reason="Conflict")
+        return self.objects.pop(key)
+
+    def writes(self) -> list[tuple[str, str]]:
+        return [c for c in self.calls if c[0] != "get"]
+
+
+class World:
+    """A reconciler, its fake API, and caches the test syncs from the API by hand."""
+
+    def __init__(self, config: ExposerConfig | None = None) -> None:
+        self.api = FakeApi()
+        self.indexers = {r.plural: new_indexer() for r in (DEPLOYMENTS, SERVICES, INGRESSES)}
+        self.recorder = FakeRecorder()
+        self.reconciler = ExposerReconciler(
+            self.api,  # type: ignore[arg-type]
+            deployments=Lister(self.indexers["deployments"], DEPLOYMENTS),
+            services=Lister(self.indexers["services"], SERVICES),
+            ingresses=Lister(self.indexers["ingresses"], INGRESSES),
+            recorder=self.recorder,
+            config=config or ExposerConfig(domain="example.com"),
+        )
+
+    def sync(self) -> None:
+        """The caches catch up with the API server."""
+        for plural, indexer in self.indexers.items():
+            indexer.replace(
+                copy.deepcopy(o) for (p, _, _), o in self.api.objects.items() if p == plural
+            )
+
+    def reconcile(self) -> Result:
+        return self.reconciler.reconcile(REQ)
+
+    def reasons(self) -> list[str]:
+        return [e.reason for e in self.recorder.events]
+
+
+def deployment(**annotations: str) -> JsonDict:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": "web",
+            "namespace": "shop",
+            "annotations": {"overseer.io/expose": "true", **annotations},
+        },
+        "spec": {
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "spec": {"containers": [{"ports": [{"name": "http", "containerPort": 80}]}]}
+            },
+        },
+    }
+
+
+@pytest.fixture
+def world() -> World:
+    w = World()
+    w.api.put(DEPLOYMENTS, deployment())
+    w.sync()
+    return w
+
+
+def test_first_reconcile_creates_both_and_writes_the_url(world: World) -> None:
+    assert world.reconcile() == Result()
+    assert world.api.writes() == [
+        ("create", "services"),
+        ("create", "ingresses"),
+        ("patch", "deployments"),
+    ]
+    dep = world.api.objects[("deployments", "shop", "web")]
+    assert dep["metadata"]["annotations"][URL] == "http://web.shop.example.com/"
+    assert world.reasons() == ["Exposed"]
+    assert world.reconciler.exposed == {"shop/web"}
+    world.sync()
+    world.api.calls.clear()
+    assert world.reconcile() == Result()
+    assert world.api.calls == []  # converged: reads from the cache only
+    assert world.reasons() == ["Exposed"]
+
+
+def test_stale_cache_after_own_writes_neither_recreates_nor_repatches(world: World) -> None:
+    world.reconcile()
+    world.api.calls.clear()
+    world.reconcile()  # the cache has not seen the creates and the patch yet
+    assert world.api.writes() == []
+    assert world.api.calls == [("get", "services"), ("get", "ingresses")]
+    assert world.reasons() == ["Exposed"]
+
+
+def test_own_object_deleted_before_the_cache_saw_it_is_recreated(world: World) -> None:
+    world.reconcile()
+    del world.api.objects[("services", "shop", "web")]  # created, then deleted by someone
+    world.api.calls.clear()
+    world.reconcile()
+    assert ("create", "services") in world.api.calls
+
+
+def test_already_exists_and_owned_is_treated_as_existing(world: World) -> None:
+    world.reconcile()
+    world.api.objects[("services", "shop", "web")]["spec"]["ports"][0]["port"] = 1
+    world.reconciler._expectations.forget(("services", "shop", "web"))  # another replica's
+    world.api.calls.clear()
+    world.reconcile()  # the cache still has no Service
+    assert world.api.writes()[:2] == [("create", "services"), ("replace", "services")]
+    assert world.api.objects[("services", "shop", "web")]["spec"]["ports"][0]["port"] == 80
+    assert "ExposeConflict" not in world.reasons()
+
+
+def test_already_exists_and_foreign_is_a_conflict_and_writes_nothing(world: World) -> None:
+    world.api.put(
+        SERVICES,
+        {"metadata": {"name": "web", "namespace": "shop"}, "spec": {"ports": [{"port": 1}]}},
+    )
+    assert world.reconcile() == Result()
+    assert world.api.writes() == [("create", "services")]
+    assert world.reasons() == ["ExposeConflict"]
+    assert world.reconciler.exposed == frozenset()
+
+
+def test_foreign_object_in_the_cache_is_a_conflict_without_any_request(world: World) -> None:
+    world.api.put(
+        INGRESSES,
+        {
+            "metadata": {
+                "name": "web",
+                "namespace": "shop",
+                "ownerReferences": [
+                    {"uid": "someone-else", "controller": True, "kind": "Deployment", "name": "web"}
+                ],
+            }
+        },
+    )
+    world.sync()
+    world.api.calls.clear()
+    world.reconcile()
+    assert world.api.calls == []
+    assert world.reasons() == ["ExposeConflict"]
+
+
+def test_lost_update_race_requeues(world: World) -> None:
+    world.reconcile()
+    world.sync()
+    dep = world.api.objects[("deployments", "shop", "web")]
+    dep["metadata"]["annotations"]["overseer.io/expose-path"] = "/v2"
+    world.sync()
+    world.api.fail_replace = Conflict("stale", reason="Conflict")
+    assert world.reconcile() == Result(requeue=True)
+
+
+def test_opt_in_removed_deletes_only_owned_objects_with_preconditions(world: World) -> None:
+    world.reconcile()
+    world.sync()
+    dep = world.api.objects[("deployments", "shop", "web")]
+    del dep["metadata"]["annotations"]["overseer.io/expose"]
+    world.sync()
+    world.api.calls.clear()
+    assert world.reconcile() == Result()
+    assert world.api.writes() == [
+        ("delete", "ingresses"),
+        ("delete", "services"),
+        ("patch", "deployments"),
+    ]
+    assert URL not in world.api.objects[("deployments", "shop", "web")]["metadata"]["annotations"]
+    assert world.reasons() == ["Exposed", "Unexposed"]
+    assert world.reconciler.exposed == frozenset()
+
+
+def test_stale_cache_on_delete_requeues(world: World) -> None:
+    world.reconcile()
+    world.sync()
+    world.api.put(SERVICES, world.api.objects[("services", "shop", "web")])  # a newer version
+    dep = world.api.objects[("deployments", "shop", "web")]
+    dep["metadata"]["annotations"]["overseer.io/expose"] = "false"
+    world.indexers["deployments"].replace([copy.deepcopy(dep)])
+    assert world.reconcile() == Result(requeue=True)
+    assert ("services", "shop", "web") in world.api.objects
+
+
+def test_invalid_annotation_keeps_last_good_objects(world: World) -> None:
+    world.reconcile()
+    world.sync()
+    dep = world.api.objects[("deployments", "shop", "web")]
+    dep["metadata"]["annotations"]["overseer.io/expose-port"] = "9999"
+    world.sync()
+    world.api.calls.clear()
+    assert world.reconcile() == Result()
+    assert world.api.calls == []
+    assert world.reasons() == ["Exposed", "InvalidExposeAnnotation"]
+    assert world.reconciler.exposed == {"shop/web"}  # still served by the last good objects
+
+
+def test_deployment_gone_is_left_to_the_garbage_collector(world: World) -> None:
+    world.reconcile()
+    world.api.objects.pop(("deployments", "shop", "web"))
+    world.sync()
+    world.api.calls.clear()
+    assert world.reconcile() == Result()
+    assert world.api.calls == []
+    assert world.reconciler.exposed == frozenset()
+
+
+def test_out_of_scope_namespace_is_never_touched() -> None:
+    from controllers.exposer import NamespaceScope
+
+    w = World(ExposerConfig(namespaces=NamespaceScope(exclude=("shop",))))
+    w.api.put(DEPLOYMENTS, deployment())
+    w.sync()
+    assert w.reconcile() == Result()
+    assert w.api.calls == []
+    assert w.recorder.events == []
