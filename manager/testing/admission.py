@@ -35,6 +35,7 @@ from manager.labels import (
     label_selector_from_dict,
     regex_error,
 )
+from manager.testing.gofmt import quote
 
 __all__ = [
     "AdmissionError",
@@ -177,31 +178,11 @@ class _Go:
         self.text = text
 
 
-def _q(s: str) -> str:
-    """Go's ``%q``."""
-    out = ['"']
-    for ch in s:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
 def _str_map(value: Any) -> _Go:
     """``%#v`` of a ``map[string]string``."""
     if not isinstance(value, Mapping):
         return _Go("map[string]string(nil)")
-    inner = ", ".join(f"{_q(str(k))}:{_q(str(v))}" for k, v in sorted(value.items()))
+    inner = ", ".join(f"{quote(str(k))}:{quote(str(v))}" for k, v in sorted(value.items()))
     return _Go(f"map[string]string{{{inner}}}")
 
 
@@ -209,7 +190,7 @@ def _str_list(value: Any) -> _Go:
     """``%#v`` of a ``[]string``."""
     if not isinstance(value, list):
         return _Go("[]string(nil)")
-    return _Go("[]string{" + ", ".join(_q(str(v)) for v in value) + "}")
+    return _Go("[]string{" + ", ".join(quote(str(v)) for v in value) + "}")
 
 
 def _label_selector(sel: Any) -> _Go:
@@ -221,8 +202,8 @@ def _label_selector(sel: Any) -> _Go:
         for raw_e in exprs:
             e = _map(raw_e)
             items.append(
-                f"v1.LabelSelectorRequirement{{Key:{_q(str(e.get('key', '')))}, "
-                f"Operator:{_q(str(e.get('operator', '')))}, "
+                f"v1.LabelSelectorRequirement{{Key:{quote(str(e.get('key', '')))}, "
+                f"Operator:{quote(str(e.get('operator', '')))}, "
                 f"Values:{_str_list(e.get('values')).text}}}"
             )
         shown = "[]v1.LabelSelectorRequirement{" + ", ".join(items) + "}"
@@ -244,12 +225,12 @@ def _render(value: Any) -> str:
     if isinstance(value, int | float):
         return str(value)
     if isinstance(value, str):
-        return _q(value)
+        return quote(value)
     if isinstance(value, Mapping):
         return _str_map(value).text
     if isinstance(value, list):
         return _str_list(value).text
-    return _q(str(value))
+    return quote(str(value))
 
 
 # --- errors ----------------------------------------------------------------------------
@@ -267,27 +248,41 @@ class Cause:
 _TYPES: Final = {
     "Required": "Required value",
     "Invalid": "Invalid value",
+    "TypeInvalid": "Invalid value",
     "NotSupported": "Unsupported value",
     "Duplicate": "Duplicate value",
     "Forbidden": "Forbidden",
     "NotFound": "Not found",
     "TooLong": "Too long",
+    "TooMany": "Too many",
 }
-_WITH_VALUE: Final = frozenset({"Invalid", "NotSupported", "Duplicate", "NotFound"})
+_WITH_VALUE: Final = frozenset(
+    {"Invalid", "TypeInvalid", "NotSupported", "Duplicate", "NotFound", "TooMany"}
+)
 _NO_VALUE: Final = object()
 
 
 @dataclass(frozen=True, slots=True)
-class _FieldError:
-    kind: str  # a key of _TYPES
+class FieldError:
+    """One ``field.Error`` (``k8s.io/apimachinery/pkg/util/validation/field``).
+
+    ``kind`` is a key of ``_TYPES``; the bad value is printed by :meth:`render_value`, which
+    a subclass overrides when its values have other Go types (see ``manager.testing.schema``).
+    """
+
+    kind: str
     path: str
     value: Any = _NO_VALUE
     detail: str = ""
 
+    def render_value(self) -> str:
+        """The bad value as Go prints the typed field it came from."""
+        return _render(self.value)
+
     def body(self) -> str:
         text = _TYPES[self.kind]
         if self.kind in _WITH_VALUE and self.value is not _NO_VALUE:
-            text = f"{text}: {_render(self.value)}"
+            text = f"{text}: {self.render_value()}"
         return f"{text}: {self.detail}" if self.detail else text
 
     def __str__(self) -> str:
@@ -297,26 +292,26 @@ class _FieldError:
         return Cause(reason=f"FieldValue{self.kind}", message=self.body(), field=self.path)
 
 
-def _required(path: str, detail: str = "") -> _FieldError:
-    return _FieldError("Required", path, detail=detail)
+def _required(path: str, detail: str = "") -> FieldError:
+    return FieldError("Required", path, detail=detail)
 
 
-def _invalid(path: str, value: Any, detail: str) -> _FieldError:
-    return _FieldError("Invalid", path, value, detail)
+def _invalid(path: str, value: Any, detail: str) -> FieldError:
+    return FieldError("Invalid", path, value, detail)
 
 
-def _not_supported(path: str, value: Any, supported: list[str]) -> _FieldError:
-    return _FieldError(
-        "NotSupported", path, value, "supported values: " + ", ".join(_q(s) for s in supported)
+def _not_supported(path: str, value: Any, supported: list[str]) -> FieldError:
+    return FieldError(
+        "NotSupported", path, value, "supported values: " + ", ".join(quote(s) for s in supported)
     )
 
 
-def _duplicate(path: str, value: Any) -> _FieldError:
-    return _FieldError("Duplicate", path, value)
+def _duplicate(path: str, value: Any) -> FieldError:
+    return FieldError("Duplicate", path, value)
 
 
-def _forbidden(path: str, detail: str) -> _FieldError:
-    return _FieldError("Forbidden", path, detail=detail)
+def _forbidden(path: str, detail: str) -> FieldError:
+    return FieldError("Forbidden", path, detail=detail)
 
 
 class AdmissionError(Exception):
@@ -363,7 +358,7 @@ def _invalid_message(kind: str, group: str, name: str, errors: list[str]) -> str
             seen.append(e)
     joined = seen[0] if len(seen) == 1 else "[" + ", ".join(seen) + "]"
     qualified = f"{kind}.{group}" if group else kind
-    return f"{qualified} {_q(name)} is invalid: {joined}"
+    return f"{qualified} {quote(name)} is invalid: {joined}"
 
 
 # --- metadata --------------------------------------------------------------------------
@@ -375,8 +370,8 @@ _NAME_RULES: Final[Mapping[str, Callable[[str], list[str]]]] = {
 }
 
 
-def _labels(labels: Any, path: str) -> list[_FieldError]:
-    errs: list[_FieldError] = []
+def _labels(labels: Any, path: str) -> list[FieldError]:
+    errs: list[FieldError] = []
     if not isinstance(labels, Mapping):
         return errs
     for key, value in sorted(labels.items()):
@@ -388,8 +383,8 @@ def _labels(labels: Any, path: str) -> list[_FieldError]:
     return errs
 
 
-def _annotations(annotations: Any, path: str) -> list[_FieldError]:
-    errs: list[_FieldError] = []
+def _annotations(annotations: Any, path: str) -> list[FieldError]:
+    errs: list[FieldError] = []
     if not isinstance(annotations, Mapping):
         return errs
     size = 0
@@ -398,13 +393,13 @@ def _annotations(annotations: Any, path: str) -> list[_FieldError]:
         size += len(str(key)) + len(str(value))
     if size > _ANNOTATIONS_LIMIT:
         errs.append(
-            _FieldError("TooLong", path, detail=f"may not be more than {_ANNOTATIONS_LIMIT} bytes")
+            FieldError("TooLong", path, detail=f"may not be more than {_ANNOTATIONS_LIMIT} bytes")
         )
     return errs
 
 
-def _object_meta(kind: str, meta: Mapping[str, Any], path: str = "metadata") -> list[_FieldError]:
-    errs: list[_FieldError] = []
+def _object_meta(kind: str, meta: Mapping[str, Any], path: str = "metadata") -> list[FieldError]:
+    errs: list[FieldError] = []
     name = meta.get("name")
     if not name:
         errs.append(_required(f"{path}.name", "name or generateName is required"))
@@ -454,7 +449,7 @@ def _object_meta(kind: str, meta: Mapping[str, Any], path: str = "metadata") -> 
     return errs
 
 
-def _immutable(path: str, new: Any, old: Any, shown: Any = None) -> list[_FieldError]:
+def _immutable(path: str, new: Any, old: Any, shown: Any = None) -> list[FieldError]:
     if new == old:
         return []
     return [_invalid(path, new if shown is None else shown, "field is immutable")]
@@ -465,8 +460,8 @@ def _immutable(path: str, new: Any, old: Any, shown: Any = None) -> list[_FieldE
 _PROTOCOLS: Final = ["SCTP", "TCP", "UDP"]
 
 
-def _container_ports(ports: Any, path: str) -> list[_FieldError]:
-    errs: list[_FieldError] = []
+def _container_ports(ports: Any, path: str) -> list[FieldError]:
+    errs: list[FieldError] = []
     names: set[str] = set()
     for i, raw_port in enumerate(ports if isinstance(ports, list) else []):
         p = f"{path}[{i}]"
@@ -499,8 +494,8 @@ def _container_ports(ports: Any, path: str) -> list[_FieldError]:
 
 def _containers(
     containers: Any, path: str, volumes: set[str], names: set[str], *, required: bool
-) -> list[_FieldError]:
-    errs: list[_FieldError] = []
+) -> list[FieldError]:
+    errs: list[FieldError] = []
     items = containers if isinstance(containers, list) else []
     if required and not items:
         return [_required(path)]
@@ -524,7 +519,7 @@ def _containers(
             if not mname:
                 errs.append(_required(f"{p}.volumeMounts[{j}].name"))
             elif mname not in volumes:
-                errs.append(_FieldError("NotFound", f"{p}.volumeMounts[{j}].name", mname))
+                errs.append(FieldError("NotFound", f"{p}.volumeMounts[{j}].name", mname))
             if not mount.get("mountPath"):
                 errs.append(_required(f"{p}.volumeMounts[{j}].mountPath"))
         policy = ctr.get("imagePullPolicy")
@@ -540,9 +535,9 @@ def _containers(
     return errs
 
 
-def _pod_spec(spec: Any, path: str) -> list[_FieldError]:
+def _pod_spec(spec: Any, path: str) -> list[FieldError]:
     spec = spec if isinstance(spec, Mapping) else {}
-    errs: list[_FieldError] = []
+    errs: list[FieldError] = []
     volumes: set[str] = set()
     for i, raw_vol in enumerate(spec.get("volumes") or []):
         vol = _map(raw_vol)
@@ -583,21 +578,21 @@ def _pod_spec(spec: Any, path: str) -> list[_FieldError]:
     return errs
 
 
-def _pod(obj: Mapping[str, Any]) -> list[_FieldError]:
+def _pod(obj: Mapping[str, Any]) -> list[FieldError]:
     return _pod_spec(obj.get("spec"), "spec")
 
 
 # --- workloads -------------------------------------------------------------------------
 
 
-def _nonnegative(spec: Mapping[str, Any], key: str, path: str) -> list[_FieldError]:
+def _nonnegative(spec: Mapping[str, Any], key: str, path: str) -> list[FieldError]:
     value = spec.get(key)
     if isinstance(value, int) and not isinstance(value, bool) and value < 0:
         return [_invalid(f"{path}.{key}", value, "must be greater than or equal to 0")]
     return []
 
 
-def _label_selector_errors(sel: Mapping[str, Any], path: str) -> list[_FieldError]:
+def _label_selector_errors(sel: Mapping[str, Any], path: str) -> list[FieldError]:
     errs = _labels(sel.get("matchLabels"), f"{path}.matchLabels")
     for i, raw_expr in enumerate(sel.get("matchExpressions") or []):
         p = f"{path}.matchExpressions[{i}]"
@@ -624,9 +619,7 @@ def _label_selector_errors(sel: Mapping[str, Any], path: str) -> list[_FieldErro
     return errs
 
 
-def _workload(
-    kind: str, obj: Mapping[str, Any], old: Mapping[str, Any] | None
-) -> list[_FieldError]:
+def _workload(kind: str, obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[FieldError]:
     spec = obj.get("spec")
     spec = spec if isinstance(spec, Mapping) else {}
     errs = _nonnegative(spec, "replicas", "spec")
@@ -728,8 +721,8 @@ _PERCENT_MSG: Final = regex_error(
 )
 
 
-def _deployment_strategy(spec: Mapping[str, Any]) -> list[_FieldError]:
-    errs: list[_FieldError] = []
+def _deployment_strategy(spec: Mapping[str, Any]) -> list[FieldError]:
+    errs: list[FieldError] = []
     strategy = spec.get("strategy")
     if not isinstance(strategy, Mapping):
         return errs
@@ -782,21 +775,21 @@ _SERVICE_TYPES: Final = ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"
 def _service_port_struct(port: Mapping[str, Any]) -> _Go:
     target = port.get("targetPort")
     if isinstance(target, str):
-        tp = f"intstr.IntOrString{{Type:1, IntVal:0, StrVal:{_q(target)}}}"
+        tp = f"intstr.IntOrString{{Type:1, IntVal:0, StrVal:{quote(target)}}}"
     else:
         tp = f'intstr.IntOrString{{Type:0, IntVal:{int(target or 0)}, StrVal:""}}'
     return _Go(
-        f"core.ServicePort{{Name:{_q(str(port.get('name') or ''))}, "
-        f"Protocol:{_q(str(port.get('protocol') or ''))}, AppProtocol:(*string)(nil), "
+        f"core.ServicePort{{Name:{quote(str(port.get('name') or ''))}, "
+        f"Protocol:{quote(str(port.get('protocol') or ''))}, AppProtocol:(*string)(nil), "
         f"Port:{int(port.get('port') or 0)}, TargetPort:{tp}, "
         f"NodePort:{int(port.get('nodePort') or 0)}}}"
     )
 
 
-def _service(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[_FieldError]:
+def _service(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[FieldError]:
     spec = obj.get("spec")
     spec = spec if isinstance(spec, Mapping) else {}
-    errs: list[_FieldError] = []
+    errs: list[FieldError] = []
     stype = spec.get("type") or "ClusterIP"
     cluster_ip = spec.get("clusterIP") or ""
     headless = cluster_ip == "None"
@@ -935,7 +928,7 @@ def service_update_keeps(old: dict[str, Any], new: dict[str, Any]) -> dict[str, 
 # --- ingresses, leases, config ---------------------------------------------------------
 
 
-def _ingress_backend(backend: Any, path: str) -> list[_FieldError]:
+def _ingress_backend(backend: Any, path: str) -> list[FieldError]:
     backend = backend if isinstance(backend, Mapping) else {}
     has_service = isinstance(backend.get("service"), Mapping)
     has_resource = isinstance(backend.get("resource"), Mapping)
@@ -945,7 +938,7 @@ def _ingress_backend(backend: Any, path: str) -> list[_FieldError]:
         return []
     if not has_service:
         return [_invalid(path, "", "resource or service backend is required")]
-    errs: list[_FieldError] = []
+    errs: list[FieldError] = []
     service = backend["service"]
     name = service.get("name")
     if not name:
@@ -976,10 +969,10 @@ _INVALID_PATH_SUFFIXES: Final = ("/..", "/.")
 _PATH_TYPES: Final = ["Exact", "ImplementationSpecific", "Prefix"]
 
 
-def _ingress(obj: Mapping[str, Any]) -> list[_FieldError]:
+def _ingress(obj: Mapping[str, Any]) -> list[FieldError]:
     spec = obj.get("spec")
     spec = spec if isinstance(spec, Mapping) else {}
-    errs: list[_FieldError] = []
+    errs: list[FieldError] = []
     rules = spec.get("rules") if isinstance(spec.get("rules"), list) else []
     assert isinstance(rules, list)
     default_backend = spec.get("defaultBackend")
@@ -1046,10 +1039,10 @@ def _ingress(obj: Mapping[str, Any]) -> list[_FieldError]:
     return errs
 
 
-def _lease(obj: Mapping[str, Any]) -> list[_FieldError]:
+def _lease(obj: Mapping[str, Any]) -> list[FieldError]:
     spec = obj.get("spec")
     spec = spec if isinstance(spec, Mapping) else {}
-    errs: list[_FieldError] = []
+    errs: list[FieldError] = []
     duration = spec.get("leaseDurationSeconds")
     if isinstance(duration, int) and duration <= 0:
         errs.append(_invalid("spec.leaseDurationSeconds", duration, "must be greater than 0"))
@@ -1063,8 +1056,8 @@ def _lease(obj: Mapping[str, Any]) -> list[_FieldError]:
 
 def _config_data(
     obj: Mapping[str, Any], old: Mapping[str, Any] | None, *, binary: bool
-) -> list[_FieldError]:
-    errs: list[_FieldError] = []
+) -> list[FieldError]:
+    errs: list[FieldError] = []
     data = obj.get("data") if isinstance(obj.get("data"), Mapping) else {}
     assert isinstance(data, Mapping)
     bdata = obj.get("binaryData") if isinstance(obj.get("binaryData"), Mapping) else {}
@@ -1085,8 +1078,8 @@ def _config_data(
     return errs
 
 
-def _namespace(obj: Mapping[str, Any]) -> list[_FieldError]:
-    errs: list[_FieldError] = []
+def _namespace(obj: Mapping[str, Any]) -> list[FieldError]:
+    errs: list[FieldError] = []
     spec = obj.get("spec")
     finalizers = spec.get("finalizers") if isinstance(spec, Mapping) else None
     for i, fin in enumerate(finalizers if isinstance(finalizers, list) else []):
@@ -1108,17 +1101,18 @@ def _crd_versions_repr(versions: list[Any]) -> _Go:
     for raw_v in versions:
         v = _map(raw_v)
         items.append(
-            f"apiextensions.CustomResourceDefinitionVersion{{Name:{_q(str(v.get('name') or ''))}, "
+            "apiextensions.CustomResourceDefinitionVersion"
+            f"{{Name:{quote(str(v.get('name') or ''))}, "
             f"Served:{'true' if v.get('served') else 'false'}, "
             f"Storage:{'true' if v.get('storage') else 'false'}}}"
         )
     return _Go("[]apiextensions.CustomResourceDefinitionVersion{" + ", ".join(items) + "}")
 
 
-def _crd(obj: Mapping[str, Any]) -> list[_FieldError]:
+def _crd(obj: Mapping[str, Any]) -> list[FieldError]:
     spec = obj.get("spec")
     spec = spec if isinstance(spec, Mapping) else {}
-    errs: list[_FieldError] = []
+    errs: list[FieldError] = []
     group = str(spec.get("group") or "")
     names = spec.get("names") if isinstance(spec.get("names"), Mapping) else {}
     assert isinstance(names, Mapping)

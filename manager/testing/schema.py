@@ -45,10 +45,10 @@ import math
 import re
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Final
 
-from manager.testing.admission import Cause
+from manager.testing.admission import Cause, FieldError
+from manager.testing.gofmt import quote
 
 __all__ = ["apply_schema", "structural_errors", "version_schema"]
 
@@ -65,26 +65,6 @@ _TYPES: Final = ("array", "boolean", "integer", "number", "object", "string")
 
 
 # --- Go-style rendering (fmt %v / %#v / %q of decoded JSON) -----------------------------
-
-
-def _q(s: str) -> str:
-    """Go's ``%q`` (``strconv.Quote``)."""
-    out = ['"']
-    for ch in s:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
 
 
 def _float(f: float) -> str:
@@ -112,13 +92,13 @@ def _go_sharp(v: Any) -> str:
     if isinstance(v, int | float):
         return _num(v)
     if isinstance(v, str):
-        return _q(v)
+        return quote(v)
     if isinstance(v, Mapping):
-        inner = ", ".join(f"{_q(str(k))}:{_go_sharp(v[k])}" for k in sorted(v))
+        inner = ", ".join(f"{quote(str(k))}:{_go_sharp(v[k])}" for k in sorted(v))
         return f"map[string]interface {{}}{{{inner}}}"
     if isinstance(v, list):
         return "[]interface {}{" + ", ".join(_go_sharp(x) for x in v) + "}"
-    return _q(str(v))
+    return quote(str(v))
 
 
 def _bad_value(v: Any) -> str:
@@ -130,44 +110,22 @@ def _bad_value(v: Any) -> str:
     if isinstance(v, int | float):
         return _num(v)
     if isinstance(v, str):
-        return _q(v)
+        return quote(v)
     return _go_sharp(v)
 
 
 # --- field errors (k8s.io/apimachinery/pkg/util/validation/field) ---------------------
 
-_LABELS: Final = {
-    "Required": "Required value",
-    "Invalid": "Invalid value",
-    "TypeInvalid": "Invalid value",
-    "NotSupported": "Unsupported value",
-    "Duplicate": "Duplicate value",
-    "Forbidden": "Forbidden",
-    "TooLong": "Too long",
-    "TooMany": "Too many",
-}
-_WITH_VALUE: Final = frozenset({"Invalid", "TypeInvalid", "NotSupported", "Duplicate", "TooMany"})
 _NO_VALUE: Final = object()
 
 
-@dataclass(frozen=True, slots=True)
-class _FieldError:
-    kind: str  # a key of _LABELS
-    path: str
-    value: Any = _NO_VALUE
-    detail: str = ""
+class _FieldError(FieldError):
+    """A ``field.Error`` whose bad value was decoded into ``interface{}``."""
 
-    def body(self) -> str:
-        text = _LABELS[self.kind]
-        if self.kind in _WITH_VALUE and self.value is not _NO_VALUE:
-            text = f"{text}: {_bad_value(self.value)}"
-        return f"{text}: {self.detail}" if self.detail else text
+    __slots__ = ()
 
-    def __str__(self) -> str:
-        return f"{self.path}: {self.body()}"
-
-    def cause(self) -> Cause:
-        return Cause(reason=f"FieldValue{self.kind}", message=self.body(), field=self.path)
+    def render_value(self) -> str:
+        return _bad_value(self.value)
 
 
 def _plural(n: int, word: str) -> str:
@@ -484,7 +442,7 @@ class _Validator:
                     "TypeInvalid",
                     path,
                     jt,
-                    f"{path} in body must be of type {','.join(types)}: {_q(jt)}",
+                    f"{path} in body must be of type {','.join(types)}: {quote(jt)}",
                 )
             )
             return
@@ -503,7 +461,7 @@ class _Validator:
                     "NotSupported",
                     path,
                     v,
-                    "supported values: " + ", ".join(_q(x) for x in supported),
+                    "supported values: " + ", ".join(quote(x) for x in supported),
                 )
             )
         if isinstance(v, Mapping):
@@ -520,13 +478,13 @@ class _Validator:
         if isinstance(all_of, list):
             failed = [e for sub in all_of for e in self._sub(v, sub, path)]
             if failed:
-                self._invalid(path, "", f"{_q(path)} must validate all the schemas (allOf)")
+                self._invalid(path, "", f"{quote(path)} must validate all the schemas (allOf)")
                 self.errors.extend(failed)
         any_of = s.get("anyOf")
         if isinstance(any_of, list) and any_of:
             results = [self._sub(v, sub, path) for sub in any_of]
             if all(results):
-                self._invalid(path, "", f"{_q(path)} must validate at least one schema (anyOf)")
+                self._invalid(path, "", f"{quote(path)} must validate at least one schema (anyOf)")
                 self.errors.extend(_fewest(results))
         one_of = s.get("oneOf")
         if isinstance(one_of, list) and one_of:
@@ -537,13 +495,13 @@ class _Validator:
                 self._invalid(
                     path,
                     "",
-                    f"{_q(path)} must validate one and only one schema (oneOf). {more}",
+                    f"{quote(path)} must validate one and only one schema (oneOf). {more}",
                 )
                 if valid == 0:
                     self.errors.extend(_fewest(results))
         not_ = s.get("not")
         if isinstance(not_, Mapping) and not self._sub(v, not_, path):
-            self._invalid(path, "", f"{_q(path)} must not validate the schema (not)")
+            self._invalid(path, "", f"{quote(path)} must not validate the schema (not)")
 
     def _string(self, v: str, s: Schema, path: str) -> None:
         max_len = _bound(s, "maxLength")
@@ -567,7 +525,7 @@ class _Validator:
         if check is not None and not check(v):
             self.errors.append(
                 _FieldError(
-                    "TypeInvalid", path, v, f"{path} in body must be of type {fmt}: {_q(v)}"
+                    "TypeInvalid", path, v, f"{path} in body must be of type {fmt}: {quote(v)}"
                 )
             )
 
@@ -697,12 +655,12 @@ def _json_text(v: Any) -> str:
     if isinstance(v, int | float):
         return _num(v)
     if isinstance(v, str):
-        return _q(v)
+        return quote(v)
     if isinstance(v, Mapping):
-        return "{" + ",".join(f"{_q(str(k))}:{_json_text(v[k])}" for k in sorted(v)) + "}"
+        return "{" + ",".join(f"{quote(str(k))}:{_json_text(v[k])}" for k in sorted(v)) + "}"
     if isinstance(v, list):
         return "[" + ",".join(_json_text(x) for x in v) + "]"
-    return _q(str(v))
+    return quote(str(v))
 
 
 # --- public API -----------------------------------------------------------------------
@@ -795,7 +753,7 @@ def _structural(s: Any, path: str, level: str, errs: list[_FieldError]) -> None:
                 "NotSupported",
                 f"{path}.type",
                 t,
-                "supported values: " + ", ".join(_q(x) for x in _TYPES),
+                "supported values: " + ", ".join(quote(x) for x in _TYPES),
             )
         )
     if s.get(_PRESERVE) is False:

@@ -7,81 +7,17 @@ the end, so it can run against a shared real cluster.
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
-from urllib.parse import urlencode
 
 import pytest
-import urllib3
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from tests.integration.rawhttp import MERGE, STRATEGIC, eventually, http, ok, stream
+
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-MERGE = "application/merge-patch+json"
-
-
-def _open(
-    api_client: Any,
-    method: str,
-    path: str,
-    *,
-    query: dict[str, Any] | None = None,
-    body: Any = None,
-    content_type: str = "application/json",
-    read_timeout: float = 30.0,
-) -> Any:
-    headers = {"Accept": "application/json"}
-    if body is not None:
-        headers["Content-Type"] = content_type
-    params = [
-        (k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items()
-    ]
-    api_client.update_params_for_auth(headers, params, ["BearerToken"], path, method, None)
-    url = api_client.configuration.host + path + ("?" + urlencode(params) if params else "")
-    return api_client.rest_client.pool_manager.request(
-        method,
-        url,
-        body=None if body is None else json.dumps(body).encode(),
-        headers=headers,
-        timeout=urllib3.Timeout(connect=10, read=read_timeout),
-        preload_content=False,
-        retries=False,
-    )
-
-
-def _http(
-    api_client: Any,
-    method: str,
-    path: str,
-    *,
-    query: dict[str, Any] | None = None,
-    body: Any = None,
-    content_type: str = "application/json",
-) -> tuple[int, Any]:
-    """One request; (status, JSON body or text). Never raises on status."""
-    resp = _open(api_client, method, path, query=query, body=body, content_type=content_type)
-    try:
-        raw = resp.read()
-    finally:
-        resp.release_conn()
-    if "json" in resp.headers.get("Content-Type", ""):
-        return resp.status, json.loads(raw)
-    return resp.status, raw.decode()
-
-
-def _ok(result: tuple[int, Any], *expected: int) -> Any:
-    status, body = result
-    assert status in (expected or (200, 201)), f"HTTP {status}: {body}"
-    return body
-
-
-def _eventually(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"not within {timeout:.0f} s: {what}"
-        time.sleep(0.1)
 
 
 class Crd:
@@ -161,8 +97,8 @@ def make_crd(api_client: Any) -> Iterator[Callable[..., Crd]]:
     def make(*, namespaced: bool = True, status_subresource: bool = True) -> Crd:
         group = f"t{uuid.uuid4().hex[:10]}.example.com"
         crd = Crd(group, "widgets", "Widget", namespaced)
-        answer = _ok(
-            _http(
+        answer = ok(
+            http(
                 api_client,
                 "POST",
                 CRDS,
@@ -174,15 +110,15 @@ def make_crd(api_client: Any) -> Iterator[Callable[..., Crd]]:
         created.append(crd)
 
         def established() -> bool:
-            body = _ok(_http(api_client, "GET", f"{CRDS}/{crd.name}"), 200)
+            body = ok(http(api_client, "GET", f"{CRDS}/{crd.name}"), 200)
             conditions = {
                 c["type"]: c["status"] for c in body.get("status", {}).get("conditions", [])
             }
             return conditions.get("Established") == "True"
 
-        _eventually(established, 30, f"CRD {crd.name} Established")
-        _eventually(
-            lambda: _http(api_client, "GET", crd.collection())[0] == 200,
+        eventually(established, 30, f"CRD {crd.name} Established")
+        eventually(
+            lambda: http(api_client, "GET", crd.collection()).status == 200,
             30,
             f"{crd.plural}.{crd.group} served",
         )
@@ -190,15 +126,15 @@ def make_crd(api_client: Any) -> Iterator[Callable[..., Crd]]:
 
     yield make
     for crd in created:
-        status, body = _http(api_client, "DELETE", f"{CRDS}/{crd.name}")
-        assert status in (200, 404), body
+        response = http(api_client, "DELETE", f"{CRDS}/{crd.name}")
+        assert response.status in (200, 404), response.body
 
 
 def test_crd_is_established_with_accepted_names(
     api_client: Any, make_crd: Callable[..., Crd]
 ) -> None:
     crd = make_crd()
-    body = _ok(_http(api_client, "GET", f"{CRDS}/{crd.name}"), 200)
+    body = ok(http(api_client, "GET", f"{CRDS}/{crd.name}"), 200)
     assert body["kind"] == "CustomResourceDefinition"
     conditions = {c["type"]: c["status"] for c in body["status"]["conditions"]}
     assert conditions["Established"] == "True"
@@ -212,15 +148,15 @@ def test_crd_appears_in_discovery(api_client: Any, make_crd: Callable[..., Crd])
     crd = make_crd()
 
     def in_groups() -> bool:
-        groups = _ok(_http(api_client, "GET", "/apis"), 200)["groups"]
+        groups = ok(http(api_client, "GET", "/apis"), 200)["groups"]
         return any(g["name"] == crd.group for g in groups)
 
-    _eventually(in_groups, 30, "group listed in /apis")
-    group = _ok(_http(api_client, "GET", f"/apis/{crd.group}"), 200)
+    eventually(in_groups, 30, "group listed in /apis")
+    group = ok(http(api_client, "GET", f"/apis/{crd.group}"), 200)
     assert group["kind"] == "APIGroup"
     assert group["preferredVersion"] == {"groupVersion": crd.api_version, "version": "v1"}
 
-    resources = _ok(_http(api_client, "GET", f"/apis/{crd.group}/v1"), 200)
+    resources = ok(http(api_client, "GET", f"/apis/{crd.group}/v1"), 200)
     assert resources["kind"] == "APIResourceList"
     assert resources["groupVersion"] == crd.api_version
     by_name = {r["name"]: r for r in resources["resources"]}
@@ -289,11 +225,11 @@ def test_custom_resource_list_carries_empty_continue(
     api_client: Any, namespace: str, make_crd: Callable[..., Crd]
 ) -> None:
     crd = make_crd()
-    _ok(_http(api_client, "POST", crd.collection(namespace), body=crd.body("a")), 201)
-    body = _ok(_http(api_client, "GET", crd.collection(namespace)), 200)
+    ok(http(api_client, "POST", crd.collection(namespace), body=crd.body("a")), 201)
+    body = ok(http(api_client, "GET", crd.collection(namespace)), 200)
     assert body["metadata"]["continue"] == ""
     assert body["metadata"]["resourceVersion"].isdigit()
-    everywhere = _ok(_http(api_client, "GET", crd.collection()), 200)
+    everywhere = ok(http(api_client, "GET", crd.collection()), 200)
     assert everywhere["metadata"]["continue"] == ""
     assert [i["metadata"]["namespace"] for i in everywhere["items"]] == [namespace]
 
@@ -307,16 +243,16 @@ def test_cluster_scoped_custom_object(api_client: Any, make_crd: Callable[..., C
     assert "namespace" not in created["metadata"]
     got = custom.get_cluster_custom_object(crd.group, "v1", crd.plural, "c1")
     assert got["spec"] == {"size": 3}
-    listed = _ok(_http(api_client, "GET", crd.collection()), 200)
+    listed = ok(http(api_client, "GET", crd.collection()), 200)
     assert [i["metadata"]["name"] for i in listed["items"]] == ["c1"]
     assert listed["metadata"]["continue"] == ""
 
-    resources = _ok(_http(api_client, "GET", f"/apis/{crd.group}/v1"), 200)
+    resources = ok(http(api_client, "GET", f"/apis/{crd.group}/v1"), 200)
     assert {r["name"]: r for r in resources["resources"]}["widgets"]["namespaced"] is False
 
     custom.delete_cluster_custom_object(crd.group, "v1", crd.plural, "c1")
-    _eventually(
-        lambda: _http(api_client, "GET", f"{crd.collection()}/c1")[0] == 404, 10, "c1 deleted"
+    eventually(
+        lambda: http(api_client, "GET", f"{crd.collection()}/c1").status == 404, 10, "c1 deleted"
     )
 
 
@@ -325,10 +261,10 @@ def test_custom_resource_status_subresource(
 ) -> None:
     crd = make_crd()
     path = f"{crd.collection(namespace)}/s1"
-    _ok(_http(api_client, "POST", crd.collection(namespace), body=crd.body("s1", size=1)), 201)
+    ok(http(api_client, "POST", crd.collection(namespace), body=crd.body("s1", size=1)), 201)
 
-    on_status = _ok(
-        _http(
+    on_status = ok(
+        http(
             api_client,
             "PATCH",
             f"{path}/status",
@@ -341,8 +277,8 @@ def test_custom_resource_status_subresource(
     assert on_status["spec"] == {"size": 1}
     assert on_status["metadata"]["generation"] == 1
 
-    on_main = _ok(
-        _http(
+    on_main = ok(
+        http(
             api_client,
             "PATCH",
             path,
@@ -355,8 +291,8 @@ def test_custom_resource_status_subresource(
     assert on_main["status"] == {"phase": "Ready"}
     assert on_main["metadata"]["generation"] == 2
 
-    labelled = _ok(
-        _http(
+    labelled = ok(
+        http(
             api_client,
             "PATCH",
             path,
@@ -367,7 +303,7 @@ def test_custom_resource_status_subresource(
     )
     assert labelled["metadata"]["generation"] == 2
 
-    status_view = _ok(_http(api_client, "GET", f"{path}/status"), 200)
+    status_view = ok(http(api_client, "GET", f"{path}/status"), 200)
     assert status_view["kind"] == "Widget"
     assert status_view["status"] == {"phase": "Ready"}
 
@@ -378,9 +314,9 @@ def test_custom_resource_create_drops_status_with_status_subresource(
     crd = make_crd()
     body = crd.body("fresh", size=1)
     body["status"] = {"phase": "ignored-on-create"}
-    created = _ok(_http(api_client, "POST", crd.collection(namespace), body=body), 201)
+    created = ok(http(api_client, "POST", crd.collection(namespace), body=body), 201)
     assert "status" not in created, created.get("status")
-    stored = _ok(_http(api_client, "GET", f"{crd.collection(namespace)}/fresh"), 200)
+    stored = ok(http(api_client, "GET", f"{crd.collection(namespace)}/fresh"), 200)
     assert "status" not in stored
 
 
@@ -390,10 +326,10 @@ def test_without_status_subresource_status_is_plain_data(
     crd = make_crd(status_subresource=False)
     body = crd.body("plain", size=1)
     body["status"] = {"phase": "Stored"}
-    created = _ok(_http(api_client, "POST", crd.collection(namespace), body=body), 201)
+    created = ok(http(api_client, "POST", crd.collection(namespace), body=body), 201)
     assert created["status"] == {"phase": "Stored"}
-    status, _ = _http(api_client, "GET", f"{crd.collection(namespace)}/plain/status")
-    assert status == 404
+    response = http(api_client, "GET", f"{crd.collection(namespace)}/plain/status")
+    assert response.status == 404
 
 
 def test_strategic_merge_patch_on_custom_resource_is_unsupported(
@@ -401,23 +337,23 @@ def test_strategic_merge_patch_on_custom_resource_is_unsupported(
 ) -> None:
     crd = make_crd()
     path = f"{crd.collection(namespace)}/smp"
-    created = _ok(
-        _http(api_client, "POST", crd.collection(namespace), body=crd.body("smp", size=1)), 201
+    created = ok(
+        http(api_client, "POST", crd.collection(namespace), body=crd.body("smp", size=1)), 201
     )
-    status, body = _http(
+    response = http(
         api_client,
         "PATCH",
         path,
         body={"spec": {"size": 5}},
-        content_type="application/strategic-merge-patch+json",
+        content_type=STRATEGIC,
     )
-    assert status == 415
-    assert body["reason"] == "UnsupportedMediaType"
-    stored = _ok(_http(api_client, "GET", path), 200)
+    assert response.status == 415
+    assert response.body["reason"] == "UnsupportedMediaType"
+    stored = ok(http(api_client, "GET", path), 200)
     assert stored["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
 
-    json_patched = _ok(
-        _http(
+    json_patched = ok(
+        http(
             api_client,
             "PATCH",
             path,
@@ -433,28 +369,24 @@ def test_custom_resource_schema_validation(
     api_client: Any, namespace: str, make_crd: Callable[..., Crd]
 ) -> None:
     crd = make_crd()
-    status, body = _http(
-        api_client, "POST", crd.collection(namespace), body=crd.body("bad", size="big")
-    )
-    assert status == 422
-    assert body["reason"] == "Invalid"
-    assert body["details"]["kind"] == "Widget"
-    assert body["details"]["group"] == crd.group
-    assert any(c["field"] == "spec.size" for c in body["details"]["causes"])
-    assert _http(api_client, "GET", f"{crd.collection(namespace)}/bad")[0] == 404
+    response = http(api_client, "POST", crd.collection(namespace), body=crd.body("bad", size="big"))
+    assert response.status == 422
+    assert response.body["reason"] == "Invalid"
+    assert response.body["details"]["kind"] == "Widget"
+    assert response.body["details"]["group"] == crd.group
+    assert any(c["field"] == "spec.size" for c in response.body["details"]["causes"])
+    assert http(api_client, "GET", f"{crd.collection(namespace)}/bad").status == 404
 
-    status, body = _http(
-        api_client, "POST", crd.collection(namespace), body=crd.body("neg", size=-1)
-    )
-    assert status == 422
+    response = http(api_client, "POST", crd.collection(namespace), body=crd.body("neg", size=-1))
+    assert response.status == 422
 
 
 def test_custom_resource_unknown_fields_are_pruned(
     api_client: Any, namespace: str, make_crd: Callable[..., Crd]
 ) -> None:
     crd = make_crd()
-    created = _ok(
-        _http(
+    created = ok(
+        http(
             api_client,
             "POST",
             crd.collection(namespace),
@@ -469,8 +401,8 @@ def test_custom_resource_watch(
     api_client: Any, namespace: str, make_crd: Callable[..., Crd]
 ) -> None:
     crd = make_crd()
-    listed = _ok(_http(api_client, "GET", crd.collection(namespace)), 200)
-    resp = _open(
+    listed = ok(http(api_client, "GET", crd.collection(namespace)), 200)
+    resp = stream(
         api_client,
         "GET",
         crd.collection(namespace),
@@ -483,9 +415,7 @@ def test_custom_resource_watch(
     )
     try:
         assert resp.status == 200
-        _ok(
-            _http(api_client, "POST", crd.collection(namespace), body=crd.body("seen", size=1)), 201
-        )
+        ok(http(api_client, "POST", crd.collection(namespace), body=crd.body("seen", size=1)), 201)
         buffer = b""
         for chunk in resp.stream(amt=None, decode_content=False):
             buffer += chunk
@@ -505,12 +435,14 @@ def test_deleting_crd_stops_serving_its_resource(
     api_client: Any, namespace: str, make_crd: Callable[..., Crd]
 ) -> None:
     crd = make_crd()
-    _ok(_http(api_client, "POST", crd.collection(namespace), body=crd.body("doomed")), 201)
-    answer = _ok(_http(api_client, "DELETE", f"{CRDS}/{crd.name}"), 200)
+    ok(http(api_client, "POST", crd.collection(namespace), body=crd.body("doomed")), 201)
+    answer = ok(http(api_client, "DELETE", f"{CRDS}/{crd.name}"), 200)
     assert answer["metadata"]["name"] == crd.name
-    _eventually(
-        lambda: _http(api_client, "GET", crd.collection(namespace))[0] == 404,
+    eventually(
+        lambda: http(api_client, "GET", crd.collection(namespace)).status == 404,
         30,
         "resource no longer served after its CRD is deleted",
     )
-    _eventually(lambda: _http(api_client, "GET", f"{CRDS}/{crd.name}")[0] == 404, 30, "CRD deleted")
+    eventually(
+        lambda: http(api_client, "GET", f"{CRDS}/{crd.name}").status == 404, 30, "CRD deleted"
+    )

@@ -8,63 +8,19 @@ so that the exact shapes are asserted.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
-from urllib.parse import urlencode
 
 import pytest
-import urllib3
+
+from tests.integration.rawhttp import MERGE, STRATEGIC, http, ok
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
-
-
-def _http(
-    api_client: Any,
-    method: str,
-    path: str,
-    *,
-    query: dict[str, Any] | None = None,
-    body: Any = None,
-    content_type: str = "application/json",
-) -> tuple[int, Any, Any]:
-    """Send one request; return (status, headers, JSON body or text). Never raises on status."""
-    headers = {"Accept": "application/json"}
-    if body is not None:
-        headers["Content-Type"] = content_type
-    params = [
-        (k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items()
-    ]
-    api_client.update_params_for_auth(headers, params, ["BearerToken"], path, method, None)
-    url = api_client.configuration.host + path + ("?" + urlencode(params) if params else "")
-    data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
-    resp = api_client.rest_client.pool_manager.request(
-        method,
-        url,
-        body=data,
-        headers=headers,
-        timeout=urllib3.Timeout(connect=10, read=30),
-        preload_content=False,
-        retries=False,
-    )
-    try:
-        raw = resp.read()
-    finally:
-        resp.release_conn()
-    if "json" in resp.headers.get("Content-Type", ""):
-        return resp.status, resp.headers, json.loads(raw)
-    return resp.status, resp.headers, raw.decode()
-
-
-def _ok(result: tuple[int, Any, Any], *expected: int) -> Any:
-    status, _, body = result
-    assert status in (expected or (200, 201)), f"HTTP {status}: {body}"
-    return body
 
 
 def _unique(prefix: str) -> str:
@@ -108,12 +64,12 @@ def _put_with_retry(
 ) -> dict[str, Any]:
     """GET, mutate, PUT; retried on 409 (controllers on a real cluster write too)."""
     for _ in range(10):
-        obj = _ok(_http(api_client, "GET", path), 200)
+        obj = ok(http(api_client, "GET", path), 200)
         mutate(obj)
-        status, _, body = _http(api_client, "PUT", path, body=obj)
-        if status != 409:
-            assert status == 200, f"HTTP {status}: {body}"
-            return body
+        response = http(api_client, "PUT", path, body=obj)
+        if response.status != 409:
+            assert response.status == 200, f"HTTP {response.status}: {response.body}"
+            return response.body
     raise AssertionError(f"PUT {path} kept conflicting")
 
 
@@ -121,14 +77,14 @@ def _put_with_retry(
 
 
 def test_discovery_api_lists_versions_without_api_version(api_client: Any) -> None:
-    body = _ok(_http(api_client, "GET", "/api"), 200)
+    body = ok(http(api_client, "GET", "/api"), 200)
     assert body["kind"] == "APIVersions"
     assert "apiVersion" not in body
     assert body["versions"] == ["v1"]
 
 
 def test_discovery_apis_lists_groups(api_client: Any) -> None:
-    body = _ok(_http(api_client, "GET", "/apis"), 200)
+    body = ok(http(api_client, "GET", "/apis"), 200)
     assert body["kind"] == "APIGroupList"
     assert body["apiVersion"] == "v1"
     groups = {g["name"]: g for g in body["groups"]}
@@ -145,7 +101,7 @@ def test_discovery_apis_lists_groups(api_client: Any) -> None:
 
 
 def test_discovery_apps_v1_lists_deployments_and_status(api_client: Any) -> None:
-    body = _ok(_http(api_client, "GET", "/apis/apps/v1"), 200)
+    body = ok(http(api_client, "GET", "/apis/apps/v1"), 200)
     assert body["kind"] == "APIResourceList"
     assert body["groupVersion"] == "apps/v1"
     resources = {r["name"]: r for r in body["resources"]}
@@ -170,7 +126,7 @@ def test_discovery_apps_v1_lists_deployments_and_status(api_client: Any) -> None
 
 
 def test_discovery_core_v1_lists_resources(api_client: Any) -> None:
-    body = _ok(_http(api_client, "GET", "/api/v1"), 200)
+    body = ok(http(api_client, "GET", "/api/v1"), 200)
     assert body["kind"] == "APIResourceList"
     assert body["groupVersion"] == "v1"
     resources = {r["name"]: r for r in body["resources"]}
@@ -197,11 +153,11 @@ def test_discovery_core_v1_lists_resources(api_client: Any) -> None:
     ids=["top-level", "unknown-resource", "unknown-group"],
 )
 def test_unknown_path_is_plain_text_404(api_client: Any, path: str) -> None:
-    status, headers, body = _http(api_client, "GET", path.format(hex=uuid.uuid4().hex[:6]))
-    assert status == 404
-    assert headers["Content-Type"].startswith("text/plain")
-    assert isinstance(body, str)
-    assert body.strip() == "404 page not found"
+    response = http(api_client, "GET", path.format(hex=uuid.uuid4().hex[:6]))
+    assert response.status == 404
+    assert response.headers["Content-Type"].startswith("text/plain")
+    assert isinstance(response.body, str)
+    assert response.body.strip() == "404 page not found"
 
 
 # --------------------------------------------------------------------------- CRUD per resource
@@ -344,7 +300,7 @@ def test_crud_round_trip(api_client: Any, namespace: str, case: Case) -> None:
     collection, kind, factory, delete_answer = case
     path = collection.format(ns=namespace)
     name = _unique("crud")
-    created = _ok(_http(api_client, "POST", path, body=factory(name, namespace)), 201)
+    created = ok(http(api_client, "POST", path, body=factory(name, namespace)), 201)
     meta = created["metadata"]
     assert created["kind"] == kind
     assert meta["name"] == name
@@ -353,32 +309,30 @@ def test_crud_round_trip(api_client: Any, namespace: str, case: Case) -> None:
     assert TIMESTAMP.match(meta["creationTimestamp"])
     assert meta["resourceVersion"].isdigit()
 
-    got = _ok(_http(api_client, "GET", f"{path}/{name}"), 200)
+    got = ok(http(api_client, "GET", f"{path}/{name}"), 200)
     assert got["metadata"]["uid"] == meta["uid"]
     assert got["kind"] == kind
 
-    listed = _ok(_http(api_client, "GET", path), 200)
+    listed = ok(http(api_client, "GET", path), 200)
     assert listed["kind"] == f"{kind}List"
     assert listed["metadata"]["resourceVersion"].isdigit()
     assert int(listed["metadata"]["resourceVersion"]) >= int(meta["resourceVersion"])
     assert name in [item["metadata"]["name"] for item in listed["items"]]
 
-    status, _, answer = _http(
-        api_client, "DELETE", f"{path}/{name}", query={"gracePeriodSeconds": 0}
-    )
-    assert status == 200, answer
+    answer = http(api_client, "DELETE", f"{path}/{name}", query={"gracePeriodSeconds": 0})
+    assert answer.status == 200, answer.body
     if delete_answer == "Status":
-        assert answer["kind"] == "Status"
-        assert answer["status"] == "Success"
-        assert answer["details"]["name"] == name
-        assert answer["details"]["kind"] == path.rsplit("/", 1)[-1]
-        assert answer["details"]["uid"] == meta["uid"]
+        assert answer.body["kind"] == "Status"
+        assert answer.body["status"] == "Success"
+        assert answer.body["details"]["name"] == name
+        assert answer.body["details"]["kind"] == path.rsplit("/", 1)[-1]
+        assert answer.body["details"]["uid"] == meta["uid"]
     elif delete_answer == "object":
-        assert answer["kind"] == kind
-        assert answer["metadata"]["uid"] == meta["uid"]
+        assert answer.body["kind"] == kind
+        assert answer.body["metadata"]["uid"] == meta["uid"]
 
     deadline = time.monotonic() + 30
-    while _http(api_client, "GET", f"{path}/{name}")[0] != 404:
+    while http(api_client, "GET", f"{path}/{name}").status != 404:
         assert time.monotonic() < deadline, f"{kind} {name} still present after DELETE"
         time.sleep(0.1)
 
@@ -386,8 +340,8 @@ def test_crud_round_trip(api_client: Any, namespace: str, case: Case) -> None:
 def test_list_items_carry_no_kind(api_client: Any, namespace: str) -> None:
     """Built-in lists name the kind once, on the list; items have no kind/apiVersion."""
     path = f"/api/v1/namespaces/{namespace}/configmaps"
-    _ok(_http(api_client, "POST", path, body=_configmap("itemshape", a="1")), 201)
-    listed = _ok(_http(api_client, "GET", path), 200)
+    ok(http(api_client, "POST", path, body=_configmap("itemshape", a="1")), 201)
+    listed = ok(http(api_client, "GET", path), 200)
     assert listed["apiVersion"] == "v1"
     item = next(i for i in listed["items"] if i["metadata"]["name"] == "itemshape")
     assert "kind" not in item
@@ -397,9 +351,9 @@ def test_list_items_carry_no_kind(api_client: Any, namespace: str) -> None:
 
 def test_unconditional_update_without_resource_version(api_client: Any, namespace: str) -> None:
     path = f"/api/v1/namespaces/{namespace}/configmaps"
-    created = _ok(_http(api_client, "POST", path, body=_configmap("uncond", a="1")), 201)
+    created = ok(http(api_client, "POST", path, body=_configmap("uncond", a="1")), 201)
     body = _configmap("uncond", a="2")
-    updated = _ok(_http(api_client, "PUT", f"{path}/uncond", body=body), 200)
+    updated = ok(http(api_client, "PUT", f"{path}/uncond", body=body), 200)
     assert updated["data"] == {"a": "2"}
     assert updated["metadata"]["uid"] == created["metadata"]["uid"]
     assert int(updated["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])
@@ -407,18 +361,18 @@ def test_unconditional_update_without_resource_version(api_client: Any, namespac
 
 def test_put_to_missing_object_is_not_found(api_client: Any, namespace: str) -> None:
     path = f"/api/v1/namespaces/{namespace}/configmaps/never-created"
-    status, _, body = _http(api_client, "PUT", path, body=_configmap("never-created"))
-    assert status == 404
-    assert body["details"] == {"name": "never-created", "kind": "configmaps"}
+    response = http(api_client, "PUT", path, body=_configmap("never-created"))
+    assert response.status == 404
+    assert response.body["details"] == {"name": "never-created", "kind": "configmaps"}
 
 
 def test_unsupported_method_is_405(api_client: Any, namespace: str) -> None:
     path = f"/api/v1/namespaces/{namespace}/configmaps"
-    _ok(_http(api_client, "POST", path, body=_configmap("m405")), 201)
-    status, _, body = _http(api_client, "POST", f"{path}/m405", body=_configmap("m405"))
-    assert status == 405
-    assert body["kind"] == "Status"
-    assert body["reason"] == "MethodNotAllowed"
+    ok(http(api_client, "POST", path, body=_configmap("m405")), 201)
+    response = http(api_client, "POST", f"{path}/m405", body=_configmap("m405"))
+    assert response.status == 405
+    assert response.body["kind"] == "Status"
+    assert response.body["reason"] == "MethodNotAllowed"
 
 
 def test_server_assigns_uid_and_creation_timestamp(api_client: Any, namespace: str) -> None:
@@ -426,7 +380,7 @@ def test_server_assigns_uid_and_creation_timestamp(api_client: Any, namespace: s
     body = _configmap("sysfields")
     body["metadata"]["uid"] = "00000000-0000-0000-0000-000000000000"
     body["metadata"]["creationTimestamp"] = "2001-01-01T00:00:00Z"
-    created = _ok(_http(api_client, "POST", path, body=body), 201)
+    created = ok(http(api_client, "POST", path, body=body), 201)
     assert created["metadata"]["uid"] != "00000000-0000-0000-0000-000000000000"
     assert created["metadata"]["creationTimestamp"] != "2001-01-01T00:00:00Z"
 
@@ -434,8 +388,8 @@ def test_server_assigns_uid_and_creation_timestamp(api_client: Any, namespace: s
 def test_events_api_and_core_events_share_storage(api_client: Any, namespace: str) -> None:
     """An events.k8s.io/v1 Event is the same object as a core v1 Event, fields mapped."""
     new_api = f"/apis/events.k8s.io/v1/namespaces/{namespace}/events"
-    _ok(_http(api_client, "POST", new_api, body=_events_v1_event("shared", namespace)), 201)
-    core = _ok(_http(api_client, "GET", f"/api/v1/namespaces/{namespace}/events/shared"), 200)
+    ok(http(api_client, "POST", new_api, body=_events_v1_event("shared", namespace)), 201)
+    core = ok(http(api_client, "GET", f"/api/v1/namespaces/{namespace}/events/shared"), 200)
     assert core["kind"] == "Event"
     assert core["apiVersion"] == "v1"
     assert core["reason"] == "Tested"
@@ -443,8 +397,8 @@ def test_events_api_and_core_events_share_storage(api_client: Any, namespace: st
     assert core["involvedObject"]["name"] == "subject"
     assert core["reportingComponent"] == "overseer.io/test"
 
-    _ok(
-        _http(
+    ok(
+        http(
             api_client,
             "POST",
             f"/api/v1/namespaces/{namespace}/events",
@@ -452,7 +406,7 @@ def test_events_api_and_core_events_share_storage(api_client: Any, namespace: st
         ),
         201,
     )
-    modern = _ok(_http(api_client, "GET", f"{new_api}/legacy"), 200)
+    modern = ok(http(api_client, "GET", f"{new_api}/legacy"), 200)
     assert modern["apiVersion"] == "events.k8s.io/v1"
     assert modern["note"] == "conformance test"
     assert modern["regarding"]["name"] == "subject"
@@ -460,41 +414,41 @@ def test_events_api_and_core_events_share_storage(api_client: Any, namespace: st
 
 def test_deployment_created_with_generation_one(api_client: Any, namespace: str) -> None:
     path = f"/apis/apps/v1/namespaces/{namespace}/deployments"
-    created = _ok(_http(api_client, "POST", path, body=_deployment(_unique("gen"))), 201)
+    created = ok(http(api_client, "POST", path, body=_deployment(_unique("gen"))), 201)
     assert created["metadata"]["generation"] == 1
 
 
 def test_resource_version_is_monotonic_across_writes(api_client: Any, namespace: str) -> None:
     path = f"/api/v1/namespaces/{namespace}/configmaps"
     seen = []
-    first = _ok(_http(api_client, "POST", path, body=_configmap("rv-a", k="1")), 201)
+    first = ok(http(api_client, "POST", path, body=_configmap("rv-a", k="1")), 201)
     seen.append(int(first["metadata"]["resourceVersion"]))
     first["data"] = {"k": "2"}
-    updated = _ok(_http(api_client, "PUT", f"{path}/rv-a", body=first), 200)
+    updated = ok(http(api_client, "PUT", f"{path}/rv-a", body=first), 200)
     seen.append(int(updated["metadata"]["resourceVersion"]))
-    second = _ok(_http(api_client, "POST", path, body=_configmap("rv-b")), 201)
+    second = ok(http(api_client, "POST", path, body=_configmap("rv-b")), 201)
     seen.append(int(second["metadata"]["resourceVersion"]))
-    patched = _ok(
-        _http(
+    patched = ok(
+        http(
             api_client,
             "PATCH",
             f"{path}/rv-a",
             body={"data": {"k": "3"}},
-            content_type="application/merge-patch+json",
+            content_type=MERGE,
         ),
         200,
     )
     seen.append(int(patched["metadata"]["resourceVersion"]))
     assert seen == sorted(seen)
     assert len(set(seen)) == len(seen), f"resourceVersions repeat: {seen}"
-    listed = _ok(_http(api_client, "GET", path), 200)
+    listed = ok(http(api_client, "GET", path), 200)
     assert int(listed["metadata"]["resourceVersion"]) >= seen[-1]
 
 
 def test_unchanged_update_keeps_resource_version(api_client: Any, namespace: str) -> None:
     path = f"/api/v1/namespaces/{namespace}/configmaps"
-    created = _ok(_http(api_client, "POST", path, body=_configmap("noop", k="1")), 201)
-    again = _ok(_http(api_client, "PUT", f"{path}/noop", body=created), 200)
+    created = ok(http(api_client, "POST", path, body=_configmap("noop", k="1")), 201)
+    again = ok(http(api_client, "PUT", f"{path}/noop", body=created), 200)
     assert again["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
 
 
@@ -503,11 +457,11 @@ def test_generate_name(api_client: Any, namespace: str) -> None:
     body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "gen-"}}
     names = set()
     for _ in range(2):
-        created = _ok(_http(api_client, "POST", path, body=body), 201)
+        created = ok(http(api_client, "POST", path, body=body), 201)
         name = created["metadata"]["name"]
         assert re.fullmatch(r"gen-[a-z0-9]{5}", name), name
         assert created["metadata"]["generateName"] == "gen-"
-        assert _http(api_client, "GET", f"{path}/{name}")[0] == 200
+        assert http(api_client, "GET", f"{path}/{name}").status == 200
         names.add(name)
     assert len(names) == 2
 
@@ -517,70 +471,72 @@ def test_generate_name(api_client: Any, namespace: str) -> None:
 
 def test_stale_update_is_conflict_with_plural_kind(api_client: Any, namespace: str) -> None:
     path = f"/api/v1/namespaces/{namespace}/configmaps"
-    created = _ok(_http(api_client, "POST", path, body=_configmap("stale", k="1")), 201)
+    created = ok(http(api_client, "POST", path, body=_configmap("stale", k="1")), 201)
     fresh = dict(created, data={"k": "2"})
-    _ok(_http(api_client, "PUT", f"{path}/stale", body=fresh), 200)
+    ok(http(api_client, "PUT", f"{path}/stale", body=fresh), 200)
     created["data"] = {"k": "3"}
-    status, _, body = _http(api_client, "PUT", f"{path}/stale", body=created)
-    assert status == 409
-    assert body["kind"] == "Status"
-    assert body["reason"] == "Conflict"
-    assert body["code"] == 409
-    assert body["details"]["kind"] == "configmaps"
-    assert body["details"]["name"] == "stale"
-    current = _ok(_http(api_client, "GET", f"{path}/stale"), 200)
+    response = http(api_client, "PUT", f"{path}/stale", body=created)
+    assert response.status == 409
+    assert response.body["kind"] == "Status"
+    assert response.body["reason"] == "Conflict"
+    assert response.body["code"] == 409
+    assert response.body["details"]["kind"] == "configmaps"
+    assert response.body["details"]["name"] == "stale"
+    current = ok(http(api_client, "GET", f"{path}/stale"), 200)
     assert current["data"] == {"k": "2"}
 
 
 def test_stale_deployment_update_conflict_names_group(api_client: Any, namespace: str) -> None:
     path = f"/apis/apps/v1/namespaces/{namespace}/deployments"
-    created = _ok(_http(api_client, "POST", path, body=_deployment("stale-deploy")), 201)
+    created = ok(http(api_client, "POST", path, body=_deployment("stale-deploy")), 201)
     created["metadata"]["resourceVersion"] = str(int(created["metadata"]["resourceVersion"]) - 1)
-    status, _, body = _http(api_client, "PUT", f"{path}/stale-deploy", body=created)
-    assert status == 409
-    assert body["reason"] == "Conflict"
-    assert body["details"] == {"name": "stale-deploy", "group": "apps", "kind": "deployments"}
+    response = http(api_client, "PUT", f"{path}/stale-deploy", body=created)
+    assert response.status == 409
+    assert response.body["reason"] == "Conflict"
+    assert response.body["details"] == {
+        "name": "stale-deploy",
+        "group": "apps",
+        "kind": "deployments",
+    }
 
 
 def test_create_existing_is_already_exists(api_client: Any, namespace: str) -> None:
     path = f"/api/v1/namespaces/{namespace}/configmaps"
-    _ok(_http(api_client, "POST", path, body=_configmap("twice")), 201)
-    status, _, body = _http(api_client, "POST", path, body=_configmap("twice", x="y"))
-    assert status == 409
-    assert body["kind"] == "Status"
-    assert body["reason"] == "AlreadyExists"
-    assert body["details"] == {"name": "twice", "kind": "configmaps"}
-    assert not _ok(_http(api_client, "GET", f"{path}/twice"), 200).get("data")
+    ok(http(api_client, "POST", path, body=_configmap("twice")), 201)
+    response = http(api_client, "POST", path, body=_configmap("twice", x="y"))
+    assert response.status == 409
+    assert response.body["kind"] == "Status"
+    assert response.body["reason"] == "AlreadyExists"
+    assert response.body["details"] == {"name": "twice", "kind": "configmaps"}
+    assert not ok(http(api_client, "GET", f"{path}/twice"), 200).get("data")
 
 
 def test_missing_object_is_not_found(api_client: Any, namespace: str) -> None:
-    status, _, body = _http(api_client, "GET", f"/api/v1/namespaces/{namespace}/configmaps/nope")
-    assert status == 404
-    assert body["kind"] == "Status"
-    assert body["status"] == "Failure"
-    assert body["reason"] == "NotFound"
-    assert body["code"] == 404
-    assert body["details"] == {"name": "nope", "kind": "configmaps"}
+    response = http(api_client, "GET", f"/api/v1/namespaces/{namespace}/configmaps/nope")
+    assert response.status == 404
+    assert response.body["kind"] == "Status"
+    assert response.body["status"] == "Failure"
+    assert response.body["reason"] == "NotFound"
+    assert response.body["code"] == 404
+    assert response.body["details"] == {"name": "nope", "kind": "configmaps"}
 
-    status, _, body = _http(
-        api_client, "GET", f"/apis/apps/v1/namespaces/{namespace}/deployments/nope"
-    )
-    assert status == 404
-    assert body["details"] == {"name": "nope", "group": "apps", "kind": "deployments"}
+    response = http(api_client, "GET", f"/apis/apps/v1/namespaces/{namespace}/deployments/nope")
+    assert response.status == 404
+    assert response.body["details"] == {"name": "nope", "group": "apps", "kind": "deployments"}
 
-    status, _, body = _http(api_client, "DELETE", f"/api/v1/namespaces/{namespace}/configmaps/nope")
-    assert status == 404
-    assert body["reason"] == "NotFound"
+    response = http(api_client, "DELETE", f"/api/v1/namespaces/{namespace}/configmaps/nope")
+    assert response.status == 404
+    assert response.body["reason"] == "NotFound"
 
 
 def test_create_in_missing_namespace_is_not_found(api_client: Any) -> None:
     missing = _unique("ovs-missing")
-    status, _, body = _http(
+    response = http(
         api_client, "POST", f"/api/v1/namespaces/{missing}/configmaps", body=_configmap("x")
     )
-    assert status == 404
-    assert body["reason"] == "NotFound"
-    assert body["details"] == {"name": missing, "kind": "namespaces"}
+    assert response.status == 404
+    assert response.body["reason"] == "NotFound"
+    assert response.body["details"] == {"name": missing, "kind": "namespaces"}
 
 
 # --------------------------------------------------------------------------- generation & status
@@ -590,8 +546,8 @@ def test_deployment_generation_bumps_on_spec_and_annotations_not_labels(
     api_client: Any, namespace: str
 ) -> None:
     path = f"/apis/apps/v1/namespaces/{namespace}/deployments/gen-bump"
-    _ok(
-        _http(
+    ok(
+        http(
             api_client,
             "POST",
             f"/apis/apps/v1/namespaces/{namespace}/deployments",
@@ -601,13 +557,13 @@ def test_deployment_generation_bumps_on_spec_and_annotations_not_labels(
     )
 
     def merge(patch: dict[str, Any]) -> int:
-        body = _ok(
-            _http(
+        body = ok(
+            http(
                 api_client,
                 "PATCH",
                 path,
                 body=patch,
-                content_type="application/merge-patch+json",
+                content_type=MERGE,
             ),
             200,
         )
@@ -621,7 +577,7 @@ def test_deployment_generation_bumps_on_spec_and_annotations_not_labels(
 
 def test_deployment_put_ignores_status(api_client: Any, namespace: str) -> None:
     collection = f"/apis/apps/v1/namespaces/{namespace}/deployments"
-    _ok(_http(api_client, "POST", collection, body=_deployment("put-status")), 201)
+    ok(http(api_client, "POST", collection, body=_deployment("put-status")), 201)
 
     def mutate(obj: dict[str, Any]) -> None:
         obj["spec"]["minReadySeconds"] = 7
@@ -631,13 +587,13 @@ def test_deployment_put_ignores_status(api_client: Any, namespace: str) -> None:
     assert updated["spec"]["minReadySeconds"] == 7
     assert updated["status"].get("observedGeneration") != 99
     assert updated["status"].get("collisionCount") != 4
-    stored = _ok(_http(api_client, "GET", f"{collection}/put-status"), 200)
+    stored = ok(http(api_client, "GET", f"{collection}/put-status"), 200)
     assert stored["status"].get("collisionCount") != 4
 
 
 def test_deployment_status_put_ignores_spec_and_labels(api_client: Any, namespace: str) -> None:
     collection = f"/apis/apps/v1/namespaces/{namespace}/deployments"
-    _ok(_http(api_client, "POST", collection, body=_deployment("status-put")), 201)
+    ok(http(api_client, "POST", collection, body=_deployment("status-put")), 201)
 
     def mutate(obj: dict[str, Any]) -> None:
         obj["spec"]["minReadySeconds"] = 9
@@ -649,7 +605,7 @@ def test_deployment_status_put_ignores_spec_and_labels(api_client: Any, namespac
     assert updated["spec"].get("minReadySeconds", 0) == 0
     assert "changed" not in updated["metadata"]["labels"]
     assert updated["metadata"]["generation"] == 1
-    stored = _ok(_http(api_client, "GET", f"{collection}/status-put"), 200)
+    stored = ok(http(api_client, "GET", f"{collection}/status-put"), 200)
     assert stored["status"]["collisionCount"] == 3
     assert stored["spec"].get("minReadySeconds", 0) == 0
 
@@ -658,7 +614,7 @@ def test_deployment_status_put_keeps_annotations(api_client: Any, namespace: str
     """kube-apiserver resets only spec and labels on deployments/status (strategy.go):
     annotations written through /status are stored, without a generation bump."""
     collection = f"/apis/apps/v1/namespaces/{namespace}/deployments"
-    _ok(_http(api_client, "POST", collection, body=_deployment("status-annotated")), 201)
+    ok(http(api_client, "POST", collection, body=_deployment("status-annotated")), 201)
 
     def mutate(obj: dict[str, Any]) -> None:
         obj["metadata"].setdefault("annotations", {})["example.com/via-status"] = "kept"
@@ -670,9 +626,9 @@ def test_deployment_status_put_keeps_annotations(api_client: Any, namespace: str
 
 def test_pod_status_subresource(api_client: Any, namespace: str) -> None:
     collection = f"/api/v1/namespaces/{namespace}/pods"
-    _ok(_http(api_client, "POST", collection, body=_pod("status-pod")), 201)
-    patched = _ok(
-        _http(
+    ok(http(api_client, "POST", collection, body=_pod("status-pod")), 201)
+    patched = ok(
+        http(
             api_client,
             "PATCH",
             f"{collection}/status-pod/status",
@@ -680,7 +636,7 @@ def test_pod_status_subresource(api_client: Any, namespace: str) -> None:
                 "spec": {"activeDeadlineSeconds": 77},
                 "status": {"conditions": [{"type": "example.com/Probe", "status": "True"}]},
             },
-            content_type="application/strategic-merge-patch+json",
+            content_type=STRATEGIC,
         ),
         200,
     )
@@ -688,7 +644,7 @@ def test_pod_status_subresource(api_client: Any, namespace: str) -> None:
     types = {c["type"]: c["status"] for c in patched["status"]["conditions"]}
     assert types["example.com/Probe"] == "True"
 
-    status_view = _ok(_http(api_client, "GET", f"{collection}/status-pod/status"), 200)
+    status_view = ok(http(api_client, "GET", f"{collection}/status-pod/status"), 200)
     assert status_view["kind"] == "Pod"
     assert "example.com/Probe" in {c["type"] for c in status_view["status"]["conditions"]}
 
@@ -707,8 +663,8 @@ def test_pod_status_subresource(api_client: Any, namespace: str) -> None:
 
 
 def test_pod_defaults(api_client: Any, namespace: str) -> None:
-    created = _ok(
-        _http(api_client, "POST", f"/api/v1/namespaces/{namespace}/pods", body=_pod("defaults")),
+    created = ok(
+        http(api_client, "POST", f"/api/v1/namespaces/{namespace}/pods", body=_pod("defaults")),
         201,
     )
     spec = created["spec"]
@@ -747,21 +703,21 @@ def test_pod_defaults(api_client: Any, namespace: str) -> None:
 
 
 def test_pod_with_missing_service_account_is_forbidden(api_client: Any, namespace: str) -> None:
-    status, _, body = _http(
+    response = http(
         api_client,
         "POST",
         f"/api/v1/namespaces/{namespace}/pods",
         body=_pod("no-sa", serviceAccountName="does-not-exist"),
     )
-    assert status == 403
-    assert body["reason"] == "Forbidden"
-    assert _http(api_client, "GET", f"/api/v1/namespaces/{namespace}/pods/no-sa")[0] == 404
+    assert response.status == 403
+    assert response.body["reason"] == "Forbidden"
+    assert http(api_client, "GET", f"/api/v1/namespaces/{namespace}/pods/no-sa").status == 404
 
 
 def test_service_defaults_and_cluster_ip_kept_across_put(api_client: Any, namespace: str) -> None:
     path = f"/api/v1/namespaces/{namespace}/services"
-    created = _ok(
-        _http(
+    created = ok(
+        http(
             api_client,
             "POST",
             path,
@@ -813,18 +769,18 @@ def test_lease_update_with_resource_version_and_race(api_client: Any, namespace:
         "metadata": {"name": "leader"},
         "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15, "leaseTransitions": 0},
     }
-    created = _ok(_http(api_client, "POST", path, body=lease), 201)
+    created = ok(http(api_client, "POST", path, body=lease), 201)
     assert created["spec"]["holderIdentity"] == "a"
 
     renewed = dict(created, spec=dict(created["spec"], renewTime="2026-01-01T00:00:00.000000Z"))
-    renewed = _ok(_http(api_client, "PUT", f"{path}/leader", body=renewed), 200)
+    renewed = ok(http(api_client, "PUT", f"{path}/leader", body=renewed), 200)
     assert renewed["spec"]["renewTime"] == "2026-01-01T00:00:00.000000Z"
     assert int(renewed["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])
 
     def attempt(holder: str) -> tuple[str, int, Any]:
         body = dict(renewed, spec=dict(renewed["spec"], holderIdentity=holder, leaseTransitions=1))
-        status, _, answer = _http(api_client, "PUT", f"{path}/leader", body=body)
-        return holder, status, answer
+        answer = http(api_client, "PUT", f"{path}/leader", body=body)
+        return holder, answer.status, answer.body
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         outcomes = list(pool.map(attempt, ["b", "c"]))
@@ -834,5 +790,5 @@ def test_lease_update_with_resource_version_and_race(api_client: Any, namespace:
     assert loser["reason"] == "Conflict"
     assert loser["details"]["kind"] == "leases"
     assert loser["details"]["group"] == "coordination.k8s.io"
-    stored = _ok(_http(api_client, "GET", f"{path}/leader"), 200)
+    stored = ok(http(api_client, "GET", f"{path}/leader"), 200)
     assert stored["spec"]["holderIdentity"] == winner

@@ -10,69 +10,15 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
-from urllib.parse import urlencode
 
 import pytest
-import urllib3
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from tests.integration.rawhttp import http, ok, watching
+
 pytestmark = pytest.mark.local_only
-
-
-def _open(
-    api_client: Any,
-    method: str,
-    path: str,
-    *,
-    query: dict[str, Any] | None = None,
-    body: Any = None,
-    read_timeout: float = 30.0,
-) -> Any:
-    headers = {"Accept": "application/json"}
-    if body is not None:
-        headers["Content-Type"] = "application/json"
-    params = [
-        (k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items()
-    ]
-    api_client.update_params_for_auth(headers, params, ["BearerToken"], path, method, None)
-    url = api_client.configuration.host + path + ("?" + urlencode(params) if params else "")
-    return api_client.rest_client.pool_manager.request(
-        method,
-        url,
-        body=None if body is None else json.dumps(body).encode(),
-        headers=headers,
-        timeout=urllib3.Timeout(connect=10, read=read_timeout),
-        preload_content=False,
-        retries=False,
-    )
-
-
-def _http(
-    api_client: Any,
-    method: str,
-    path: str,
-    *,
-    query: dict[str, Any] | None = None,
-    body: Any = None,
-) -> tuple[int, Any, Any]:
-    """One request; (status, headers, JSON body or text). Never raises on status."""
-    resp = _open(api_client, method, path, query=query, body=body)
-    try:
-        raw = resp.read()
-    finally:
-        resp.release_conn()
-    if "json" in resp.headers.get("Content-Type", ""):
-        return resp.status, resp.headers, json.loads(raw)
-    return resp.status, resp.headers, raw.decode()
-
-
-def _ok(result: tuple[int, Any, Any], *expected: int) -> Any:
-    status, _, body = result
-    assert status in (expected or (200, 201)), f"HTTP {status}: {body}"
-    return body
 
 
 def _events(resp: Any) -> Iterator[dict[str, Any]]:
@@ -87,16 +33,6 @@ def _events(resp: Any) -> Iterator[dict[str, Any]]:
         yield json.loads(buffer)
 
 
-@contextmanager
-def _watch(api_client: Any, path: str, **query: Any) -> Iterator[Any]:
-    resp = _open(api_client, "GET", path, query={"watch": True, **query}, read_timeout=15)
-    try:
-        yield resp
-    finally:
-        resp.close()
-        resp.release_conn()
-
-
 def _cm(name: str, **data: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data}
 
@@ -108,16 +44,16 @@ def test_fail_next_429_with_retry_after(local_server: Any, api_client: Any, name
     path = f"/api/v1/namespaces/{namespace}/configmaps"
     local_server.faults.fail_next(1, 429, retry_after=3, verb="list", resource="configmaps")
 
-    status, headers, body = _http(api_client, "GET", path)
-    assert status == 429
-    assert headers["Retry-After"] == "3"
-    assert body["kind"] == "Status"
-    assert body["code"] == 429
-    assert body["reason"] == "TooManyRequests"
+    response = http(api_client, "GET", path)
+    assert response.status == 429
+    assert response.headers["Retry-After"] == "3"
+    assert response.body["kind"] == "Status"
+    assert response.body["code"] == 429
+    assert response.body["reason"] == "TooManyRequests"
 
-    status, _, body = _http(api_client, "GET", path)
-    assert status == 200, "only the next one request fails"
-    assert body["kind"] == "ConfigMapList"
+    response = http(api_client, "GET", path)
+    assert response.status == 200, "only the next one request fails"
+    assert response.body["kind"] == "ConfigMapList"
 
 
 def test_fail_next_429_reaches_typed_client(
@@ -132,7 +68,8 @@ def test_fail_next_429_reaches_typed_client(
     assert caught.value.headers["Retry-After"] == "1"
     assert json.loads(caught.value.body)["reason"] == "TooManyRequests"
     assert (
-        _http(api_client, "GET", f"/api/v1/namespaces/{namespace}/configmaps/throttled")[0] == 404
+        http(api_client, "GET", f"/api/v1/namespaces/{namespace}/configmaps/throttled").status
+        == 404
     )
 
 
@@ -157,18 +94,18 @@ def test_fail_next_500_counts_and_filters(
     local_server: Any, api_client: Any, namespace: str
 ) -> None:
     path = f"/api/v1/namespaces/{namespace}/configmaps"
-    _ok(_http(api_client, "POST", path, body=_cm("target")), 201)
+    ok(http(api_client, "POST", path, body=_cm("target")), 201)
     local_server.faults.fail_next(2, 500, verb="get", resource="configmaps")
 
-    assert _http(api_client, "GET", path)[0] == 200, "a list is not a get"
-    assert _http(api_client, "GET", "/api/v1/namespaces/" + namespace)[0] == 200
+    assert http(api_client, "GET", path).status == 200, "a list is not a get"
+    assert http(api_client, "GET", "/api/v1/namespaces/" + namespace).status == 200
     for _ in range(2):
-        status, _, body = _http(api_client, "GET", f"{path}/target")
-        assert status == 500
-        assert body["kind"] == "Status"
-        assert body["code"] == 500
-        assert body["reason"] == "InternalError"
-    assert _http(api_client, "GET", f"{path}/target")[0] == 200
+        response = http(api_client, "GET", f"{path}/target")
+        assert response.status == 500
+        assert response.body["kind"] == "Status"
+        assert response.body["code"] == 500
+        assert response.body["reason"] == "InternalError"
+    assert http(api_client, "GET", f"{path}/target").status == 200
 
 
 def test_fail_next_on_create_stores_nothing(
@@ -176,15 +113,15 @@ def test_fail_next_on_create_stores_nothing(
 ) -> None:
     path = f"/api/v1/namespaces/{namespace}/configmaps"
     local_server.faults.fail_next(1, 500, verb="create", resource="configmaps")
-    assert _http(api_client, "POST", path, body=_cm("not-stored"))[0] == 500
-    assert _http(api_client, "GET", f"{path}/not-stored")[0] == 404
-    assert _http(api_client, "POST", path, body=_cm("not-stored"))[0] == 201
+    assert http(api_client, "POST", path, body=_cm("not-stored")).status == 500
+    assert http(api_client, "GET", f"{path}/not-stored").status == 404
+    assert http(api_client, "POST", path, body=_cm("not-stored")).status == 201
 
 
 def test_clear_cancels_pending_faults(local_server: Any, api_client: Any, namespace: str) -> None:
     local_server.faults.fail_next(5, 500)
     local_server.faults.clear()
-    assert _http(api_client, "GET", f"/api/v1/namespaces/{namespace}/configmaps")[0] == 200
+    assert http(api_client, "GET", f"/api/v1/namespaces/{namespace}/configmaps").status == 200
 
 
 def test_set_latency_delays_answers(local_server: Any, api_client: Any, namespace: str) -> None:
@@ -192,7 +129,7 @@ def test_set_latency_delays_answers(local_server: Any, api_client: Any, namespac
     local_server.faults.set_latency(0.3)
     try:
         started = time.monotonic()
-        assert _http(api_client, "GET", path)[0] == 200
+        assert http(api_client, "GET", path).status == 200
         assert time.monotonic() - started >= 0.3
     finally:
         local_server.faults.set_latency(0)
@@ -200,15 +137,16 @@ def test_set_latency_delays_answers(local_server: Any, api_client: Any, namespac
 
 def test_drop_watches_ends_open_streams(local_server: Any, api_client: Any, namespace: str) -> None:
     path = f"/api/v1/namespaces/{namespace}/configmaps"
-    listed = _ok(_http(api_client, "GET", path), 200)
-    with _watch(
+    listed = ok(http(api_client, "GET", path), 200)
+    with watching(
         api_client,
         path,
+        read_timeout=15,
         resourceVersion=listed["metadata"]["resourceVersion"],
         timeoutSeconds=60,
     ) as resp:
         assert resp.status == 200
-        _ok(_http(api_client, "POST", path, body=_cm("before-drop")), 201)
+        ok(http(api_client, "POST", path, body=_cm("before-drop")), 201)
         events = _events(resp)
         first = next(events)
         assert first["type"] == "ADDED"
@@ -226,12 +164,14 @@ def test_watch_from_compacted_version_is_one_error_event(
     local_server: Any, api_client: Any, namespace: str
 ) -> None:
     path = f"/api/v1/namespaces/{namespace}/configmaps"
-    old = _ok(_http(api_client, "POST", path, body=_cm("old", v="1")), 201)
+    old = ok(http(api_client, "POST", path, body=_cm("old", v="1")), 201)
     old_rv = old["metadata"]["resourceVersion"]
-    _ok(_http(api_client, "PUT", f"{path}/old", body=dict(old, data={"v": "2"})), 200)
+    ok(http(api_client, "PUT", f"{path}/old", body=dict(old, data={"v": "2"})), 200)
     local_server.compact()
 
-    with _watch(api_client, path, resourceVersion=old_rv, timeoutSeconds=10) as resp:
+    with watching(
+        api_client, path, read_timeout=15, resourceVersion=old_rv, timeoutSeconds=10
+    ) as resp:
         assert resp.status == 200, "an expired watch is never an HTTP 410"
         events = list(_events(resp))
     assert len(events) == 1, events
@@ -248,10 +188,10 @@ def test_exact_list_at_compacted_version_is_410(
     local_server: Any, api_client: Any, namespace: str
 ) -> None:
     path = f"/api/v1/namespaces/{namespace}/configmaps"
-    old = _ok(_http(api_client, "POST", path, body=_cm("exact")), 201)
+    old = ok(http(api_client, "POST", path, body=_cm("exact")), 201)
     old_rv = old["metadata"]["resourceVersion"]
-    exact = _ok(
-        _http(
+    exact = ok(
+        http(
             api_client,
             "GET",
             path,
@@ -260,30 +200,30 @@ def test_exact_list_at_compacted_version_is_410(
         200,
     )
     assert exact["metadata"]["resourceVersion"] == old_rv
-    _ok(_http(api_client, "POST", path, body=_cm("newer")), 201)
+    ok(http(api_client, "POST", path, body=_cm("newer")), 201)
     local_server.compact()
 
-    status, _, body = _http(
+    response = http(
         api_client,
         "GET",
         path,
         query={"resourceVersion": old_rv, "resourceVersionMatch": "Exact"},
     )
-    assert status == 410
-    assert body["kind"] == "Status"
-    assert body["code"] == 410
-    assert body["reason"] in ("Expired", "Gone")
+    assert response.status == 410
+    assert response.body["kind"] == "Status"
+    assert response.body["code"] == 410
+    assert response.body["reason"] in ("Expired", "Gone")
 
-    fresh = _ok(_http(api_client, "GET", path), 200)
+    fresh = ok(http(api_client, "GET", path), 200)
     assert {"exact", "newer"} <= {i["metadata"]["name"] for i in fresh["items"]}
 
 
 def test_exact_list_sees_the_past(local_server: Any, api_client: Any, namespace: str) -> None:
     path = f"/api/v1/namespaces/{namespace}/configmaps"
-    first = _ok(_http(api_client, "POST", path, body=_cm("first")), 201)
-    _ok(_http(api_client, "POST", path, body=_cm("second")), 201)
-    past = _ok(
-        _http(
+    first = ok(http(api_client, "POST", path, body=_cm("first")), 201)
+    ok(http(api_client, "POST", path, body=_cm("second")), 201)
+    past = ok(
+        http(
             api_client,
             "GET",
             path,
@@ -304,10 +244,10 @@ def test_exact_list_sees_the_past(local_server: Any, api_client: Any, namespace:
 
 def test_revision_tracks_writes(local_server: Any, api_client: Any, namespace: str) -> None:
     path = f"/api/v1/namespaces/{namespace}/configmaps"
-    created = _ok(_http(api_client, "POST", path, body=_cm("rev")), 201)
+    created = ok(http(api_client, "POST", path, body=_cm("rev")), 201)
     # Other writes (namespace clean-up of earlier tests) may land in between: >=, not ==.
     assert local_server.revision >= int(created["metadata"]["resourceVersion"])
-    updated = _ok(_http(api_client, "PUT", f"{path}/rev", body=dict(created, data={"a": "b"})), 200)
+    updated = ok(http(api_client, "PUT", f"{path}/rev", body=dict(created, data={"a": "b"})), 200)
     assert int(updated["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])
     assert local_server.revision >= int(updated["metadata"]["resourceVersion"])
 
@@ -320,8 +260,8 @@ def test_request_count_by_verb_and_resource(
     creates = local_server.request_count(verb="create", resource="configmaps")
     total = local_server.request_count()
     for _ in range(3):
-        _ok(_http(api_client, "GET", path), 200)
-    _ok(_http(api_client, "POST", path, body=_cm("counted")), 201)
+        ok(http(api_client, "GET", path), 200)
+    ok(http(api_client, "POST", path, body=_cm("counted")), 201)
     assert local_server.request_count(verb="list", resource="configmaps") == lists + 3
     assert local_server.request_count(verb="create", resource="configmaps") == creates + 1
     assert local_server.request_count() >= total + 4

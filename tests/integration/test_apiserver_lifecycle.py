@@ -7,69 +7,13 @@ poll (30 s for GC, 60 s for namespaces); the local server is expected to be much
 
 from __future__ import annotations
 
-import json
-import time
 import uuid
-from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlencode
 
-import urllib3
+from tests.integration.rawhttp import MERGE, eventually, gone, http, merge_patch, ok
 
 GC_TIMEOUT = 30.0
 NAMESPACE_TIMEOUT = 60.0
-MERGE = "application/merge-patch+json"
-
-
-def _http(
-    api_client: Any,
-    method: str,
-    path: str,
-    *,
-    query: dict[str, Any] | None = None,
-    body: Any = None,
-    content_type: str = "application/json",
-) -> tuple[int, Any]:
-    """One request; (status, JSON body or text). Never raises on status."""
-    headers = {"Accept": "application/json"}
-    if body is not None:
-        headers["Content-Type"] = content_type
-    params = [(k, str(v)) for k, v in (query or {}).items()]
-    api_client.update_params_for_auth(headers, params, ["BearerToken"], path, method, None)
-    url = api_client.configuration.host + path + ("?" + urlencode(params) if params else "")
-    resp = api_client.rest_client.pool_manager.request(
-        method,
-        url,
-        body=None if body is None else json.dumps(body).encode(),
-        headers=headers,
-        timeout=urllib3.Timeout(connect=10, read=30),
-        preload_content=False,
-        retries=False,
-    )
-    try:
-        raw = resp.read()
-    finally:
-        resp.release_conn()
-    if "json" in resp.headers.get("Content-Type", ""):
-        return resp.status, json.loads(raw)
-    return resp.status, raw.decode()
-
-
-def _ok(result: tuple[int, Any], *expected: int) -> Any:
-    status, body = result
-    assert status in (expected or (200, 201)), f"HTTP {status}: {body}"
-    return body
-
-
-def _eventually(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"not within {timeout:.0f} s: {what}"
-        time.sleep(0.1)
-
-
-def _gone(api_client: Any, path: str) -> Callable[[], bool]:
-    return lambda: _http(api_client, "GET", path)[0] == 404
 
 
 def _configmap(
@@ -95,18 +39,13 @@ def _configmap(
             }
         ]
     body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"k": "v"}}
-    return _ok(
-        _http(api_client, "POST", f"/api/v1/namespaces/{namespace}/configmaps", body=body), 201
+    return ok(
+        http(api_client, "POST", f"/api/v1/namespaces/{namespace}/configmaps", body=body), 201
     )
 
 
 def _drop_finalizers(api_client: Any, path: str) -> dict[str, Any]:
-    return _ok(
-        _http(
-            api_client, "PATCH", path, body={"metadata": {"finalizers": None}}, content_type=MERGE
-        ),
-        200,
-    )
+    return merge_patch(api_client, path, {"metadata": {"finalizers": None}})
 
 
 # --------------------------------------------------------------------------- finalizers
@@ -116,33 +55,35 @@ def test_finalizer_holds_deleted_object_until_removed(api_client: Any, namespace
     path = f"/api/v1/namespaces/{namespace}/configmaps/held"
     created = _configmap(api_client, namespace, "held", finalizers=["example.com/hold"])
 
-    status, answer = _http(api_client, "DELETE", path)
-    assert status == 200
-    assert answer["kind"] == "ConfigMap"
-    assert answer["metadata"]["uid"] == created["metadata"]["uid"]
-    assert answer["metadata"]["deletionTimestamp"]
-    assert answer["metadata"]["finalizers"] == ["example.com/hold"]
+    answer = http(api_client, "DELETE", path)
+    assert answer.status == 200
+    assert answer.body["kind"] == "ConfigMap"
+    assert answer.body["metadata"]["uid"] == created["metadata"]["uid"]
+    assert answer.body["metadata"]["deletionTimestamp"]
+    assert answer.body["metadata"]["finalizers"] == ["example.com/hold"]
 
-    stored = _ok(_http(api_client, "GET", path), 200)
-    assert stored["metadata"]["deletionTimestamp"] == answer["metadata"]["deletionTimestamp"]
+    stored = ok(http(api_client, "GET", path), 200)
+    assert stored["metadata"]["deletionTimestamp"] == answer.body["metadata"]["deletionTimestamp"]
     assert stored["metadata"]["deletionGracePeriodSeconds"] == 0
 
-    again_status, again = _http(api_client, "DELETE", path)
-    assert again_status == 200
-    assert again["metadata"]["deletionTimestamp"] == answer["metadata"]["deletionTimestamp"]
+    again = http(api_client, "DELETE", path)
+    assert again.status == 200
+    assert (
+        again.body["metadata"]["deletionTimestamp"] == answer.body["metadata"]["deletionTimestamp"]
+    )
 
-    status, body = _http(
+    response = http(
         api_client,
         "PATCH",
         path,
         body={"metadata": {"finalizers": ["example.com/hold", "example.com/new"]}},
         content_type=MERGE,
     )
-    assert status == 422, "no new finalizers on an object being deleted"
-    assert body["reason"] == "Invalid"
+    assert response.status == 422, "no new finalizers on an object being deleted"
+    assert response.body["reason"] == "Invalid"
 
     _drop_finalizers(api_client, path)
-    _eventually(_gone(api_client, path), 5, "object deleted once its last finalizer is removed")
+    eventually(gone(api_client, path), 5, "object deleted once its last finalizer is removed")
 
 
 def test_delete_preconditions(api_client: Any, namespace: str) -> None:
@@ -152,27 +93,27 @@ def test_delete_preconditions(api_client: Any, namespace: str) -> None:
         {"uid": str(uuid.uuid4())},
         {"resourceVersion": str(int(created["metadata"]["resourceVersion"]) - 1)},
     ):
-        status, body = _http(
+        response = http(
             api_client,
             "DELETE",
             path,
             body={"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": preconditions},
         )
-        assert status == 409, (preconditions, body)
-        assert body["reason"] == "Conflict"
-        assert _http(api_client, "GET", path)[0] == 200
+        assert response.status == 409, (preconditions, response.body)
+        assert response.body["reason"] == "Conflict"
+        assert http(api_client, "GET", path).status == 200
     matching = {
         "uid": created["metadata"]["uid"],
         "resourceVersion": created["metadata"]["resourceVersion"],
     }
-    status, _ = _http(
+    response = http(
         api_client,
         "DELETE",
         path,
         body={"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": matching},
     )
-    assert status == 200
-    assert _http(api_client, "GET", path)[0] == 404
+    assert response.status == 200
+    assert http(api_client, "GET", path).status == 404
 
 
 def test_bound_pod_deletion_is_graceful(api_client: Any, namespace: str) -> None:
@@ -187,46 +128,48 @@ def test_bound_pod_deletion_is_graceful(api_client: Any, namespace: str) -> None
             "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9"}],
         },
     }
-    _ok(_http(api_client, "POST", f"/api/v1/namespaces/{namespace}/pods", body=pod), 201)
-    status, answer = _http(api_client, "DELETE", path)
-    assert status == 200
-    assert answer["kind"] == "Pod"
-    assert answer["metadata"]["deletionTimestamp"]
-    assert answer["metadata"]["deletionGracePeriodSeconds"] == 30
-    terminating = _ok(_http(api_client, "GET", path), 200)
-    assert terminating["metadata"]["deletionTimestamp"] == answer["metadata"]["deletionTimestamp"]
+    ok(http(api_client, "POST", f"/api/v1/namespaces/{namespace}/pods", body=pod), 201)
+    answer = http(api_client, "DELETE", path)
+    assert answer.status == 200
+    assert answer.body["kind"] == "Pod"
+    assert answer.body["metadata"]["deletionTimestamp"]
+    assert answer.body["metadata"]["deletionGracePeriodSeconds"] == 30
+    terminating = ok(http(api_client, "GET", path), 200)
+    assert (
+        terminating["metadata"]["deletionTimestamp"] == answer.body["metadata"]["deletionTimestamp"]
+    )
 
-    status, forced = _http(api_client, "DELETE", path, query={"gracePeriodSeconds": 0})
-    assert status == 200
-    assert forced["kind"] == "Pod"
-    _eventually(_gone(api_client, path), 5, "pod gone after grace period 0")
+    forced = http(api_client, "DELETE", path, query={"gracePeriodSeconds": 0})
+    assert forced.status == 200
+    assert forced.body["kind"] == "Pod"
+    eventually(gone(api_client, path), 5, "pod gone after grace period 0")
 
 
 def test_foreground_delete_adds_foreground_finalizer(api_client: Any, namespace: str) -> None:
     path = f"/api/v1/namespaces/{namespace}/configmaps/fg"
     _configmap(api_client, namespace, "fg")
-    status, answer = _http(
+    answer = http(
         api_client,
         "DELETE",
         path,
         body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Foreground"},
     )
-    assert status == 200
-    assert answer["kind"] == "ConfigMap"
-    assert "foregroundDeletion" in answer["metadata"]["finalizers"]
-    assert answer["metadata"]["deletionTimestamp"]
-    _eventually(_gone(api_client, path), GC_TIMEOUT, "foreground delete without dependents")
+    assert answer.status == 200
+    assert answer.body["kind"] == "ConfigMap"
+    assert "foregroundDeletion" in answer.body["metadata"]["finalizers"]
+    assert answer.body["metadata"]["deletionTimestamp"]
+    eventually(gone(api_client, path), GC_TIMEOUT, "foreground delete without dependents")
 
 
 def test_orphan_delete_adds_orphan_finalizer(api_client: Any, namespace: str) -> None:
     path = f"/api/v1/namespaces/{namespace}/configmaps/orph"
     _configmap(api_client, namespace, "orph")
-    status, answer = _http(api_client, "DELETE", path, query={"propagationPolicy": "Orphan"})
-    assert status == 200
-    assert answer["kind"] == "ConfigMap"
-    assert "orphan" in answer["metadata"]["finalizers"]
-    assert answer["metadata"]["deletionTimestamp"]
-    _eventually(_gone(api_client, path), GC_TIMEOUT, "orphan delete without dependents")
+    answer = http(api_client, "DELETE", path, query={"propagationPolicy": "Orphan"})
+    assert answer.status == 200
+    assert answer.body["kind"] == "ConfigMap"
+    assert "orphan" in answer.body["metadata"]["finalizers"]
+    assert answer.body["metadata"]["deletionTimestamp"]
+    eventually(gone(api_client, path), GC_TIMEOUT, "orphan delete without dependents")
 
 
 def test_deletecollection_returns_deleted_items(api_client: Any, namespace: str) -> None:
@@ -238,16 +181,16 @@ def test_deletecollection_returns_deleted_items(api_client: Any, namespace: str)
             "kind": "ConfigMap",
             "metadata": {"name": name, "labels": {"dc": tag}},
         }
-        _ok(_http(api_client, "POST", collection, body=body), 201)
+        ok(http(api_client, "POST", collection, body=body), 201)
     _configmap(api_client, namespace, "dc-keep")
 
-    status, answer = _http(api_client, "DELETE", collection, query={"labelSelector": f"dc={tag}"})
-    assert status == 200
-    assert answer["kind"] == "ConfigMapList"
-    assert sorted(i["metadata"]["name"] for i in answer["items"]) == ["dc-1", "dc-2", "dc-3"]
-    left = _ok(_http(api_client, "GET", collection, query={"labelSelector": f"dc={tag}"}), 200)
+    answer = http(api_client, "DELETE", collection, query={"labelSelector": f"dc={tag}"})
+    assert answer.status == 200
+    assert answer.body["kind"] == "ConfigMapList"
+    assert sorted(i["metadata"]["name"] for i in answer.body["items"]) == ["dc-1", "dc-2", "dc-3"]
+    left = ok(http(api_client, "GET", collection, query={"labelSelector": f"dc={tag}"}), 200)
     assert left["items"] == []
-    assert _http(api_client, "GET", f"{collection}/dc-keep")[0] == 200
+    assert http(api_client, "GET", f"{collection}/dc-keep").status == 200
 
 
 # --------------------------------------------------------------------------- garbage collection
@@ -260,20 +203,20 @@ def test_background_gc_deletes_dependents(api_client: Any, namespace: str) -> No
     _configmap(api_client, namespace, "child-2", owner=owner, block=True)
     bystander = _configmap(api_client, namespace, "bystander")
 
-    answer = _ok(_http(api_client, "DELETE", f"{base}/owner"), 200)
+    answer = ok(http(api_client, "DELETE", f"{base}/owner"), 200)
     assert answer["kind"] == "Status"
-    assert _http(api_client, "GET", f"{base}/owner")[0] == 404
-    _eventually(_gone(api_client, f"{base}/child-1"), GC_TIMEOUT, "child-1 collected")
-    _eventually(_gone(api_client, f"{base}/child-2"), GC_TIMEOUT, "child-2 collected")
-    still = _ok(_http(api_client, "GET", f"{base}/bystander"), 200)
+    assert http(api_client, "GET", f"{base}/owner").status == 404
+    eventually(gone(api_client, f"{base}/child-1"), GC_TIMEOUT, "child-1 collected")
+    eventually(gone(api_client, f"{base}/child-2"), GC_TIMEOUT, "child-2 collected")
+    still = ok(http(api_client, "GET", f"{base}/bystander"), 200)
     assert still["metadata"]["uid"] == bystander["metadata"]["uid"]
 
 
 def test_gc_deletes_dependent_of_missing_owner(api_client: Any, namespace: str) -> None:
     ghost = {"metadata": {"name": "ghost", "uid": str(uuid.uuid4())}}
     _configmap(api_client, namespace, "haunted", owner=ghost)
-    _eventually(
-        _gone(api_client, f"/api/v1/namespaces/{namespace}/configmaps/haunted"),
+    eventually(
+        gone(api_client, f"/api/v1/namespaces/{namespace}/configmaps/haunted"),
         GC_TIMEOUT,
         "dependent whose owner never existed is collected",
     )
@@ -291,25 +234,25 @@ def test_foreground_gc_owner_waits_for_dependents(api_client: Any, namespace: st
         finalizers=["example.com/hold"],
     )
 
-    answer = _ok(
-        _http(api_client, "DELETE", f"{base}/fg-owner", query={"propagationPolicy": "Foreground"}),
+    answer = ok(
+        http(api_client, "DELETE", f"{base}/fg-owner", query={"propagationPolicy": "Foreground"}),
         200,
     )
     assert "foregroundDeletion" in answer["metadata"]["finalizers"]
 
     def child_terminating() -> bool:
-        status, child = _http(api_client, "GET", f"{base}/fg-child")
-        return status == 200 and bool(child["metadata"].get("deletionTimestamp"))
+        child = http(api_client, "GET", f"{base}/fg-child")
+        return child.status == 200 and bool(child.body["metadata"].get("deletionTimestamp"))
 
-    _eventually(child_terminating, GC_TIMEOUT, "GC deletes the dependent first")
-    status, held = _http(api_client, "GET", f"{base}/fg-owner")
-    assert status == 200, "owner must wait while a blocking dependent exists"
-    assert held["metadata"]["deletionTimestamp"]
-    assert "foregroundDeletion" in held["metadata"]["finalizers"]
+    eventually(child_terminating, GC_TIMEOUT, "GC deletes the dependent first")
+    held = http(api_client, "GET", f"{base}/fg-owner")
+    assert held.status == 200, "owner must wait while a blocking dependent exists"
+    assert held.body["metadata"]["deletionTimestamp"]
+    assert "foregroundDeletion" in held.body["metadata"]["finalizers"]
 
     _drop_finalizers(api_client, f"{base}/fg-child")
-    _eventually(_gone(api_client, f"{base}/fg-child"), GC_TIMEOUT, "dependent gone")
-    _eventually(_gone(api_client, f"{base}/fg-owner"), GC_TIMEOUT, "owner gone after dependents")
+    eventually(gone(api_client, f"{base}/fg-child"), GC_TIMEOUT, "dependent gone")
+    eventually(gone(api_client, f"{base}/fg-owner"), GC_TIMEOUT, "owner gone after dependents")
 
 
 def test_orphan_gc_keeps_dependents_and_strips_owner_reference(
@@ -319,19 +262,19 @@ def test_orphan_gc_keeps_dependents_and_strips_owner_reference(
     owner = _configmap(api_client, namespace, "or-owner")
     child = _configmap(api_client, namespace, "or-child", owner=owner)
 
-    answer = _ok(
-        _http(api_client, "DELETE", f"{base}/or-owner", query={"propagationPolicy": "Orphan"}),
+    answer = ok(
+        http(api_client, "DELETE", f"{base}/or-owner", query={"propagationPolicy": "Orphan"}),
         200,
     )
     assert "orphan" in answer["metadata"]["finalizers"]
-    _eventually(_gone(api_client, f"{base}/or-owner"), GC_TIMEOUT, "owner deleted")
+    eventually(gone(api_client, f"{base}/or-owner"), GC_TIMEOUT, "owner deleted")
 
     def orphaned() -> bool:
-        body = _ok(_http(api_client, "GET", f"{base}/or-child"), 200)
+        body = ok(http(api_client, "GET", f"{base}/or-child"), 200)
         return not body["metadata"].get("ownerReferences")
 
-    _eventually(orphaned, GC_TIMEOUT, "ownerReference removed from the orphan")
-    kept = _ok(_http(api_client, "GET", f"{base}/or-child"), 200)
+    eventually(orphaned, GC_TIMEOUT, "ownerReference removed from the orphan")
+    kept = ok(http(api_client, "GET", f"{base}/or-child"), 200)
     assert kept["metadata"]["uid"] == child["metadata"]["uid"]
     assert not kept["metadata"].get("deletionTimestamp")
 
@@ -347,8 +290,8 @@ def test_namespace_deletion_removes_contents(api_client: Any, namespace: str) ->
         "metadata": {"name": "inside"},
         "spec": {"holderIdentity": "x"},
     }
-    _ok(
-        _http(
+    ok(
+        http(
             api_client,
             "POST",
             f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases",
@@ -357,47 +300,49 @@ def test_namespace_deletion_removes_contents(api_client: Any, namespace: str) ->
         201,
     )
 
-    status, answer = _http(api_client, "DELETE", f"/api/v1/namespaces/{namespace}")
-    assert status == 200
-    assert answer["kind"] == "Namespace"
-    assert answer["metadata"]["deletionTimestamp"]
-    assert answer["status"]["phase"] == "Terminating"
+    answer = http(api_client, "DELETE", f"/api/v1/namespaces/{namespace}")
+    assert answer.status == 200
+    assert answer.body["kind"] == "Namespace"
+    assert answer.body["metadata"]["deletionTimestamp"]
+    assert answer.body["status"]["phase"] == "Terminating"
 
-    _eventually(
-        _gone(api_client, f"/api/v1/namespaces/{namespace}"),
+    eventually(
+        gone(api_client, f"/api/v1/namespaces/{namespace}"),
         NAMESPACE_TIMEOUT,
         "namespace deleted",
     )
-    assert _http(api_client, "GET", f"/api/v1/namespaces/{namespace}/configmaps/inside")[0] == 404
+    assert (
+        http(api_client, "GET", f"/api/v1/namespaces/{namespace}/configmaps/inside").status == 404
+    )
     leases = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/inside"
-    assert _http(api_client, "GET", leases)[0] == 404
+    assert http(api_client, "GET", leases).status == 404
 
 
 def test_terminating_namespace_refuses_new_content(api_client: Any, namespace: str) -> None:
     held = f"/api/v1/namespaces/{namespace}/configmaps/blocker"
     _configmap(api_client, namespace, "blocker", finalizers=["example.com/hold"])
-    _ok(_http(api_client, "DELETE", f"/api/v1/namespaces/{namespace}"), 200)
+    ok(http(api_client, "DELETE", f"/api/v1/namespaces/{namespace}"), 200)
 
     def blocker_terminating() -> bool:
-        return bool(_ok(_http(api_client, "GET", held), 200)["metadata"].get("deletionTimestamp"))
+        return bool(ok(http(api_client, "GET", held), 200)["metadata"].get("deletionTimestamp"))
 
-    _eventually(blocker_terminating, NAMESPACE_TIMEOUT, "namespace deletion reaches its content")
-    ns = _ok(_http(api_client, "GET", f"/api/v1/namespaces/{namespace}"), 200)
+    eventually(blocker_terminating, NAMESPACE_TIMEOUT, "namespace deletion reaches its content")
+    ns = ok(http(api_client, "GET", f"/api/v1/namespaces/{namespace}"), 200)
     assert ns["status"]["phase"] == "Terminating"
 
-    status, body = _http(
+    response = http(
         api_client,
         "POST",
         f"/api/v1/namespaces/{namespace}/configmaps",
         body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "late"}},
     )
-    assert status == 403
-    assert body["reason"] == "Forbidden"
-    assert "being terminated" in body["message"]
+    assert response.status == 403
+    assert response.body["reason"] == "Forbidden"
+    assert "being terminated" in response.body["message"]
 
     _drop_finalizers(api_client, held)
-    _eventually(
-        _gone(api_client, f"/api/v1/namespaces/{namespace}"),
+    eventually(
+        gone(api_client, f"/api/v1/namespaces/{namespace}"),
         NAMESPACE_TIMEOUT,
         "namespace deleted once its content is gone",
     )

@@ -6,57 +6,13 @@ Server-side apply is out of scope. Strategic merge on custom resources (415) is 
 
 from __future__ import annotations
 
-import json
 from typing import Any
-from urllib.parse import urlencode
 
 import pytest
-import urllib3
+
+from tests.integration.rawhttp import JSON_PATCH, MERGE, STRATEGIC, http, ok
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
-MERGE = "application/merge-patch+json"
-JSON_PATCH = "application/json-patch+json"
-STRATEGIC = "application/strategic-merge-patch+json"
-
-
-def _http(
-    api_client: Any,
-    method: str,
-    path: str,
-    *,
-    body: Any = None,
-    content_type: str = "application/json",
-) -> tuple[int, Any]:
-    """One request; (status, JSON body or text). Never raises on status."""
-    headers = {"Accept": "application/json"}
-    if body is not None:
-        headers["Content-Type"] = content_type
-    params: list[tuple[str, str]] = []
-    api_client.update_params_for_auth(headers, params, ["BearerToken"], path, method, None)
-    url = api_client.configuration.host + path + ("?" + urlencode(params) if params else "")
-    data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
-    resp = api_client.rest_client.pool_manager.request(
-        method,
-        url,
-        body=data,
-        headers=headers,
-        timeout=urllib3.Timeout(connect=10, read=30),
-        preload_content=False,
-        retries=False,
-    )
-    try:
-        raw = resp.read()
-    finally:
-        resp.release_conn()
-    if "json" in resp.headers.get("Content-Type", ""):
-        return resp.status, json.loads(raw)
-    return resp.status, raw.decode()
-
-
-def _ok(result: tuple[int, Any], *expected: int) -> Any:
-    status, body = result
-    assert status in (expected or (200, 201)), f"HTTP {status}: {body}"
-    return body
 
 
 @pytest.fixture
@@ -69,7 +25,7 @@ def configmap(api_client: Any, namespace: str) -> tuple[str, dict[str, Any]]:
         "metadata": {"name": "patched", "labels": {"keep": "yes", "drop": "yes"}},
         "data": {"a": "1", "b": "2"},
     }
-    created = _ok(_http(api_client, "POST", collection, body=body), 201)
+    created = ok(http(api_client, "POST", collection, body=body), 201)
     return f"{collection}/patched", created
 
 
@@ -97,7 +53,7 @@ def deployment(api_client: Any, namespace: str) -> str:
             },
         },
     }
-    _ok(_http(api_client, "POST", collection, body=body), 201)
+    ok(http(api_client, "POST", collection, body=body), 201)
     return f"{collection}/smp"
 
 
@@ -112,8 +68,8 @@ def test_merge_patch_merges_maps_and_null_deletes(
     api_client: Any, configmap: tuple[str, dict[str, Any]]
 ) -> None:
     path, created = configmap
-    patched = _ok(
-        _http(
+    patched = ok(
+        http(
             api_client,
             "PATCH",
             path,
@@ -128,12 +84,12 @@ def test_merge_patch_merges_maps_and_null_deletes(
     assert patched["data"] == {"b": "3", "c": "4"}
     assert patched["metadata"]["labels"] == {"keep": "yes", "new": "yes"}
     assert int(patched["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])
-    assert _ok(_http(api_client, "GET", path), 200)["data"] == {"b": "3", "c": "4"}
+    assert ok(http(api_client, "GET", path), 200)["data"] == {"b": "3", "c": "4"}
 
 
 def test_merge_patch_replaces_lists(api_client: Any, deployment: str) -> None:
-    patched = _ok(
-        _http(
+    patched = ok(
+        http(
             api_client,
             "PATCH",
             deployment,
@@ -149,8 +105,8 @@ def test_merge_patch_with_stale_resource_version_conflicts(
     api_client: Any, configmap: tuple[str, dict[str, Any]]
 ) -> None:
     path, created = configmap
-    _ok(_http(api_client, "PATCH", path, body={"data": {"a": "2"}}, content_type=MERGE), 200)
-    status, body = _http(
+    ok(http(api_client, "PATCH", path, body={"data": {"a": "2"}}, content_type=MERGE), 200)
+    response = http(
         api_client,
         "PATCH",
         path,
@@ -160,44 +116,42 @@ def test_merge_patch_with_stale_resource_version_conflicts(
         },
         content_type=MERGE,
     )
-    assert status == 409
-    assert body["reason"] == "Conflict"
-    assert _ok(_http(api_client, "GET", path), 200)["data"]["a"] == "2"
+    assert response.status == 409
+    assert response.body["reason"] == "Conflict"
+    assert ok(http(api_client, "GET", path), 200)["data"]["a"] == "2"
 
 
 def test_patch_of_missing_object_is_not_found(api_client: Any, namespace: str) -> None:
-    status, body = _http(
+    response = http(
         api_client,
         "PATCH",
         f"/api/v1/namespaces/{namespace}/configmaps/absent",
         body={"data": {"a": "1"}},
         content_type=MERGE,
     )
-    assert status == 404
-    assert body["details"] == {"name": "absent", "kind": "configmaps"}
+    assert response.status == 404
+    assert response.body["details"] == {"name": "absent", "kind": "configmaps"}
 
 
 def test_patch_with_unknown_content_type_is_unsupported_media_type(
     api_client: Any, configmap: tuple[str, dict[str, Any]]
 ) -> None:
     path, _ = configmap
-    status, body = _http(
-        api_client, "PATCH", path, body={"data": {"a": "9"}}, content_type="text/plain"
-    )
-    assert status == 415
-    assert body["reason"] == "UnsupportedMediaType"
+    response = http(api_client, "PATCH", path, body={"data": {"a": "9"}}, content_type="text/plain")
+    assert response.status == 415
+    assert response.body["reason"] == "UnsupportedMediaType"
 
 
 def test_patch_producing_invalid_object_is_rejected(api_client: Any, deployment: str) -> None:
-    before = _ok(_http(api_client, "GET", deployment), 200)
-    status, body = _http(
+    before = ok(http(api_client, "GET", deployment), 200)
+    response = http(
         api_client, "PATCH", deployment, body={"spec": {"replicas": -1}}, content_type=MERGE
     )
-    assert status == 422
-    assert body["reason"] == "Invalid"
-    assert body["details"]["kind"] == "Deployment"
-    assert any(c["field"] == "spec.replicas" for c in body["details"]["causes"])
-    after = _ok(_http(api_client, "GET", deployment), 200)
+    assert response.status == 422
+    assert response.body["reason"] == "Invalid"
+    assert response.body["details"]["kind"] == "Deployment"
+    assert any(c["field"] == "spec.replicas" for c in response.body["details"]["causes"])
+    after = ok(http(api_client, "GET", deployment), 200)
     assert after["spec"]["replicas"] == before["spec"]["replicas"]
 
 
@@ -206,8 +160,8 @@ def test_patch_producing_invalid_object_is_rejected(api_client: Any, deployment:
 
 def test_json_patch_operations(api_client: Any, configmap: tuple[str, dict[str, Any]]) -> None:
     path, _ = configmap
-    patched = _ok(
-        _http(
+    patched = ok(
+        http(
             api_client,
             "PATCH",
             path,
@@ -231,7 +185,7 @@ def test_json_patch_failing_test_op_stores_nothing(
     api_client: Any, configmap: tuple[str, dict[str, Any]]
 ) -> None:
     path, created = configmap
-    status, body = _http(
+    response = http(
         api_client,
         "PATCH",
         path,
@@ -241,9 +195,9 @@ def test_json_patch_failing_test_op_stores_nothing(
         ],
         content_type=JSON_PATCH,
     )
-    assert status == 422
-    assert body["kind"] == "Status"
-    stored = _ok(_http(api_client, "GET", path), 200)
+    assert response.status == 422
+    assert response.body["kind"] == "Status"
+    stored = ok(http(api_client, "GET", path), 200)
     assert stored["data"] == {"a": "1", "b": "2"}
     assert stored["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
 
@@ -252,15 +206,15 @@ def test_json_patch_removing_missing_path_is_rejected(
     api_client: Any, configmap: tuple[str, dict[str, Any]]
 ) -> None:
     path, created = configmap
-    status, _ = _http(
+    response = http(
         api_client,
         "PATCH",
         path,
         body=[{"op": "remove", "path": "/data/missing"}],
         content_type=JSON_PATCH,
     )
-    assert status == 422
-    stored = _ok(_http(api_client, "GET", path), 200)
+    assert response.status == 422
+    stored = ok(http(api_client, "GET", path), 200)
     assert stored["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
 
 
@@ -268,15 +222,15 @@ def test_json_patch_that_is_not_a_list_is_bad_request(
     api_client: Any, configmap: tuple[str, dict[str, Any]]
 ) -> None:
     path, _ = configmap
-    status, body = _http(
+    response = http(
         api_client,
         "PATCH",
         path,
         body={"op": "add", "path": "/data/c", "value": "3"},
         content_type=JSON_PATCH,
     )
-    assert status == 400
-    assert body["reason"] == "BadRequest"
+    assert response.status == 400
+    assert response.body["reason"] == "BadRequest"
 
 
 # --------------------------------------------------------------------------- strategic merge
@@ -285,8 +239,8 @@ def test_json_patch_that_is_not_a_list_is_bad_request(
 def test_strategic_merge_merges_containers_by_name_and_ports_by_container_port(
     api_client: Any, deployment: str
 ) -> None:
-    patched = _ok(
-        _http(
+    patched = ok(
+        http(
             api_client,
             "PATCH",
             deployment,
@@ -312,8 +266,8 @@ def test_strategic_merge_merges_containers_by_name_and_ports_by_container_port(
     assert containers["a"]["image"] == PAUSE_IMAGE
     assert containers["c"]["image"] == PAUSE_IMAGE
 
-    again = _ok(
-        _http(
+    again = ok(
+        http(
             api_client,
             "PATCH",
             deployment,
@@ -337,8 +291,8 @@ def test_strategic_merge_merges_containers_by_name_and_ports_by_container_port(
 
 
 def test_strategic_merge_patch_delete_directive(api_client: Any, deployment: str) -> None:
-    patched = _ok(
-        _http(
+    patched = ok(
+        http(
             api_client,
             "PATCH",
             deployment,
@@ -350,15 +304,15 @@ def test_strategic_merge_patch_delete_directive(api_client: Any, deployment: str
         200,
     )
     assert set(_containers(patched)) == {"a"}
-    assert set(_containers(_ok(_http(api_client, "GET", deployment), 200))) == {"a"}
+    assert set(_containers(ok(http(api_client, "GET", deployment), 200))) == {"a"}
 
 
 def test_strategic_merge_null_deletes_map_key(
     api_client: Any, configmap: tuple[str, dict[str, Any]]
 ) -> None:
     path, _ = configmap
-    patched = _ok(
-        _http(
+    patched = ok(
+        http(
             api_client,
             "PATCH",
             path,

@@ -6,55 +6,15 @@ real cluster add (``kube-root-ca.crt``, ...) never change the counts asserted he
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from typing import Any
-from urllib.parse import urlencode
 
 import pytest
-import urllib3
+
+from tests.integration.rawhttp import http, ok
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
-
-
-def _http(
-    api_client: Any,
-    method: str,
-    path: str,
-    *,
-    query: dict[str, Any] | None = None,
-    body: Any = None,
-) -> tuple[int, Any]:
-    """One request; (status, JSON body or text). Never raises on status."""
-    headers = {"Accept": "application/json"}
-    if body is not None:
-        headers["Content-Type"] = "application/json"
-    params = [(k, str(v)) for k, v in (query or {}).items()]
-    api_client.update_params_for_auth(headers, params, ["BearerToken"], path, method, None)
-    url = api_client.configuration.host + path + ("?" + urlencode(params) if params else "")
-    resp = api_client.rest_client.pool_manager.request(
-        method,
-        url,
-        body=None if body is None else json.dumps(body).encode(),
-        headers=headers,
-        timeout=urllib3.Timeout(connect=10, read=30),
-        preload_content=False,
-        retries=False,
-    )
-    try:
-        raw = resp.read()
-    finally:
-        resp.release_conn()
-    if "json" in resp.headers.get("Content-Type", ""):
-        return resp.status, json.loads(raw)
-    return resp.status, raw.decode()
-
-
-def _ok(result: tuple[int, Any], *expected: int) -> Any:
-    status, body = result
-    assert status in (expected or (200, 201)), f"HTTP {status}: {body}"
-    return body
 
 
 def _names(body: dict[str, Any]) -> set[str]:
@@ -64,7 +24,7 @@ def _names(body: dict[str, Any]) -> set[str]:
 def _make_configmaps(api_client: Any, namespace: str, labels: dict[str, dict[str, str]]) -> None:
     for name, lab in labels.items():
         body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": lab}}
-        _ok(_http(api_client, "POST", f"/api/v1/namespaces/{namespace}/configmaps", body=body), 201)
+        ok(http(api_client, "POST", f"/api/v1/namespaces/{namespace}/configmaps", body=body), 201)
 
 
 # --------------------------------------------------------------------------- label selectors
@@ -100,15 +60,13 @@ def test_label_selectors(api_client: Any, namespace: str) -> None:
     path = f"/api/v1/namespaces/{namespace}/configmaps"
     wrong = {}
     for selector, expected in LABEL_CASES:
-        body = _ok(
-            _http(api_client, "GET", path, query={"labelSelector": f"suite={tag},{selector}"})
-        )
+        body = ok(http(api_client, "GET", path, query={"labelSelector": f"suite={tag},{selector}"}))
         if _names(body) != expected:
             wrong[selector] = sorted(_names(body))
     assert not wrong, f"selectors answered wrong sets: {wrong}"
 
-    everywhere = _ok(
-        _http(api_client, "GET", "/api/v1/configmaps", query={"labelSelector": f"suite={tag},tier"})
+    everywhere = ok(
+        http(api_client, "GET", "/api/v1/configmaps", query={"labelSelector": f"suite={tag},tier"})
     )
     assert {(i["metadata"]["namespace"], i["metadata"]["name"]) for i in everywhere["items"]} == {
         (namespace, "one"),
@@ -120,15 +78,15 @@ def test_label_selectors(api_client: Any, namespace: str) -> None:
 def test_malformed_label_selector_is_bad_request(
     api_client: Any, namespace: str, selector: str
 ) -> None:
-    status, body = _http(
+    response = http(
         api_client,
         "GET",
         f"/api/v1/namespaces/{namespace}/configmaps",
         query={"labelSelector": selector},
     )
-    assert status == 400, body
-    assert body["kind"] == "Status"
-    assert body["reason"] == "BadRequest"
+    assert response.status == 400, response.body
+    assert response.body["kind"] == "Status"
+    assert response.body["reason"] == "BadRequest"
 
 
 # --------------------------------------------------------------------------- field selectors
@@ -147,8 +105,8 @@ def test_pod_field_selectors(api_client: Any, namespace: str) -> None:
     node_a = f"ovs-fake-node-a-{uuid.uuid4().hex[:6]}"
     node_b = f"ovs-fake-node-b-{uuid.uuid4().hex[:6]}"
     path = f"/api/v1/namespaces/{namespace}/pods"
-    _ok(_http(api_client, "POST", path, body=_pod("pod-a", node_a)), 201)
-    _ok(_http(api_client, "POST", path, body=_pod("pod-b", node_b)), 201)
+    ok(http(api_client, "POST", path, body=_pod("pod-a", node_a)), 201)
+    ok(http(api_client, "POST", path, body=_pod("pod-b", node_b)), 201)
 
     cases = [
         ("metadata.name=pod-a", {"pod-a"}),
@@ -164,8 +122,8 @@ def test_pod_field_selectors(api_client: Any, namespace: str) -> None:
     ]
     wrong = {}
     for selector, expected in cases:
-        body = _ok(
-            _http(
+        body = ok(
+            http(
                 api_client,
                 "GET",
                 path,
@@ -176,8 +134,8 @@ def test_pod_field_selectors(api_client: Any, namespace: str) -> None:
             wrong[selector] = sorted(_names(body))
     assert not wrong, f"field selectors answered wrong sets: {wrong}"
 
-    everywhere = _ok(
-        _http(
+    everywhere = ok(
+        http(
             api_client,
             "GET",
             "/api/v1/pods",
@@ -191,7 +149,7 @@ def test_configmap_field_selector_by_name(api_client: Any, namespace: str) -> No
     tag = uuid.uuid4().hex[:8]
     _make_configmaps(api_client, namespace, {"x": {"t": tag}, "y": {"t": tag}})
     path = f"/api/v1/namespaces/{namespace}/configmaps"
-    body = _ok(_http(api_client, "GET", path, query={"fieldSelector": "metadata.name=y"}))
+    body = ok(http(api_client, "GET", path, query={"fieldSelector": "metadata.name=y"}))
     assert _names(body) == {"y"}
 
 
@@ -202,16 +160,16 @@ def test_configmap_field_selector_by_name(api_client: Any, namespace: str) -> No
 def test_unsupported_field_selector_is_bad_request(
     api_client: Any, namespace: str, resource: str, selector: str
 ) -> None:
-    status, body = _http(
+    response = http(
         api_client,
         "GET",
         f"/api/v1/namespaces/{namespace}/{resource}",
         query={"fieldSelector": selector},
     )
-    assert status == 400, body
-    assert body["kind"] == "Status"
-    assert body["reason"] == "BadRequest"
-    assert "field label not supported" in body["message"]
+    assert response.status == 400, response.body
+    assert response.body["kind"] == "Status"
+    assert response.body["reason"] == "BadRequest"
+    assert "field label not supported" in response.body["message"]
 
 
 # --------------------------------------------------------------------------- pagination
@@ -239,7 +197,7 @@ def test_limit_and_continue_walk_every_item_once(
         query = {"labelSelector": selector, "limit": 3}
         if token:
             query["continue"] = token
-        body = _ok(_http(api_client, "GET", path, query=query))
+        body = ok(http(api_client, "GET", path, query=query))
         pages += 1
         assert len(body["items"]) <= 3
         assert "remainingItemCount" not in body["metadata"]
@@ -252,7 +210,7 @@ def test_limit_and_continue_walk_every_item_once(
                 "kind": "ConfigMap",
                 "metadata": {"name": "page-late", "labels": {"pg": selector.split("=")[1]}},
             }
-            _ok(_http(api_client, "POST", path, body=extra), 201)
+            ok(http(api_client, "POST", path, body=extra), 201)
         token = body["metadata"].get("continue", "")
         if not token:
             break
@@ -266,9 +224,9 @@ def test_limit_without_selector_reports_remaining_item_count(
     api_client: Any, namespace: str, seven: tuple[str, set[str]]
 ) -> None:
     path = f"/api/v1/namespaces/{namespace}/configmaps"
-    total = len(_ok(_http(api_client, "GET", path))["items"])
+    total = len(ok(http(api_client, "GET", path))["items"])
     assert total >= 7
-    body = _ok(_http(api_client, "GET", path, query={"limit": 2}))
+    body = ok(http(api_client, "GET", path, query={"limit": 2}))
     assert len(body["items"]) == 2
     assert body["metadata"]["continue"]
     assert body["metadata"]["remainingItemCount"] == total - 2
@@ -278,8 +236,8 @@ def test_limit_with_label_selector_has_continue_without_remaining_count(
     api_client: Any, namespace: str, seven: tuple[str, set[str]]
 ) -> None:
     selector, _ = seven
-    body = _ok(
-        _http(
+    body = ok(
+        http(
             api_client,
             "GET",
             f"/api/v1/namespaces/{namespace}/configmaps",
@@ -297,8 +255,8 @@ def test_resource_version_zero_ignores_limit(
     selector, names = seven
     deadline = time.monotonic() + 10
     while True:
-        body = _ok(
-            _http(
+        body = ok(
+            http(
                 api_client,
                 "GET",
                 f"/api/v1/namespaces/{namespace}/configmaps",
@@ -315,24 +273,24 @@ def test_resource_version_zero_ignores_limit(
 
 
 def test_invalid_continue_token_is_bad_request(api_client: Any, namespace: str) -> None:
-    status, body = _http(
+    response = http(
         api_client,
         "GET",
         f"/api/v1/namespaces/{namespace}/configmaps",
         query={"limit": 1, "continue": "not-a-token"},
     )
-    assert status == 400, body
-    assert body["reason"] == "BadRequest"
+    assert response.status == 400, response.body
+    assert response.body["reason"] == "BadRequest"
 
 
 def test_resource_version_match_without_resource_version_is_invalid(
     api_client: Any, namespace: str
 ) -> None:
-    status, body = _http(
+    response = http(
         api_client,
         "GET",
         f"/api/v1/namespaces/{namespace}/configmaps",
         query={"resourceVersionMatch": "Exact"},
     )
-    assert status == 422, body
-    assert body["reason"] == "Invalid"
+    assert response.status == 422, response.body
+    assert response.body["reason"] == "Invalid"

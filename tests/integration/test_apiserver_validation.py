@@ -7,58 +7,18 @@ from __future__ import annotations
 
 import json
 from typing import Any
-from urllib.parse import urlencode
 
 import pytest
-import urllib3
+
+from tests.integration.rawhttp import Response, http, ok
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
 
 
-def _http(
-    api_client: Any,
-    method: str,
-    path: str,
-    *,
-    body: Any = None,
-    query: dict[str, Any] | None = None,
-) -> tuple[int, Any]:
-    """One request; (status, JSON body or text). Bytes bodies are sent unchanged."""
-    headers = {"Accept": "application/json"}
-    if body is not None:
-        headers["Content-Type"] = "application/json"
-    params = [(k, str(v)) for k, v in (query or {}).items()]
-    api_client.update_params_for_auth(headers, params, ["BearerToken"], path, method, None)
-    url = api_client.configuration.host + path + ("?" + urlencode(params) if params else "")
-    data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
-    resp = api_client.rest_client.pool_manager.request(
-        method,
-        url,
-        body=data,
-        headers=headers,
-        timeout=urllib3.Timeout(connect=10, read=30),
-        preload_content=False,
-        retries=False,
-    )
-    try:
-        raw = resp.read()
-    finally:
-        resp.release_conn()
-    if "json" in resp.headers.get("Content-Type", ""):
-        return resp.status, json.loads(raw)
-    return resp.status, raw.decode()
-
-
-def _ok(result: tuple[int, Any], *expected: int) -> Any:
-    status, body = result
-    assert status in (expected or (200, 201)), f"HTTP {status}: {body}"
-    return body
-
-
 def _assert_invalid(
-    result: tuple[int, Any], kind: str, field: str, group: str | None = None
+    response: Response, kind: str, field: str, group: str | None = None
 ) -> dict[str, Any]:
-    status, body = result
+    status, body = response.status, response.body
     assert status == 422, f"HTTP {status}: {body}"
     assert body["kind"] == "Status"
     assert body["status"] == "Failure"
@@ -96,21 +56,21 @@ def _deployment(name: str, **spec: Any) -> dict[str, Any]:
 
 def test_malformed_json_is_bad_request(api_client: Any, namespace: str) -> None:
     collection = f"/api/v1/namespaces/{namespace}/configmaps"
-    status, body = _http(
+    response = http(
         api_client,
         "POST",
         collection,
         body=b'{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "broken"}',
     )
-    assert status == 400, body
-    assert body["kind"] == "Status"
-    assert body["reason"] == "BadRequest"
-    assert body["code"] == 400
-    assert _http(api_client, "GET", f"{collection}/broken")[0] == 404
+    assert response.status == 400, response.body
+    assert response.body["kind"] == "Status"
+    assert response.body["reason"] == "BadRequest"
+    assert response.body["code"] == 400
+    assert http(api_client, "GET", f"{collection}/broken").status == 404
 
 
 def test_kind_not_matching_url_is_bad_request(api_client: Any, namespace: str) -> None:
-    status, body = _http(
+    response = http(
         api_client,
         "POST",
         f"/api/v1/namespaces/{namespace}/configmaps",
@@ -121,14 +81,16 @@ def test_kind_not_matching_url_is_bad_request(api_client: Any, namespace: str) -
             "stringData": {"a": "b"},
         },
     )
-    assert status == 400, body
-    assert body["reason"] == "BadRequest"
-    assert _http(api_client, "GET", f"/api/v1/namespaces/{namespace}/configmaps/mismatch")[0] == 404
-    assert _http(api_client, "GET", f"/api/v1/namespaces/{namespace}/secrets/mismatch")[0] == 404
+    assert response.status == 400, response.body
+    assert response.body["reason"] == "BadRequest"
+    assert (
+        http(api_client, "GET", f"/api/v1/namespaces/{namespace}/configmaps/mismatch").status == 404
+    )
+    assert http(api_client, "GET", f"/api/v1/namespaces/{namespace}/secrets/mismatch").status == 404
 
 
 def test_namespace_in_body_not_matching_url_is_bad_request(api_client: Any, namespace: str) -> None:
-    status, body = _http(
+    response = http(
         api_client,
         "POST",
         f"/api/v1/namespaces/{namespace}/configmaps",
@@ -138,10 +100,11 @@ def test_namespace_in_body_not_matching_url_is_bad_request(api_client: Any, name
             "metadata": {"name": "elsewhere", "namespace": "some-other-namespace"},
         },
     )
-    assert status == 400, body
-    assert body["reason"] == "BadRequest"
+    assert response.status == 400, response.body
+    assert response.body["reason"] == "BadRequest"
     assert (
-        _http(api_client, "GET", f"/api/v1/namespaces/{namespace}/configmaps/elsewhere")[0] == 404
+        http(api_client, "GET", f"/api/v1/namespaces/{namespace}/configmaps/elsewhere").status
+        == 404
     )
 
 
@@ -149,8 +112,8 @@ def test_name_in_body_not_matching_url_on_update_is_bad_request(
     api_client: Any, namespace: str
 ) -> None:
     collection = f"/api/v1/namespaces/{namespace}/configmaps"
-    created = _ok(
-        _http(
+    created = ok(
+        http(
             api_client,
             "POST",
             collection,
@@ -159,10 +122,10 @@ def test_name_in_body_not_matching_url_on_update_is_bad_request(
         201,
     )
     created["metadata"]["name"] = "two"
-    status, body = _http(api_client, "PUT", f"{collection}/one", body=created)
-    assert status == 400, body
-    assert body["reason"] == "BadRequest"
-    assert _http(api_client, "GET", f"{collection}/two")[0] == 404
+    response = http(api_client, "PUT", f"{collection}/one", body=created)
+    assert response.status == 400, response.body
+    assert response.body["reason"] == "BadRequest"
+    assert http(api_client, "GET", f"{collection}/two").status == 404
 
 
 # --------------------------------------------------------------------------- 422 Invalid names
@@ -188,17 +151,17 @@ def test_invalid_name_is_rejected(
     if kind == "Service":
         body["spec"] = {"ports": [{"port": 80}]}
     details = _assert_invalid(
-        _http(api_client, "POST", collection, body=body), kind, "metadata.name"
+        http(api_client, "POST", collection, body=body), kind, "metadata.name"
     )
     assert details["name"] == name
-    assert _http(api_client, "GET", f"{collection}/{name}")[0] in (404, 400)
-    listed = _ok(_http(api_client, "GET", collection), 200)
+    assert http(api_client, "GET", f"{collection}/{name}").status in (404, 400)
+    listed = ok(http(api_client, "GET", collection), 200)
     assert name not in [i["metadata"]["name"] for i in listed["items"]]
 
 
 def test_missing_name_is_invalid(api_client: Any, namespace: str) -> None:
     _assert_invalid(
-        _http(
+        http(
             api_client,
             "POST",
             f"/api/v1/namespaces/{namespace}/configmaps",
@@ -211,7 +174,7 @@ def test_missing_name_is_invalid(api_client: Any, namespace: str) -> None:
 
 def test_invalid_namespace_name(api_client: Any) -> None:
     _assert_invalid(
-        _http(
+        http(
             api_client,
             "POST",
             "/api/v1/namespaces",
@@ -228,7 +191,7 @@ def test_invalid_namespace_name(api_client: Any) -> None:
 def test_pod_without_containers_is_invalid(api_client: Any, namespace: str) -> None:
     collection = f"/api/v1/namespaces/{namespace}/pods"
     _assert_invalid(
-        _http(
+        http(
             api_client,
             "POST",
             collection,
@@ -242,18 +205,18 @@ def test_pod_without_containers_is_invalid(api_client: Any, namespace: str) -> N
         "Pod",
         "spec.containers",
     )
-    assert _http(api_client, "GET", f"{collection}/empty")[0] == 404
+    assert http(api_client, "GET", f"{collection}/empty").status == 404
 
 
 def test_deployment_without_selector_is_invalid(api_client: Any, namespace: str) -> None:
     collection = f"/apis/apps/v1/namespaces/{namespace}/deployments"
     _assert_invalid(
-        _http(api_client, "POST", collection, body=_deployment("nosel", selector=None)),
+        http(api_client, "POST", collection, body=_deployment("nosel", selector=None)),
         "Deployment",
         "spec.selector",
         group="apps",
     )
-    assert _http(api_client, "GET", f"{collection}/nosel")[0] == 404
+    assert http(api_client, "GET", f"{collection}/nosel").status == 404
 
 
 def test_deployment_selector_not_matching_template_is_invalid(
@@ -261,7 +224,7 @@ def test_deployment_selector_not_matching_template_is_invalid(
 ) -> None:
     collection = f"/apis/apps/v1/namespaces/{namespace}/deployments"
     _assert_invalid(
-        _http(
+        http(
             api_client,
             "POST",
             collection,
@@ -271,29 +234,29 @@ def test_deployment_selector_not_matching_template_is_invalid(
         "spec.template.metadata.labels",
         group="apps",
     )
-    assert _http(api_client, "GET", f"{collection}/mismatch")[0] == 404
+    assert http(api_client, "GET", f"{collection}/mismatch").status == 404
 
 
 def test_deployment_selector_is_immutable(api_client: Any, namespace: str) -> None:
     collection = f"/apis/apps/v1/namespaces/{namespace}/deployments"
-    created = _ok(_http(api_client, "POST", collection, body=_deployment("fixed")), 201)
+    created = ok(http(api_client, "POST", collection, body=_deployment("fixed")), 201)
     changed = json.loads(json.dumps(created))
     changed["spec"]["selector"] = {"matchLabels": {"app": "fixed", "extra": "x"}}
     changed["spec"]["template"]["metadata"]["labels"]["extra"] = "x"
     _assert_invalid(
-        _http(api_client, "PUT", f"{collection}/fixed", body=changed),
+        http(api_client, "PUT", f"{collection}/fixed", body=changed),
         "Deployment",
         "spec.selector",
         group="apps",
     )
-    stored = _ok(_http(api_client, "GET", f"{collection}/fixed"), 200)
+    stored = ok(http(api_client, "GET", f"{collection}/fixed"), 200)
     assert stored["spec"]["selector"] == {"matchLabels": {"app": "fixed"}}
 
 
 def test_service_port_out_of_range_is_invalid(api_client: Any, namespace: str) -> None:
     collection = f"/api/v1/namespaces/{namespace}/services"
     _assert_invalid(
-        _http(
+        http(
             api_client,
             "POST",
             collection,
@@ -307,7 +270,7 @@ def test_service_port_out_of_range_is_invalid(api_client: Any, namespace: str) -
         "Service",
         "spec.ports[0].port",
     )
-    assert _http(api_client, "GET", f"{collection}/badport")[0] == 404
+    assert http(api_client, "GET", f"{collection}/badport").status == 404
 
 
 def test_two_controller_owner_references_are_invalid(api_client: Any, namespace: str) -> None:
@@ -323,7 +286,7 @@ def test_two_controller_owner_references_are_invalid(api_client: Any, namespace:
         for i in (1, 2)
     ]
     _assert_invalid(
-        _http(
+        http(
             api_client,
             "POST",
             collection,
@@ -336,7 +299,7 @@ def test_two_controller_owner_references_are_invalid(api_client: Any, namespace:
         "ConfigMap",
         "metadata.ownerReferences",
     )
-    assert _http(api_client, "GET", f"{collection}/two-controllers")[0] == 404
+    assert http(api_client, "GET", f"{collection}/two-controllers").status == 404
 
 
 @pytest.mark.parametrize(
@@ -349,7 +312,7 @@ def test_invalid_labels_are_rejected(
 ) -> None:
     collection = f"/api/v1/namespaces/{namespace}/configmaps"
     _assert_invalid(
-        _http(
+        http(
             api_client,
             "POST",
             collection,
@@ -362,4 +325,4 @@ def test_invalid_labels_are_rejected(
         "ConfigMap",
         "metadata.labels",
     )
-    assert _http(api_client, "GET", f"{collection}/badlabels")[0] == 404
+    assert http(api_client, "GET", f"{collection}/badlabels").status == 404

@@ -14,71 +14,11 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import urlencode
 
 import pytest
-import urllib3
 from kubernetes import client, watch
 
-
-def _params(query: dict[str, Any] | None) -> list[tuple[str, str]]:
-    return [
-        (k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items()
-    ]
-
-
-def _open(
-    api_client: Any,
-    method: str,
-    path: str,
-    *,
-    query: dict[str, Any] | None = None,
-    body: Any = None,
-    content_type: str = "application/json",
-    read_timeout: float = 30.0,
-) -> Any:
-    headers = {"Accept": "application/json"}
-    if body is not None:
-        headers["Content-Type"] = content_type
-    params = _params(query)
-    api_client.update_params_for_auth(headers, params, ["BearerToken"], path, method, None)
-    url = api_client.configuration.host + path + ("?" + urlencode(params) if params else "")
-    data = None if body is None else json.dumps(body).encode()
-    return api_client.rest_client.pool_manager.request(
-        method,
-        url,
-        body=data,
-        headers=headers,
-        timeout=urllib3.Timeout(connect=10, read=read_timeout),
-        preload_content=False,
-        retries=False,
-    )
-
-
-def _http(
-    api_client: Any,
-    method: str,
-    path: str,
-    *,
-    query: dict[str, Any] | None = None,
-    body: Any = None,
-    content_type: str = "application/json",
-) -> tuple[int, Any]:
-    """One request; (status, JSON body or text). Never raises on status."""
-    resp = _open(api_client, method, path, query=query, body=body, content_type=content_type)
-    try:
-        raw = resp.read()
-    finally:
-        resp.release_conn()
-    if "json" in resp.headers.get("Content-Type", ""):
-        return resp.status, json.loads(raw)
-    return resp.status, raw.decode()
-
-
-def _ok(result: tuple[int, Any], *expected: int) -> Any:
-    status, body = result
-    assert status in (expected or (200, 201)), f"HTTP {status}: {body}"
-    return body
+from tests.integration.rawhttp import http, merge_patch, ok, watching
 
 
 class WatchStream:
@@ -122,12 +62,8 @@ class WatchStream:
 def _watch(
     api_client: Any, path: str, read_timeout: float = 20.0, **query: Any
 ) -> Iterator[WatchStream]:
-    resp = _open(api_client, "GET", path, query={"watch": True, **query}, read_timeout=read_timeout)
-    try:
+    with watching(api_client, path, read_timeout=read_timeout, **query) as resp:
         yield WatchStream(resp)
-    finally:
-        resp.close()
-        resp.release_conn()
 
 
 def _cm(name: str, labels: dict[str, str], **data: str) -> dict[str, Any]:
@@ -137,13 +73,6 @@ def _cm(name: str, labels: dict[str, str], **data: str) -> dict[str, Any]:
         "metadata": {"name": name, "labels": labels},
         "data": data,
     }
-
-
-def _merge(api_client: Any, path: str, patch: dict[str, Any]) -> dict[str, Any]:
-    return _ok(
-        _http(api_client, "PATCH", path, body=patch, content_type="application/merge-patch+json"),
-        200,
-    )
 
 
 def _summary(event: dict[str, Any]) -> tuple[str, str]:
@@ -159,11 +88,11 @@ def test_watch_from_resource_version_replays_only_later_events(
     api_client: Any, namespace: str, tag: str
 ) -> None:
     base = f"/api/v1/namespaces/{namespace}/configmaps"
-    before = _ok(_http(api_client, "POST", base, body=_cm("before", {"w": tag})), 201)
+    before = ok(http(api_client, "POST", base, body=_cm("before", {"w": tag})), 201)
     start = before["metadata"]["resourceVersion"]
-    created = _ok(_http(api_client, "POST", base, body=_cm("after", {"w": tag}, k="1")), 201)
-    modified = _merge(api_client, f"{base}/after", {"data": {"k": "2"}})
-    _ok(_http(api_client, "DELETE", f"{base}/after"), 200)
+    created = ok(http(api_client, "POST", base, body=_cm("after", {"w": tag}, k="1")), 201)
+    modified = merge_patch(api_client, f"{base}/after", {"data": {"k": "2"}})
+    ok(http(api_client, "DELETE", f"{base}/after"), 200)
 
     events = []
     with _watch(
@@ -198,7 +127,7 @@ def test_watch_from_resource_version_replays_only_later_events(
 
 def test_watch_delivers_live_events_in_order(api_client: Any, namespace: str, tag: str) -> None:
     base = f"/api/v1/namespaces/{namespace}/configmaps"
-    listed = _ok(_http(api_client, "GET", base, query={"labelSelector": f"w={tag}"}), 200)
+    listed = ok(http(api_client, "GET", base, query={"labelSelector": f"w={tag}"}), 200)
     with _watch(
         api_client,
         base,
@@ -207,20 +136,20 @@ def test_watch_delivers_live_events_in_order(api_client: Any, namespace: str, ta
         timeoutSeconds=20,
     ) as stream:
         assert stream.status == 200
-        _ok(_http(api_client, "POST", base, body=_cm("live", {"w": tag}, k="1")), 201)
+        ok(http(api_client, "POST", base, body=_cm("live", {"w": tag}, k="1")), 201)
         assert _summary(next(stream)) == ("ADDED", "live")
-        _merge(api_client, f"{base}/live", {"data": {"k": "2"}})
+        merge_patch(api_client, f"{base}/live", {"data": {"k": "2"}})
         event = next(stream)
         assert _summary(event) == ("MODIFIED", "live")
         assert event["object"]["data"] == {"k": "2"}
-        _ok(_http(api_client, "DELETE", f"{base}/live"), 200)
+        ok(http(api_client, "DELETE", f"{base}/live"), 200)
         assert _summary(next(stream)) == ("DELETED", "live")
 
 
 def test_cluster_wide_watch_sees_namespaced_objects(
     api_client: Any, namespace: str, tag: str
 ) -> None:
-    listed = _ok(_http(api_client, "GET", "/api/v1/configmaps", query={"limit": 1}), 200)
+    listed = ok(http(api_client, "GET", "/api/v1/configmaps", query={"limit": 1}), 200)
     with _watch(
         api_client,
         "/api/v1/configmaps",
@@ -228,8 +157,8 @@ def test_cluster_wide_watch_sees_namespaced_objects(
         resourceVersion=listed["metadata"]["resourceVersion"],
         timeoutSeconds=20,
     ) as stream:
-        _ok(
-            _http(
+        ok(
+            http(
                 api_client,
                 "POST",
                 f"/api/v1/namespaces/{namespace}/configmaps",
@@ -278,12 +207,12 @@ def test_watch_without_resource_version_starts_with_current_state(
 ) -> None:
     base = f"/api/v1/namespaces/{namespace}/configmaps"
     for name in ("now-1", "now-2"):
-        _ok(_http(api_client, "POST", base, body=_cm(name, {"w": tag})), 201)
-    _ok(_http(api_client, "DELETE", f"{base}/now-2"), 200)
-    _ok(_http(api_client, "POST", base, body=_cm("now-3", {"w": tag})), 201)
+        ok(http(api_client, "POST", base, body=_cm(name, {"w": tag})), 201)
+    ok(http(api_client, "DELETE", f"{base}/now-2"), 200)
+    ok(http(api_client, "POST", base, body=_cm("now-3", {"w": tag})), 201)
     with _watch(api_client, base, labelSelector=f"w={tag}", timeoutSeconds=20) as stream:
         first = [next(stream), next(stream)]
-        _ok(_http(api_client, "POST", base, body=_cm("now-4", {"w": tag})), 201)
+        ok(http(api_client, "POST", base, body=_cm("now-4", {"w": tag})), 201)
         after = next(stream)
     assert sorted(_summary(e) for e in first) == [("ADDED", "now-1"), ("ADDED", "now-3")]
     assert _summary(after) == ("ADDED", "now-4")
@@ -291,7 +220,7 @@ def test_watch_without_resource_version_starts_with_current_state(
 
 def test_bookmarks_carry_only_resource_version(api_client: Any, namespace: str, tag: str) -> None:
     base = f"/api/v1/namespaces/{namespace}/configmaps"
-    created = _ok(_http(api_client, "POST", base, body=_cm("marked", {"w": tag})), 201)
+    created = ok(http(api_client, "POST", base, body=_cm("marked", {"w": tag})), 201)
     bookmarks = []
     with _watch(
         api_client,
@@ -320,7 +249,7 @@ def test_no_bookmarks_without_allow_watch_bookmarks(
     api_client: Any, namespace: str, tag: str
 ) -> None:
     base = f"/api/v1/namespaces/{namespace}/configmaps"
-    listed = _ok(_http(api_client, "GET", base, query={"labelSelector": f"w={tag}"}), 200)
+    listed = ok(http(api_client, "GET", base, query={"labelSelector": f"w={tag}"}), 200)
     with _watch(
         api_client,
         base,
@@ -334,7 +263,7 @@ def test_no_bookmarks_without_allow_watch_bookmarks(
 
 def test_timeout_seconds_ends_the_stream(api_client: Any, namespace: str) -> None:
     base = f"/api/v1/namespaces/{namespace}/configmaps"
-    listed = _ok(_http(api_client, "GET", base), 200)
+    listed = ok(http(api_client, "GET", base), 200)
     started = time.monotonic()
     with _watch(
         api_client,
@@ -352,7 +281,7 @@ def test_timeout_seconds_ends_the_stream(api_client: Any, namespace: str) -> Non
 
 def test_label_selector_watch_transitions(api_client: Any, namespace: str, tag: str) -> None:
     base = f"/api/v1/namespaces/{namespace}/configmaps"
-    created = _ok(_http(api_client, "POST", base, body=_cm("mover", {"w": tag, "sel": "yes"})), 201)
+    created = ok(http(api_client, "POST", base, body=_cm("mover", {"w": tag, "sel": "yes"})), 201)
     with _watch(
         api_client,
         base,
@@ -360,7 +289,7 @@ def test_label_selector_watch_transitions(api_client: Any, namespace: str, tag: 
         resourceVersion=created["metadata"]["resourceVersion"],
         timeoutSeconds=20,
     ) as stream:
-        away = _merge(api_client, f"{base}/mover", {"metadata": {"labels": {"sel": "no"}}})
+        away = merge_patch(api_client, f"{base}/mover", {"metadata": {"labels": {"sel": "no"}}})
         event = next(stream)
         assert _summary(event) == ("DELETED", "mover")
         # The previous state of the object, stamped with the resourceVersion of the change.
@@ -369,8 +298,8 @@ def test_label_selector_watch_transitions(api_client: Any, namespace: str, tag: 
             event["object"]["metadata"]["resourceVersion"] == (away["metadata"]["resourceVersion"])
         )
 
-        _merge(api_client, f"{base}/mover", {"data": {"unseen": "1"}})
-        back = _merge(api_client, f"{base}/mover", {"metadata": {"labels": {"sel": "yes"}}})
+        merge_patch(api_client, f"{base}/mover", {"data": {"unseen": "1"}})
+        back = merge_patch(api_client, f"{base}/mover", {"metadata": {"labels": {"sel": "yes"}}})
         event = next(stream)
         assert _summary(event) == ("ADDED", "mover")
         assert event["object"]["metadata"]["labels"]["sel"] == "yes"
@@ -381,22 +310,22 @@ def test_label_selector_watch_transitions(api_client: Any, namespace: str, tag: 
 
 
 def test_send_initial_events_requires_not_older_than(api_client: Any, namespace: str) -> None:
-    status, body = _http(
+    response = http(
         api_client,
         "GET",
         f"/api/v1/namespaces/{namespace}/configmaps",
         query={"watch": True, "sendInitialEvents": True, "allowWatchBookmarks": True},
     )
-    assert status == 422
-    assert body["kind"] == "Status"
-    assert body["reason"] == "Invalid"
+    assert response.status == 422
+    assert response.body["kind"] == "Status"
+    assert response.body["reason"] == "Invalid"
 
 
 def test_send_initial_events_then_end_bookmark(api_client: Any, namespace: str, tag: str) -> None:
     base = f"/api/v1/namespaces/{namespace}/configmaps"
     names = {f"initial-{i}" for i in range(3)}
     for name in sorted(names):
-        _ok(_http(api_client, "POST", base, body=_cm(name, {"w": tag})), 201)
+        ok(http(api_client, "POST", base, body=_cm(name, {"w": tag})), 201)
 
     added = []
     with _watch(
@@ -421,6 +350,6 @@ def test_send_initial_events_then_end_bookmark(api_client: Any, namespace: str, 
         assert end["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
         assert end["metadata"]["resourceVersion"].isdigit()
 
-        _ok(_http(api_client, "POST", base, body=_cm("later", {"w": tag})), 201)
+        ok(http(api_client, "POST", base, body=_cm("later", {"w": tag})), 201)
         event = next(e for e in stream if e["type"] != "BOOKMARK")
         assert _summary(event) == ("ADDED", "later")
