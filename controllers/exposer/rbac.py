@@ -8,8 +8,8 @@ Least privilege (DESIGN.md §7): exactly the verbs the reconciler and its inform
   ownerReference needs it where the ``OwnerReferencesPermissionEnforcement`` admission
   plugin is on (OpenShift and hardened clusters).
 * ``services``, ``ingresses``: get/list/watch (informers; GET after ``AlreadyExists``),
-  create, update (PUT with the observed resourceVersion), delete (opt-in removed). ``patch``
-  is listed for parity with the deploy issue's brief although the reconciler only PUTs.
+  create, update (PUT with the observed resourceVersion), delete (opt-in removed); no
+  ``patch``: the reconciler only PUTs.
 * ``events``: create/patch (the recorder creates an Event, then patches its count).
 
 Thread-safe: constants.
@@ -31,12 +31,12 @@ RBAC_RULES: Final[list[dict[str, list[str]]]] = [
     {
         "apiGroups": [""],
         "resources": ["services"],
-        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+        "verbs": ["get", "list", "watch", "create", "update", "delete"],
     },
     {
         "apiGroups": ["networking.k8s.io"],
         "resources": ["ingresses"],
-        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+        "verbs": ["get", "list", "watch", "create", "update", "delete"],
     },
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
 ]

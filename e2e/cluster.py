@@ -1,0 +1,139 @@
+"""Overseer replicas as pods: the e2e target when ``deploy/`` runs in a cluster (kind).
+
+``e2e/kind.sh`` sets ``OVERSEER_E2E_TARGET=kind`` (with ``OVERSEER_TEST_KUBECONFIG``,
+``OVERSEER_E2E_NAMESPACE`` and ``OVERSEER_E2E_LEASE``). There the replicas are the
+Deployment's pods, and :class:`PodReplicas` plays the part :class:`e2e.processes.ReplicaSet`
+plays for local processes:
+
+* the leader is the pod whose name prefixes the Lease's ``holderIdentity``
+  (``<pod name>_<random suffix>``, see ``manager.leaderelection.default_identity``);
+* kill -9 is ``kubectl delete pod --grace-period=0 --force`` (DELETE with
+  ``gracePeriodSeconds: 0``): the container gets no time to release the Lease;
+* graceful is a plain delete: SIGTERM, the manager drains and releases the Lease;
+* metrics are read through the API server's pod proxy (``kubectl get --raw``).
+
+Not thread-safe: one test drives one instance.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import time
+from typing import Any
+
+from manager.errors import NotFound
+from manager.kube import KubeClient
+from manager.resources import builtin
+
+TARGET = os.environ.get("OVERSEER_E2E_TARGET", "local")
+NAMESPACE = os.environ.get("OVERSEER_E2E_NAMESPACE", "overseer-system")
+LEASE_NAME = os.environ.get("OVERSEER_E2E_LEASE", "overseer-leader")
+SELECTOR = "app.kubernetes.io/name=overseer"
+
+PODS = builtin("v1", "pods")
+LEASES = builtin("coordination.k8s.io/v1", "leases")
+DEPLOYMENTS = builtin("apps/v1", "deployments")
+
+
+class PodReplicas:
+    """The Overseer pods of one install, and the Lease they share."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        namespace: str = NAMESPACE,
+        lease: str = LEASE_NAME,
+        selector: str = SELECTOR,
+        kubeconfig: str | None = None,
+    ) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.lease = lease
+        self.selector = selector
+        self.kubeconfig = kubeconfig
+
+    def pods(self) -> list[dict[str, Any]]:
+        """The replicas' pods that are not being deleted, by name."""
+        items = self.client.list(PODS, self.namespace, label_selector=self.selector)["items"]
+        live = [p for p in items if not p["metadata"].get("deletionTimestamp")]
+        return sorted(live, key=lambda p: str(p["metadata"]["name"]))
+
+    def ready(self) -> list[str]:
+        """Names of the pods whose Ready condition is True."""
+        return [
+            p["metadata"]["name"]
+            for p in self.pods()
+            if any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (p.get("status") or {}).get("conditions") or []
+            )
+        ]
+
+    def holder(self) -> str:
+        """The Lease's holderIdentity ("" when released or missing)."""
+        try:
+            lease = self.client.get(LEASES, self.lease, self.namespace)
+        except NotFound:
+            return ""
+        return str((lease.get("spec") or {}).get("holderIdentity") or "")
+
+    def pod_of(self, identity: str) -> str | None:
+        """The pod an identity belongs to (its name is the identity's prefix)."""
+        for p in self.pods():
+            name = str(p["metadata"]["name"])
+            if identity.startswith(f"{name}_"):
+                return name
+        return None
+
+    def leader(self) -> str | None:
+        """The leading pod, if the holder is one of the live pods."""
+        holder = self.holder()
+        return self.pod_of(holder) if holder else None
+
+    def kill(self, pod: str) -> None:
+        """kill -9: delete at once, no grace (``--grace-period=0 --force``)."""
+        with contextlib.suppress(NotFound):
+            self.client.delete(PODS, pod, self.namespace, grace_period_seconds=0)
+
+    def terminate(self, pod: str) -> None:
+        """Graceful: a plain delete (SIGTERM, then the pod's termination grace period)."""
+        with contextlib.suppress(NotFound):
+            self.client.delete(PODS, pod, self.namespace)
+
+    def wait_for_new_leader(self, old_holder: str, timeout: float, step: float = 0.05) -> str:
+        """The first holderIdentity that is neither empty nor ``old_holder``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            holder = self.holder()
+            if holder and holder != old_holder:
+                return holder
+            time.sleep(step)
+        raise AssertionError(f"no new leader within {timeout} s (was {old_holder!r})")
+
+    def metrics(self, pod: str, port: int = 8080) -> str:
+        """``/metrics`` of one pod through the API server's pod proxy."""
+        path = f"/api/v1/namespaces/{self.namespace}/pods/{pod}:{port}/proxy/metrics"
+        cmd = ["kubectl", "get", "--raw", path]
+        if self.kubeconfig:
+            cmd[1:1] = ["--kubeconfig", self.kubeconfig]
+        return subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=30).stdout
+
+
+def sample(metrics: str, metric_name: str, /, **labels: str) -> float | None:
+    """The value of one sample in Prometheus text format (labels must all match)."""
+    for line in metrics.splitlines():
+        if line.startswith("#") or not line.startswith(metric_name):
+            continue
+        head, _, value = line.rpartition(" ")
+        metric, _, label_text = head.partition("{")
+        if metric != metric_name:
+            continue
+        found = dict(
+            part.split("=", 1) for part in label_text.rstrip("}").split(",") if "=" in part
+        )
+        if all(found.get(k, "").strip('"') == v for k, v in labels.items()):
+            return float(value)
+    return None
