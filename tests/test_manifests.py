@@ -478,25 +478,13 @@ def test_rbac_grants_no_secrets_and_no_wildcards() -> None:
     assert not [g for g in bound_grants(objs, "ClusterRole") if g.resource == "leases"]
 
 
-def _requested(server: Any, groups: dict[str, str]) -> set[Grant]:
-    """(group, plural, verb) of every request the local API server served, by probing
-    ``request_count`` for each verb and served plural. The server counts by plural only:
-    ``groups`` resolves a plural served by two groups (``events``) to the one the code
-    uses."""
-    by_plural: dict[str, set[str]] = {}
-    for served in server.registry:
-        by_plural.setdefault(served.resource.plural, set()).add(served.resource.group)
+def _requested(server: Any) -> set[Grant]:
+    """(group, resource, verb) of every request the local API server served; a
+    subresource is named ``resource/subresource`` as RBAC names it."""
     out = set()
-    for plural, served_groups in by_plural.items():
-        for verb in VERBS:
-            if server.request_count(verb, plural) == 0:
-                continue
-            if plural in groups:
-                group = groups[plural]
-            else:
-                assert len(served_groups) == 1, f"{plural} is ambiguous: {served_groups}"
-                (group,) = served_groups
-            out.add(Grant(group, plural, verb))
+    for (verb, group, plural, sub), count in server.requests().items():
+        if count:
+            out.add(Grant(group, f"{plural}/{sub}" if sub else plural, verb))
     return out
 
 
@@ -508,13 +496,6 @@ def _wait(what: str, cond: Callable[[], Any], timeout: float = 20.0) -> Any:
             return value
         assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
         time.sleep(0.02)
-
-
-def _code_groups() -> dict[str, str]:
-    """The API group the code uses for plurals the local server serves in two groups."""
-    from manager.events import EVENTS
-
-    return {EVENTS.plural: EVENTS.group}
 
 
 def test_role_grants_what_the_framework_requests() -> None:
@@ -569,7 +550,7 @@ def test_role_grants_what_the_framework_requests() -> None:
             server.resource("coordination.k8s.io/v1", "leases"), NAMESPACE, "overseer-leader"
         )["spec"].get("holderIdentity")
         assert not holder, "the elector did not release the Lease on stop"
-        requested = _requested(server, _code_groups())
+        requested = _requested(server)
     assert {g.resource for g in requested} == {"leases", "events"}, requested
     assert {g.verb for g in requested if g.resource == "leases"} >= {"get", "create", "update"}
     assert {g.verb for g in requested if g.resource == "events"} == {"create", "patch"}
@@ -785,7 +766,7 @@ def test_rbac_grants_every_request_the_running_controllers_make() -> None:
             _wait("the Service deleted", lambda: not exists(services, "web"))
             _wait("the Ingress deleted", lambda: not exists(ingresses, "web"))
             _wait("the LogicalPort deleted", lambda: port_count() == 0)
-        requested = _requested(server, _code_groups())
+        requested = _requested(server)
     print("\nrequested by the running manager:")
     for g in sorted(requested, key=lambda g: (g.group, g.resource, VERBS.index(g.verb))):
         print(f"  {g.group or 'core'}/{g.resource}: {g.verb}")

@@ -356,6 +356,7 @@ class Rest:
     # -- reads -----------------------------------------------------------------------
 
     def get(self, served: ServedResource, namespace: str | None, name: str) -> JsonDict:
+        """The stored object itself, shared with storage: never modify it (copy first)."""
         obj = self.storage.get(self._key(served, namespace, name))
         if obj is None:
             raise not_found(served, name)

@@ -185,7 +185,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._not_found_page()
                 return
             verb = self._verb(method, route, query)
-            owner._count(verb, route.served.resource.plural)
+            r = route.served.resource
+            owner._count(verb, r.group, r.plural, route.subresource or "")
             latency = owner.faults.latency
             if latency:
                 time.sleep(latency)
@@ -760,7 +761,7 @@ class LocalApiServer:
         self._serve_thread: threading.Thread | None = None
         self._watchers: set[Watcher] = set()
         self._lock = threading.Lock()
-        self._counts: dict[tuple[str, str], int] = {}
+        self._counts: dict[tuple[str, str, str, str], int] = {}
         self.stopping = False
         self._started = False
 
@@ -836,15 +837,22 @@ class LocalApiServer:
         with self._lock:
             return sum(
                 n
-                for (v, r), n in self._counts.items()
+                for (v, _, r, _), n in self._counts.items()
                 if verb in (None, v) and resource in (None, r)
             )
 
+    def requests(self) -> dict[tuple[str, str, str, str], int]:
+        """Every request served so far: ``(verb, group, resource, subresource) -> count``
+        (group and subresource are "" when there is none), e.g. to check RBAC rules."""
+        with self._lock:
+            return dict(self._counts)
+
     # -- internals -------------------------------------------------------------------
 
-    def _count(self, verb: str, resource: str) -> None:
+    def _count(self, verb: str, group: str, resource: str, subresource: str) -> None:
+        key = (verb, group, resource, subresource)
         with self._lock:
-            self._counts[(verb, resource)] = self._counts.get((verb, resource), 0) + 1
+            self._counts[key] = self._counts.get(key, 0) + 1
 
     def _watch_opened(self, watcher: Watcher) -> None:
         with self._lock:
