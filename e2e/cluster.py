@@ -7,8 +7,11 @@ plays for local processes:
 
 * the leader is the pod whose name prefixes the Lease's ``holderIdentity``
   (``<pod name>_<random suffix>``, see ``manager.leaderelection.default_identity``);
-* kill -9 is ``kubectl delete pod --grace-period=0 --force`` (DELETE with
-  ``gracePeriodSeconds: 0``): the container gets no time to release the Lease;
+* kill -9 is a SIGKILL of the pod's container on its kind node (``docker exec <node>
+  crictl stop --timeout 0``): the process gets no chance to release the Lease, and the
+  kubelet restarts the container. A force delete would not do: the kubelet still sends
+  SIGTERM first. Where the node is not a docker container (not kind), it falls back to
+  ``kubectl delete pod --grace-period=0 --force``;
 * graceful is a plain delete: SIGTERM, the manager drains and releases the Lease;
 * metrics are read through the API server's pod proxy (``kubectl get --raw``).
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import time
 from typing import Any
@@ -94,7 +98,21 @@ class PodReplicas:
         return self.pod_of(holder) if holder else None
 
     def kill(self, pod: str) -> None:
-        """kill -9: delete at once, no grace (``--grace-period=0 --force``)."""
+        """kill -9: SIGKILL the pod's container on its kind node; else a force delete."""
+        node = next(
+            (p["spec"].get("nodeName") for p in self.pods() if p["metadata"]["name"] == pod), None
+        )
+        if node and shutil.which("docker"):
+            script = f"crictl stop --timeout 0 $(crictl ps -q --pod $(crictl pods -q --name {pod}))"
+            done = subprocess.run(
+                ["docker", "exec", node, "sh", "-c", script],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            )
+            if done.returncode == 0:
+                return
         with contextlib.suppress(NotFound):
             self.client.delete(PODS, pod, self.namespace, grace_period_seconds=0)
 

@@ -2,8 +2,8 @@
 
 Each :class:`Replica` is one ``python -m manager run`` child process with its own
 ``POD_NAME`` (so its Lease identity starts with it), a log file, and the test-only HA
-plugin on ``PYTHONPATH``. Every wait is bounded; :meth:`ReplicaSet.close` kills what is
-left.
+plugin on ``PYTHONPATH`` (or the plugin directories it is given instead). Every wait
+is bounded; :meth:`ReplicaSet.close` kills what is left.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,13 +53,20 @@ def write_config(path: Path, namespace: str, lease_name: str, **timings: float) 
 
 
 class Replica:
-    def __init__(self, name: str, config: Path, kubeconfig: str, logdir: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        config: Path,
+        kubeconfig: str,
+        logdir: Path,
+        plugins: Sequence[Path] = (HA_PLUGIN,),
+    ) -> None:
         self.name = name
         self.log = logdir / f"{name}.log"
         env = {
             **os.environ,
             "POD_NAME": name,
-            "PYTHONPATH": os.pathsep.join([str(HA_PLUGIN), str(ROOT)]),
+            "PYTHONPATH": os.pathsep.join([*map(str, plugins), str(ROOT)]),
         }
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
@@ -78,6 +85,11 @@ class Replica:
                 env=env,
                 cwd=ROOT,
             )
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit status (negative: killed by that signal), None while running."""
+        return self.proc.poll()
 
     def signal(self, sig: int) -> None:
         if self.proc.poll() is None:

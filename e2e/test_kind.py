@@ -13,16 +13,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import time
-import uuid
 from collections.abc import Iterator
-from functools import partial
 from typing import Any
 
 import pytest
 
-from e2e.cluster import DEPLOYMENTS, NAMESPACE, PODS, TARGET, PodReplicas, sample
+from e2e.cluster import DEPLOYMENTS, NAMESPACE, PODS, TARGET, PodReplicas
 from e2e.processes import wait_for
 from manager.errors import NotFound
 from manager.kube import KubeClient
@@ -140,109 +136,3 @@ def test_install_ready_spread_one_leader(client: KubeClient, replicas: PodReplic
     assert len(leaders) == 1
     for p in pods:
         assert p["spec"]["securityContext"]["runAsUser"] == 65532
-
-
-def test_controllers_end_to_end(client: KubeClient, replicas: PodReplicas, namespace: str) -> None:
-    _expose(client, namespace, "web")
-    _pod(client, namespace, "p-0")
-    wait_for(lambda: _exposed(client, namespace, "web"), 60, "web exposed", step=0.2)
-    wait_for(lambda: _has_port(client, namespace, "p-0"), 60, "p-0 has a port", step=0.2)
-    uid = client.get(PODS, "p-0", namespace)["metadata"]["uid"]
-    client.delete(PODS, "p-0", namespace, grace_period_seconds=0)
-    wait_for(lambda: uid not in _ports_of(client, namespace), 60, "p-0's port released", step=0.2)
-
-
-def test_metrics_show_leader_status_and_reconciles(
-    client: KubeClient, replicas: PodReplicas, namespace: str
-) -> None:
-    _expose(client, namespace, "metered")
-    wait_for(lambda: _exposed(client, namespace, "metered"), 60, "exposed", step=0.2)
-    leader = replicas.leader()
-    assert leader is not None
-    text = replicas.metrics(leader)
-    assert sample(text, "leader_election_master_status", name=replicas.lease) == 1.0
-    reconciles = sample(
-        text, "controller_runtime_reconcile_total", controller="exposer", result="success"
-    )
-    assert reconciles is not None and reconciles >= 1, text[:2000]
-    for p in replicas.pods():
-        name = p["metadata"]["name"]
-        if name != leader:
-            standby = sample(replicas.metrics(name), "leader_election_master_status")
-            assert standby in (None, 0.0), name
-
-
-def test_failover_kill9_and_graceful(
-    client: KubeClient, replicas: PodReplicas, namespace: str
-) -> None:
-    first = replicas.holder()
-    leader = replicas.pod_of(first)
-    assert leader is not None
-    killed_at = time.monotonic()
-    replicas.kill(leader)
-    second = replicas.wait_for_new_leader(first, LEASE_DURATION + 2 * RETRY + 10)
-    kill_failover = time.monotonic() - killed_at
-    _expose(client, namespace, "after-kill")
-    wait_for(lambda: _exposed(client, namespace, "after-kill"), 60, "exposed after kill -9")
-    _wait_all_ready(client, replicas)  # the Deployment replaced the killed pod
-
-    new_leader = replicas.pod_of(second)
-    assert new_leader is not None
-    termed_at = time.monotonic()
-    replicas.terminate(new_leader)
-    third = replicas.wait_for_new_leader(second, 20)
-    handover = time.monotonic() - termed_at
-    _expose(client, namespace, "after-term")
-    wait_for(lambda: _exposed(client, namespace, "after-term"), 60, "exposed after SIGTERM")
-    print(
-        f"\nkind failover: pod force-deleted -> new leader in {kill_failover:.1f} s "
-        f"(bound {LEASE_DURATION + 2 * RETRY} s); graceful delete -> {handover:.1f} s"
-    )
-    assert kill_failover <= LEASE_DURATION + 2 * RETRY + 5
-    assert handover <= 2 * RETRY + 5  # released on shutdown: about one retry period
-    assert third not in (first, second)
-    _wait_all_ready(client, replicas)
-
-
-def test_rolling_restart_loses_nothing(
-    client: KubeClient, replicas: PodReplicas, namespace: str
-) -> None:
-    names = [f"d{i}" for i in range(5)]
-    pods = [f"p{i}" for i in range(5)]
-    for n in names:
-        _expose(client, namespace, n)
-    for p in pods:
-        _pod(client, namespace, p)
-    for n in names:
-        wait_for(partial(_exposed, client, namespace, n), 60, f"{n} exposed", step=0.2)
-    for p in pods:
-        wait_for(partial(_has_port, client, namespace, p), 60, f"{p} has a port", step=0.2)
-    restarted = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    client.patch(
-        DEPLOYMENTS,
-        "overseer",
-        {
-            "spec": {
-                "template": {
-                    "metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": restarted}}
-                }
-            }
-        },
-        namespace=NAMESPACE,
-    )
-    # work arriving during the restart is not lost either
-    late = f"late-{uuid.uuid4().hex[:4]}"
-    _expose(client, namespace, late)
-    _pod(client, namespace, late)
-    _wait_all_ready(client, replicas)
-    for n in [*names, late]:
-        wait_for(partial(_exposed, client, namespace, n), 60, f"{n} exposed after restart")
-    for p in [*pods, late]:
-        wait_for(partial(_has_port, client, namespace, p), 60, f"{p} has one port after")
-    live = {client.get(PODS, p, namespace)["metadata"]["uid"] for p in [*pods, late]}
-    by_uid = _ports_of(client, namespace)
-    assert set(by_uid) == live, "orphan LogicalPorts or pods without one"
-    assert all(len(v) == 1 for v in by_uid.values())
-    with contextlib.suppress(NotFound):
-        for p in [*pods, late]:
-            client.delete(PODS, p, namespace, grace_period_seconds=0)
