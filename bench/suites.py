@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
-from bench import apiserver, exposer, informers, podport
+from bench import apiserver, exposer, exposure, failover, informers, podport, portburst, steady
 
-__all__ = ["apiserver", "exposer", "informers", "podport"]
+__all__ = [
+    "apiserver",
+    "exposer",
+    "exposure",
+    "failover",
+    "informers",
+    "podport",
+    "portburst",
+    "steady",
+]

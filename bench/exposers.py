@@ -1,0 +1,146 @@
+"""The exposer subjects, each started in its own process with a :class:`ProcessSampler`.
+
+``overseer``
+    ``python -m manager run --kubeconfig K --config C``: only the ``exposer`` controller
+    enabled (4 workers), leader election off, metrics and probes off (``"0"``),
+    ``watchNamespace`` the benchmark's namespace, client limit 1000 QPS / burst 2000 (the
+    default 20 QPS would make the figure the limiter's; the peers have no client limit).
+``official``
+    ``python -m bench.peers.official_exposer`` (:mod:`bench.peers.official_exposer`).
+``kopf``
+    ``python -m kopf run --standalone --namespace NS bench/peers/kopf_exposer.py``.
+
+Every subject uses ``--workers`` concurrent reconciles and the Ingress domain
+:data:`DOMAIN`. Output goes to a log file in the run's scratch directory, shown when a
+subject fails. :meth:`Subject.stop` ends the process (SIGTERM, then SIGKILL).
+
+Not thread-safe: one owner per subject.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.sampler import ProcessSampler
+from bench.target import stop_process
+
+ROOT = Path(__file__).resolve().parent.parent
+DOMAIN = "bench.example.test"
+EXPOSERS = ("overseer", "official", "kopf")
+QPS = 1000.0
+BURST = 2000
+
+
+def installed_controllers() -> list[str]:
+    """Names of the installed ``overseer.controllers`` plugins (none imported)."""
+    from manager.plugins import discover
+
+    return [info.name for info in discover()]
+
+
+def overseer_config(
+    path: Path,
+    namespace: str,
+    *,
+    enable: dict[str, dict[str, Any]],
+    leader_election: dict[str, Any] | None = None,
+    log_level: str = "warning",
+) -> Path:
+    """Write an ``overseer run`` config: controllers in ``enable`` on, every other off."""
+    controllers: dict[str, Any] = {name: {"enabled": False} for name in installed_controllers()}
+    for name, section in enable.items():
+        controllers[name] = {"enabled": True, **section}
+    doc = {
+        "client": {"qps": QPS, "burst": BURST},
+        "leaderElection": leader_election or {"enabled": False},
+        "metricsBindAddress": "0",
+        "healthProbeBindAddress": "0",
+        "watchNamespace": namespace,
+        "log": {"format": "json", "level": log_level},
+        "controllers": controllers,
+    }
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+class Subject:
+    """One controller process under test."""
+
+    def __init__(
+        self, name: str, cmd: list[str], log: Path, env: dict[str, str] | None = None
+    ) -> None:
+        self.name = name
+        self.log = log
+        with log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+            )
+        self.sampler = ProcessSampler(self.proc.pid)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def tail(self, chars: int = 3000) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        self.sampler.sample()
+        self.sampler.stop()
+        stop_process(self.proc, grace=5.0)
+
+
+def start_exposer(
+    kind: str, kubeconfig: str, namespace: str, scratch: Path, *, workers: int = 4
+) -> Subject:
+    """Start exposer ``kind`` (one of :data:`EXPOSERS`) scoped to ``namespace``."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    log = scratch / f"{kind}-{namespace}.log"
+    if kind == "overseer":
+        section = {"workers": workers, "domain": DOMAIN}
+        config = overseer_config(
+            scratch / f"overseer-{namespace}.yaml", namespace, enable={"exposer": section}
+        )
+        cmd = [sys.executable, "-m", "manager", "run", "--kubeconfig", kubeconfig]
+        return Subject(kind, [*cmd, "--config", str(config)], log)
+    if kind == "official":
+        cmd = [
+            sys.executable,
+            "-m",
+            "bench.peers.official_exposer",
+            "--kubeconfig",
+            kubeconfig,
+            "--namespace",
+            namespace,
+            "--workers",
+            str(workers),
+            "--domain",
+            DOMAIN,
+        ]
+        return Subject(kind, cmd, log)
+    if kind == "kopf":
+        script = ROOT / "bench" / "peers" / "kopf_exposer.py"
+        cmd = [
+            sys.executable,
+            "-m",
+            "kopf",
+            "run",
+            os.environ.get("BENCH_KOPF_VERBOSITY", "--quiet"),
+            "--standalone",
+        ]
+        env = {
+            "KUBECONFIG": kubeconfig,
+            "BENCH_DOMAIN": DOMAIN,
+            "BENCH_WORKERS": str(workers),
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        }
+        return Subject(kind, [*cmd, "--namespace", namespace, str(script)], log, env)
+    raise ValueError(f"unknown exposer {kind!r}; known: {', '.join(EXPOSERS)}")

@@ -1,0 +1,200 @@
+"""Benchmark ``exposure-burst``: N opted-in Deployments created in a burst → time until
+every one has its Service and its Ingress, for Overseer's exposer and the two peers
+(:mod:`bench.exposers`), each in its own process, in a fresh namespace per subject.
+
+The harness observes the result itself, with raw watches on Services and Ingresses
+(:class:`bench.watcher.ObjectWatch`), so every subject is measured the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.child import Child
+from bench.deployments import deployment
+from bench.exposers import EXPOSERS, Subject, start_exposer
+from bench.latency import summary_ms
+from bench.registry import Goal, Metrics, Ratio, Run, benchmark
+from bench.target import Target
+from bench.watcher import ObjectWatch
+
+DEPLOYMENTS = int(os.environ.get("BENCH_DEPLOYMENTS", "1000"))  # smaller while developing
+WORKERS = 4
+WRITERS = 4
+READY_TIMEOUT = 120.0  # seconds for a subject to expose the canary
+TIMEOUT = 300.0  # seconds for a burst to be exposed
+MB = 1024 * 1024
+CANARY = "canary"
+
+
+class Exposures:
+    """First time each name was seen as a Service and as an Ingress (harness watches)."""
+
+    def __init__(self, target: Target, namespace: str) -> None:
+        self._lock = threading.Lock()
+        self.services: dict[str, float] = {}
+        self.ingresses: dict[str, float] = {}
+        self._watches = [
+            ObjectWatch(target.raw, f"/api/v1/namespaces/{namespace}/services", self._svc),
+            ObjectWatch(
+                target.raw,
+                f"/apis/networking.k8s.io/v1/namespaces/{namespace}/ingresses",
+                self._ing,
+            ),
+        ]
+        for w in self._watches:
+            w.start()
+
+    def _svc(self, kind: str, obj: dict[str, Any], now: float) -> None:
+        if kind == "ADDED":
+            with self._lock:
+                self.services.setdefault(obj["metadata"]["name"], now)
+
+    def _ing(self, kind: str, obj: dict[str, Any], now: float) -> None:
+        if kind == "ADDED":
+            with self._lock:
+                self.ingresses.setdefault(obj["metadata"]["name"], now)
+
+    def exposed_at(self, name: str) -> float | None:
+        """When both objects of ``name`` had been seen (None: not yet)."""
+        with self._lock:
+            svc, ing = self.services.get(name), self.ingresses.get(name)
+        return None if svc is None or ing is None else max(svc, ing)
+
+    def count(self, names: list[str]) -> int:
+        return sum(1 for n in names if self.exposed_at(n) is not None)
+
+    def errors(self) -> list[BaseException]:
+        return [w.error for w in self._watches if w.error is not None]
+
+    def stop(self) -> None:
+        for w in self._watches:
+            w.stop()
+
+
+def wait_exposed(
+    exposures: Exposures, names: list[str], subject: Subject, timeout: float, what: str
+) -> None:
+    deadline = time.monotonic() + timeout
+    while exposures.count(names) < len(names):
+        if not subject.alive():
+            raise RuntimeError(f"{subject.name} exited: {subject.tail()}")
+        if exposures.errors():
+            raise exposures.errors()[0]
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"{subject.name}: {exposures.count(names)} of {len(names)} {what} exposed "
+                f"after {timeout:.0f}s: {subject.tail()}"
+            )
+        time.sleep(0.02)
+
+
+def _one(run: Run, kind: str, count: int) -> Metrics:
+    target = run.target
+    ns = target.new_namespace(f"bench-expose-{kind}")
+    exposures = Exposures(target, ns)
+    subject = start_exposer(kind, target.kubeconfig, ns, Path(run.scratch), workers=WORKERS)
+    try:
+        target.raw.request("POST", f"/apis/apps/v1/namespaces/{ns}/deployments", deployment(CANARY))
+        wait_exposed(exposures, [CANARY], subject, READY_TIMEOUT, "canary")
+        cpu0 = subject.sampler.cpu()
+        with Child(
+            "bench.deployments",
+            "create",
+            "--kubeconfig",
+            target.kubeconfig,
+            "--namespace",
+            ns,
+            "--count",
+            str(count),
+            "--threads",
+            str(WRITERS),
+        ) as generator:
+            burst = generator.next(TIMEOUT)
+            created: dict[str, float] = burst["created"]
+            if len(created) < count:
+                raise RuntimeError(f"generator created {len(created)} of {count}")
+            names = sorted(created)
+            wait_exposed(exposures, names, subject, TIMEOUT, "deployments")
+        cpu = subject.sampler.cpu() - cpu0
+        done = {n: exposures.exposed_at(n) or 0.0 for n in names}
+        last = max(done.values())
+        seconds = last - float(burst["started"])
+        latencies = [done[n] - created[n] for n in names]
+        return {
+            f"{kind}_exposed_seconds": seconds,
+            f"{kind}_exposed_per_s": count / seconds,
+            **summary_ms(latencies, f"{kind}_latency"),
+            f"{kind}_cpu_seconds": cpu,
+            f"{kind}_peak_rss_mb": subject.sampler.peak_rss() / MB,
+            f"{kind}_create_seconds": float(burst["seconds"]),
+        }
+    finally:
+        subject.stop()
+        exposures.stop()
+        target.delete_namespace(ns)
+
+
+def _ratio(label: str, metric: str, peer: str, target: str = "") -> Ratio:
+    return Ratio(f"{label}, Overseer / {peer}", f"overseer_{metric}", f"{peer}_{metric}", target)
+
+
+@benchmark(
+    "exposure-burst",
+    describe=f"""
+{DEPLOYMENTS:,} opted-in Deployments (two named container ports each) are created as fast as
+the server takes them by a generator process ({WRITERS} connections), while one exposer
+runs in its own process with {WORKERS} workers, scoped to a fresh namespace:
+**overseer** (`python -m manager run`, only `exposer` enabled, leader election off, client
+limit 1000 QPS), **official** (`kubernetes.informer.SharedInformer` x3 + a de-duplicating
+queue + {WORKERS} threads + the typed client: `bench/peers/official_exposer.py`) and
+**kopf** (`kopf run --standalone`, {WORKERS} handler threads, per-object workers unlimited:
+with `worker_limit` {WORKERS} an idle per-object worker holds its slot for `idle_timeout`
+(5 s) and a burst runs at under 1/s; see `bench/peers/kopf_exposer.py`).
+All three write the Service, the Ingress and the `overseer.io/exposed-url` annotation;
+Overseer also posts one Event per Deployment, kopf patches its own bookkeeping annotations.
+The subject first exposes a canary Deployment (it is up and synced), then the burst starts.
+The harness observes with raw watches on Services and Ingresses: **exposed_seconds** from
+the generator's start to the moment the last Deployment had both; **exposed_per_s** =
+{DEPLOYMENTS:,} / that; **latency** per Deployment from the POST's answer to both objects
+seen. **cpu_seconds**: the subject's user + sys CPU from the burst's start to the last
+exposure (psutil); **peak_rss_mb**: the subject's peak RSS (sampled every 0.1 s and the
+kernel's VmHWM). The subjects take turns first.
+""",
+    units={
+        **{f"{s}_exposed_seconds": "s" for s in EXPOSERS},
+        **{f"{s}_exposed_per_s": "1/s" for s in EXPOSERS},
+        **{f"{s}_latency_p{q}_ms": "ms" for s in EXPOSERS for q in (50, 95, 99)},
+        **{f"{s}_cpu_seconds": "s" for s in EXPOSERS},
+        **{f"{s}_peak_rss_mb": "MB" for s in EXPOSERS},
+        **{f"{s}_create_seconds": "s" for s in EXPOSERS},
+    },
+    ratios=[
+        _ratio("throughput", "exposed_per_s", "official", ">= 1.1"),
+        _ratio("throughput", "exposed_per_s", "kopf", ">= 1.6"),
+        _ratio("CPU seconds", "cpu_seconds", "official", "<= 0.7"),
+        _ratio("CPU seconds", "cpu_seconds", "kopf"),
+        _ratio("peak RSS", "peak_rss_mb", "official"),
+        _ratio("peak RSS", "peak_rss_mb", "kopf"),
+        _ratio("latency p99", "latency_p99_ms", "official"),
+        _ratio("latency p99", "latency_p99_ms", "kopf"),
+    ],
+    goals=[Goal("overseer_peak_rss_mb", "<=", 90)],
+)
+def exposure_burst(run: Run) -> Metrics:
+    count = DEPLOYMENTS
+    order = EXPOSERS[run.index % 3 :] + EXPOSERS[: run.index % 3]
+    metrics: Metrics = {}
+    for kind in order:
+        metrics.update(_one(run, kind, count))
+        print(f"[exposure-burst]   {kind}: {metrics[f'{kind}_exposed_per_s']:.1f}/s", flush=True)
+    return {k: metrics[k] for k in sorted(metrics, key=_order)}
+
+
+def _order(metric: str) -> tuple[int, str]:
+    kind = metric.split("_", 1)[0]
+    return (EXPOSERS.index(kind) if kind in EXPOSERS else 9, metric)
