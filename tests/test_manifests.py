@@ -223,12 +223,14 @@ def test_every_object_is_identified_and_in_the_namespace(install: tuple[str, lis
     assert crd["metadata"]["name"] == "logicalports.network.overseer.io"
 
 
+@pytest.mark.skipif(
+    shutil.which("kubectl") is None,
+    reason="kubectl is not installed: cannot compare with `kubectl kustomize`",
+)
 def test_kubectl_renders_what_the_fallback_renders(install: tuple[str, list[Obj]]) -> None:
     """kubectl-specific: the fallback renderer (used without kubectl) agrees with
     ``kubectl kustomize`` except for the ConfigMap's content hash suffix."""
     path, _ = install
-    if shutil.which("kubectl") is None:
-        pytest.skip("kubectl is not installed: cannot compare with `kubectl kustomize`")
     from_kubectl = render_kubectl(path)
     cm = one(from_kubectl, "ConfigMap")
     hashed = cm["metadata"]["name"]
