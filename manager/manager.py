@@ -196,9 +196,29 @@ class Manager:
             indexers=indexers,
         )
 
-    def lister(self, resource: Resource, *, namespace: str | None = None) -> Lister:
-        """A lister over the shared informer's cache."""
-        return self.factory.lister(resource, namespace=namespace)
+    def lister(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> Lister:
+        """A lister over the shared informer of this scope: the same informer that
+        ``for_``/``owns``/``watches`` use for the same resource, namespace and selectors,
+        so a reconcile reads the cache whose event woke it.
+
+        Raises:
+            ValueError: a namespace given for a cluster-scoped resource.
+        """
+        if namespace and not resource.namespaced:
+            raise ValueError(f"{resource} is cluster-scoped: a lister for it takes no namespace")
+        return self.factory.lister(
+            resource,
+            namespace=namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+        )
 
     def recorder(self, component: str | None = None) -> EventRecorder:
         """An event recorder whose events come from ``component`` (default: the manager's)."""
