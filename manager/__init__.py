@@ -22,6 +22,7 @@ from manager.errors import (
     TerminalError,
     TooManyRequests,
     Unavailable,
+    WriteFenced,
 )
 from manager.events import NORMAL, WARNING, EventRecorder
 from manager.handler import (
@@ -98,6 +99,7 @@ __all__ = [
     "TerminalError",
     "TooManyRequests",
     "Unavailable",
+    "WriteFenced",
     "all_of",
     "any_of",
     "builtin",

@@ -30,6 +30,7 @@ __all__ = [
     "TooManyRequests",
     "Unauthorized",
     "Unavailable",
+    "WriteFenced",
     "api_error_from_status",
 ]
 
@@ -56,6 +57,20 @@ class TerminalError(OverseerError):
 
 class LeaderElectionLost(OverseerError):
     """This process led and lost the Lease: leader-only work must stop at once."""
+
+
+class WriteFenced(OverseerError):
+    """A write refused by this replica before it was sent: it may not write now (its
+    Lease is no longer valid on its own clock, or the key belongs to another shard).
+
+    Nothing reached the API server. Not an :class:`ApiError`, so a reconciler that
+    handles API failures does not mistake it for one; the controller ends the reconcile
+    without a retry (the replica that may write will handle the object).
+    """
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason  # e.g. "not_leader", "not_owner"
 
 
 class ApiError(OverseerError):

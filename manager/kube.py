@@ -26,6 +26,14 @@ Contract:
 * Every attempt passes the client-side :class:`~manager.flowcontrol.TokenBucket` first
   (``qps``/``burst``), shared by all requests of one client; a watch counts once, when it
   connects.
+* Writes (POST, PUT, PATCH, DELETE) of a client with a fence (:meth:`KubeClient.with_fence`,
+  the manager's client) ask the fence that applies (:mod:`manager.fencing`) before the
+  rate limiter and again in the HTTP connection right before the first byte is sent; a
+  closed fence raises :class:`~manager.errors.WriteFenced` and nothing is sent. The
+  permission's remaining seconds cap the write's timeout.
+* Between retries the client waits with ``retry_sleep``; :class:`StopAwareSleep` is the one
+  a stopping process wants (Retry-After honoured within the shutdown budget). A wait that
+  raises :class:`RetryAbandoned` ends the retries with the error being retried.
 * A watch is a :class:`WatchStream` of decoded events. It ends cleanly when the server
   closes the stream (``timeoutSeconds`` elapsed) or when :meth:`WatchStream.close` is
   called. A read timeout (no byte for ``read_timeout`` seconds, i.e. a dead connection)
@@ -43,6 +51,7 @@ from any thread and unblocks a read in progress.
 from __future__ import annotations
 
 import builtins
+import contextvars
 import copy
 import email.utils
 import logging
@@ -75,6 +84,7 @@ from manager.errors import (
     Unavailable,
     api_error_from_status,
 )
+from manager.fencing import Fence, current_fence
 from manager.flowcontrol import RateLimiter, TokenBucket
 from manager.metrics import REGISTRY
 from manager.resources import BUILTINS, Resource
@@ -84,6 +94,8 @@ __all__ = [
     "JsonDict",
     "KubeClient",
     "PatchType",
+    "RetryAbandoned",
+    "StopAwareSleep",
     "WatchStream",
 ]
 
@@ -106,6 +118,7 @@ _PATCH_CONTENT_TYPES: Final[dict[str, str]] = {
     "apply": "application/apply-patch+yaml",
 }
 _METHODS: Final = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
+_WRITES: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _IDEMPOTENT_PATCHES: Final = frozenset({"merge", "apply"})
 _WATCH_CHUNK: Final = 64 * 1024
 _ERROR_TEXT_LIMIT: Final = 300
@@ -137,6 +150,121 @@ def _default_user_agent() -> str:
     from manager import __version__
 
     return f"overseer/{__version__}"
+
+
+# The fence of the write this thread is sending, for the connection's last-moment check.
+_OUTGOING_FENCE: contextvars.ContextVar[Fence | None] = contextvars.ContextVar(
+    "overseer_outgoing_fence", default=None
+)
+
+
+def _check_outgoing() -> None:
+    fence = _OUTGOING_FENCE.get()
+    if fence is not None:
+        fence.check()
+
+
+class _FencedHTTPConnection(urllib3.connection.HTTPConnection):
+    """Asks the fence of the write being sent right before each piece goes on the wire,
+    so a pause between the client's check and the send cannot let a late write out."""
+
+    def send(self, data: Any) -> None:
+        _check_outgoing()
+        super().send(data)
+
+
+class _FencedHTTPSConnection(urllib3.connection.HTTPSConnection):
+    def send(self, data: Any) -> None:
+        _check_outgoing()
+        super().send(data)
+
+
+class _FencedHTTPPool(urllib3.HTTPConnectionPool):
+    ConnectionCls = _FencedHTTPConnection
+
+
+class _FencedHTTPSPool(urllib3.HTTPSConnectionPool):
+    ConnectionCls = _FencedHTTPSConnection
+
+
+def _use_fenced_connections(pool_manager: Any) -> None:
+    # pool_classes_by_scheme is PoolManager's documented hook for its pool classes; a
+    # new dict, so urllib3's module-level default stays untouched.
+    pool_manager.pool_classes_by_scheme = {"http": _FencedHTTPPool, "https": _FencedHTTPSPool}
+
+
+# Whether the wait tenacity is about to sleep was asked for by the server (Retry-After).
+_SERVER_ASKED_WAIT: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "overseer_server_asked_wait", default=False
+)
+
+
+class RetryAbandoned(Exception):
+    """Raised by a ``retry_sleep`` to end the retries: the request then raises the error
+    it was retrying."""
+
+
+class StopAwareSleep:
+    """The wait between retries of a :class:`KubeClient` in a process that stops gracefully.
+
+    Until ``stop`` is set it waits the whole time asked (the server's ``Retry-After`` or
+    the backoff). Once ``stop`` is set, a wait the server asked for (``Retry-After``) is
+    still honoured — a throttled request of a draining reconcile is not retried back to
+    back — but only within the shutdown budget, ``grace`` seconds from when the stop was
+    first seen; a wait that does not fit in what is left, and any client-side backoff
+    (an unreachable server will not come back for a shutdown), raise
+    :class:`RetryAbandoned`, which ends the retries with the error being retried.
+
+    Args:
+        stop: set when the process starts stopping.
+        grace: the shutdown budget in seconds (the graceful shutdown timeout).
+        clock: monotonic seconds (default :func:`time.monotonic`).
+        sleep: an uninterruptible wait (default :func:`time.sleep`).
+        wait: waits on ``stop`` for at most the given seconds, True if it was set
+            (default ``stop.wait``).
+
+    Thread-safe: shared by every request of a client.
+    """
+
+    def __init__(
+        self,
+        stop: threading.Event,
+        grace: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        wait: Callable[[float], bool] | None = None,
+    ) -> None:
+        if grace < 0:
+            raise ValueError(f"grace must be >= 0, got {grace}")
+        self._stop = stop
+        self._grace = grace
+        self._clock = clock
+        self._sleep = sleep
+        self._wait = wait if wait is not None else stop.wait
+        self._lock = threading.Lock()
+        self._stopped_at: float | None = None
+
+    def __call__(self, seconds: float) -> None:
+        now = self._clock()
+        end = now + max(seconds, 0.0)
+        if not self._stop.is_set():
+            if not self._wait(max(seconds, 0.0)):
+                return
+            now = self._clock()
+        with self._lock:
+            if self._stopped_at is None:
+                self._stopped_at = now
+            budget_end = self._stopped_at + self._grace
+        if not _SERVER_ASKED_WAIT.get():
+            raise RetryAbandoned("stopping: no backoff retries")
+        if end > budget_end:
+            raise RetryAbandoned(
+                f"stopping: a retry in {end - now:.1f} s would outlast the shutdown budget "
+                f"({max(budget_end - now, 0.0):.1f} s left)"
+            )
+        if end > now:
+            self._sleep(end - now)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -363,6 +491,8 @@ class KubeClient:
         self._host_label = urlsplit(self._host).netloc or self._host
         self._api: Any = k8s_client.ApiClient(cfg)
         self._api.user_agent = self._options.user_agent
+        _use_fenced_connections(self._api.rest_client.pool_manager)
+        self._fence: Fence | None = None
         self._limiter: RateLimiter = (
             rate_limiter
             if rate_limiter is not None
@@ -486,6 +616,22 @@ class KubeClient:
         configuration = copy.deepcopy(self._api.configuration)
         return KubeClient(configuration, options=options, retry_sleep=self._retry_sleep)
 
+    @property
+    def fence(self) -> Fence | None:
+        """The fence this client's writes ask by default (None: writes are not fenced)."""
+        return self._fence
+
+    def with_fence(self, fence: Fence | None) -> KubeClient:
+        """This client — the same connections, rate limiter and discovery cache — whose
+        writes ask ``fence`` (or the fence set for the current context with
+        :func:`manager.fencing.fenced`) before they are sent; None: unfenced.
+
+        The two share one connection pool: closing either closes both.
+        """
+        clone = copy.copy(self)
+        clone._fence = fence
+        return clone
+
     def close(self) -> None:
         """Close every pooled connection now. Open watch streams should be closed first;
         a connection still in use is closed when it is given back."""
@@ -514,14 +660,21 @@ class KubeClient:
 
     # -- reads --------------------------------------------------------------------------
 
-    def get(self, resource: Resource, name: str, namespace: str | None = None) -> JsonDict:
-        """GET one object.
+    def get(
+        self,
+        resource: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> JsonDict:
+        """GET one object (``timeout``: seconds for this request, default the client's).
 
         Raises:
             NotFound: no such object (or namespace).
         """
         path = _object_path(resource, namespace, name)
-        return self._json("GET", path, idempotent=True)
+        return self._json("GET", path, idempotent=True, timeout=timeout)
 
     def list(
         self,
@@ -608,8 +761,16 @@ class KubeClient:
 
     # -- writes -------------------------------------------------------------------------
 
-    def create(self, resource: Resource, body: JsonDict, namespace: str | None = None) -> JsonDict:
-        """POST a new object; ``namespace`` defaults to ``body.metadata.namespace``.
+    def create(
+        self,
+        resource: Resource,
+        body: JsonDict,
+        namespace: str | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> JsonDict:
+        """POST a new object; ``namespace`` defaults to ``body.metadata.namespace``;
+        ``timeout``: seconds for this request (default the client's).
 
         Not retried on 5xx or a broken connection (creating twice is not safe); retried
         on 429 and when the connection could not be opened.
@@ -619,7 +780,7 @@ class KubeClient:
             Invalid: the object failed validation.
         """
         ns = _namespace_for(resource, namespace, body)
-        return self._json("POST", resource.path(ns), body=body, idempotent=False)
+        return self._json("POST", resource.path(ns), body=body, idempotent=False, timeout=timeout)
 
     def replace(
         self,
@@ -627,8 +788,11 @@ class KubeClient:
         body: JsonDict,
         namespace: str | None = None,
         subresource: str | None = None,
+        *,
+        timeout: float | None = None,
     ) -> JsonDict:
-        """PUT an object (name and, by default, namespace from ``body.metadata``).
+        """PUT an object (name and, by default, namespace from ``body.metadata``;
+        ``timeout``: seconds for this request, default the client's).
 
         With ``metadata.resourceVersion`` set this is an optimistic-concurrency update.
 
@@ -640,7 +804,7 @@ class KubeClient:
             raise ValueError(f"{resource.group_resource}: replace needs body.metadata.name")
         ns = _namespace_for(resource, namespace, body)
         path = resource.path(ns, name, subresource)
-        return self._json("PUT", path, body=body, idempotent=True)
+        return self._json("PUT", path, body=body, idempotent=True, timeout=timeout)
 
     def patch(
         self,
@@ -825,7 +989,9 @@ class KubeClient:
         body: Any = None,
         content_type: str | None = None,
         idempotent: bool,
+        timeout: float | None = None,
     ) -> JsonDict:
+        seconds = self._options.timeout if timeout is None else timeout
         if method == "GET":
             data = self._execute(
                 method,
@@ -834,7 +1000,7 @@ class KubeClient:
                 body=body,
                 content_type=content_type,
                 idempotent=idempotent,
-                timeout=self._options.timeout,
+                timeout=seconds,
                 stream=False,
             )
         else:
@@ -850,7 +1016,7 @@ class KubeClient:
                     body=body,
                     content_type=content_type,
                     idempotent=idempotent,
-                    timeout=self._options.timeout,
+                    timeout=seconds,
                     stream=False,
                 )
         assert isinstance(data, bytes)
@@ -889,8 +1055,12 @@ class KubeClient:
         def retryable(exc: BaseException) -> bool:
             return _is_retryable(exc, idempotent)
 
+        retried: builtins.list[BaseException] = []
+
         def log_retry(state: tenacity.RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome else None
+            if exc is not None:
+                retried[:] = [exc]
             logger.info(
                 "retrying API request",
                 extra={
@@ -911,9 +1081,15 @@ class KubeClient:
             before_sleep=log_retry,
             reraise=True,
         )
-        return retrying(
-            self._attempt, method, url, body, content_type, timeout=timeout, stream=stream
-        )
+        try:
+            return retrying(
+                self._attempt, method, url, body, content_type, timeout=timeout, stream=stream
+            )
+        except RetryAbandoned as abandoned:
+            logger.info("API request not retried", extra={"url": url, "why": str(abandoned)})
+            if retried:
+                raise retried[0] from None
+            raise
 
     def _wait(self, state: tenacity.RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
@@ -923,7 +1099,9 @@ class KubeClient:
             and exc.retry_after is not None
             and (exc.status == 429 or exc.status >= 500)
         ):
+            _SERVER_ASKED_WAIT.set(True)
             return min(max(exc.retry_after, 0.0), cap)
+        _SERVER_ASKED_WAIT.set(False)
         exponent = min(state.attempt_number - 1, 32)
         backoff = _BACKOFF_INITIAL * 2.0**exponent + random.uniform(0, _BACKOFF_JITTER)
         return min(backoff, cap)
@@ -938,8 +1116,16 @@ class KubeClient:
         timeout: float | tuple[float, float],
         stream: bool,
     ) -> bytes | urllib3.BaseHTTPResponse:
-        """One throttled, measured HTTP exchange. Raises ApiError for anything not 2xx."""
+        """One throttled, measured HTTP exchange. Raises ApiError for anything not 2xx,
+        WriteFenced for a write this replica may not send now."""
+        fence = self._write_fence(method)
+        if fence is not None:
+            fence.check()  # before waiting for a token: a refused write spends none
         self._limiter.accept()
+        if fence is not None:
+            valid_for = fence.check()  # the limiter may have made us wait
+            if valid_for is not None and isinstance(timeout, float | int):
+                timeout = min(float(timeout), valid_for)
         headers: dict[str, str] = dict(self._api.default_headers)
         headers["Accept"] = "application/json"
         if body is not None:
@@ -951,6 +1137,7 @@ class KubeClient:
             url = f"{url}{'&' if '?' in url else '?'}{urlencode(auth_query)}"
         start = time.monotonic()
         response: urllib3.BaseHTTPResponse | None = None
+        outgoing = _OUTGOING_FENCE.set(fence)
         try:
             response = self._send(method, url, headers, body, timeout)
             status = int(response.status)
@@ -963,10 +1150,18 @@ class KubeClient:
                 response.close()
             self._observe(method, "<error>", start)
             raise self._connection_error(exc, method, urlsplit(url).path) from exc
+        finally:
+            _OUTGOING_FENCE.reset(outgoing)
         self._observe(method, str(status), start)
         if 200 <= status < 300:
             return data
         raise _error_from_response(status, response.headers, data, method, urlsplit(url).path)
+
+    def _write_fence(self, method: str) -> Fence | None:
+        """The fence a request must pass: writes of a fenced client only."""
+        if self._fence is None or method not in _WRITES:
+            return None
+        return current_fence() or self._fence
 
     def _send(
         self,

@@ -47,6 +47,7 @@ logger = logging.getLogger(__name__)
 
 JsonDict = dict[str, Any]
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+_WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 
 
 class _HttpServer(ThreadingHTTPServer):
@@ -197,6 +198,12 @@ class _Handler(BaseHTTPRequestHandler):
             if verb == "watch":
                 self._watch(route, query)
                 return
+            if verb in _WRITE_VERBS and self._client_gone():
+                # kube-apiserver: the client's close cancels the request's context, so a
+                # write that is not yet committing is not applied (nobody hears the answer)
+                logger.debug("client gone: write not applied", extra={"path": self.path})
+                self.close_connection = True
+                return
             code, answer = self._handle(verb, route, query, body)
             if verb in ("get", "list") and "as=Table" in (self.headers.get("Accept") or ""):
                 answer = self._table(route, verb, answer, query)
@@ -209,6 +216,17 @@ class _Handler(BaseHTTPRequestHandler):
             logger.exception("local API server failed a request", extra={"path": self.path})
             with contextlib.suppress(OSError):
                 self._send_status(StatusError(500, "InternalError", f"internal error: {exc}"))
+
+    def _client_gone(self) -> bool:
+        """Whether the client has closed its side of the connection (EOF is waiting)."""
+        sock: socket.socket = self.connection
+        try:
+            data = sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            return True
+        return data == b""
 
     def _serve_meta(self, method: str, path: str) -> bool:
         owner = self.server.owner

@@ -1,0 +1,327 @@
+"""Write fencing (manager.fencing) and the client's use of it (manager.kube), against the
+scripted stub API server of test_kube: a refused write sends nothing, and a fence that
+closes anywhere before the first byte leaves stops the request. No test sleeps."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from manager.errors import ServerError, TooManyRequests, WriteFenced
+from manager.fencing import UNFENCED, ValidityFence, current_fence, fenced
+from manager.flowcontrol import TokenBucket
+from manager.kube import ClientOptions, KubeClient, StopAwareSleep
+from manager.metrics import REGISTRY
+from manager.resources import BUILTINS
+from tests.unit.test_kube import Reply, StubApiServer, pod, status_body, write_kubeconfig
+
+PODS = BUILTINS["v1/pods"]
+POD_PATH = "/api/v1/namespaces/default/pods"
+
+
+def refused(reason: str) -> float:
+    return REGISTRY.get_sample_value("overseer_fenced_writes_total", {"reason": reason}) or 0.0
+
+
+class Switch:
+    """A validity that a test turns on and off; counts how often it was asked."""
+
+    def __init__(self, seconds: float | None = 5.0) -> None:
+        self.seconds = seconds
+        self.asked = 0
+
+    def __call__(self) -> float | None:
+        self.asked += 1
+        return self.seconds
+
+
+@pytest.fixture
+def stub() -> Iterator[StubApiServer]:
+    server = StubApiServer()
+    server.thread.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def make_client(stub: StubApiServer, tmp_path: Path) -> Iterator[Callable[..., KubeClient]]:
+    clients: list[KubeClient] = []
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", stub.url)
+
+    def make(**kwargs: Any) -> KubeClient:
+        kwargs.setdefault("rate_limiter", TokenBucket(0, 1))
+        kwargs.setdefault("retry_sleep", lambda seconds: None)
+        client = KubeClient.from_kubeconfig(
+            str(kubeconfig), options=ClientOptions(max_retries=3), **kwargs
+        )
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        client.close()
+
+
+# -- the fence itself -------------------------------------------------------------------
+
+
+def test_a_validity_fence_allows_while_valid_and_refuses_after(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    validity = Switch(2.5)
+    fence = ValidityFence(validity, reason="unit_a", message="no Lease here")
+    assert fence.check() == 2.5
+    validity.seconds = None
+    assert fence.check() is None  # no limit
+    validity.seconds = 0.0
+    before = refused("unit_a")
+    with caplog.at_level(logging.WARNING, logger="manager.fencing"):
+        for _ in range(3):
+            with pytest.raises(WriteFenced, match="no Lease here") as info:
+                fence.check()
+            assert info.value.reason == "unit_a"
+    assert refused("unit_a") == before + 3
+    # logged once per closed period, not once per refused request
+    assert [r.getMessage() for r in caplog.records] == [
+        "writes refused: this replica may not write now"
+    ]
+    validity.seconds = 1.0
+    fence.check()
+    validity.seconds = -1.0
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="manager.fencing"), pytest.raises(WriteFenced):
+        fence.check()
+    assert len(caplog.records) == 1  # a new closed period is logged again
+
+
+def test_the_context_fence_is_per_thread_and_restored() -> None:
+    closed = ValidityFence(lambda: 0.0, reason="unit_b", message="closed")
+    seen: list[object] = []
+    assert current_fence() is None
+    with fenced(closed):
+        assert current_fence() is closed
+        other = threading.Thread(target=lambda: seen.append(current_fence()))
+        other.start()
+        other.join()
+        with fenced(UNFENCED):
+            assert current_fence() is UNFENCED
+        assert current_fence() is closed
+    assert current_fence() is None
+    assert seen == [None]  # a plain new thread does not inherit the context
+
+
+# -- the client ---------------------------------------------------------------------------
+
+
+def test_a_refused_write_sends_nothing_and_reads_are_not_fenced(
+    make_client: Callable[..., KubeClient], stub: StubApiServer
+) -> None:
+    fence = ValidityFence(lambda: 0.0, reason="unit_c", message="standby")
+    client = make_client().with_fence(fence)
+    assert client.fence is fence
+    with pytest.raises(WriteFenced):
+        client.create(PODS, pod("a"))
+    with pytest.raises(WriteFenced):
+        client.replace(PODS, pod("a"))
+    with pytest.raises(WriteFenced):
+        client.patch(PODS, "a", {"metadata": {"labels": {"x": "y"}}}, namespace="default")
+    with pytest.raises(WriteFenced):
+        client.delete(PODS, "a", "default")
+    with pytest.raises(WriteFenced):
+        client.request("POST", POD_PATH, body=pod("a"), idempotent=False)
+    assert stub.requests() == []
+    stub.reply("GET", f"{POD_PATH}/a", Reply(body=pod("a")))
+    assert client.get(PODS, "a", "default")["metadata"]["name"] == "a"
+
+
+def test_the_client_without_a_fence_is_untouched_by_it(
+    make_client: Callable[..., KubeClient], stub: StubApiServer
+) -> None:
+    raw = make_client()
+    closed = ValidityFence(lambda: 0.0, reason="unit_d", message="closed")
+    raw.with_fence(closed)  # a fenced copy; the original stays unfenced
+    assert raw.fence is None
+    stub.reply("POST", POD_PATH, Reply(201, pod("a")))
+    with fenced(closed):  # an unfenced client (the election's) ignores context fences
+        raw.create(PODS, pod("a"))
+    assert len(stub.requests("POST")) == 1
+
+
+def test_the_context_fence_takes_precedence_over_the_clients(
+    make_client: Callable[..., KubeClient], stub: StubApiServer
+) -> None:
+    closed = ValidityFence(lambda: 0.0, reason="unit_e", message="closed")
+    open_ = ValidityFence(lambda: 10.0, reason="unit_e", message="open")
+    client = make_client().with_fence(open_)
+    with fenced(closed), pytest.raises(WriteFenced):
+        client.create(PODS, pod("a"))
+    assert stub.requests() == []
+    stub.reply("POST", POD_PATH, Reply(201, pod("a")))
+    leader_only = make_client().with_fence(closed)
+    with fenced(UNFENCED):  # components every replica runs
+        leader_only.create(PODS, pod("a"))
+    assert len(stub.requests("POST")) == 1
+
+
+def test_a_fence_closing_after_the_check_stops_the_request_before_its_first_byte(
+    make_client: Callable[..., KubeClient], stub: StubApiServer
+) -> None:
+    """A pause between the client's checks and the send (GC, SIGSTOP): the connection asks
+    the fence once more right before it writes."""
+    answers = iter([5.0, 5.0])  # before and after the rate limiter; then closed
+
+    def validity() -> float:
+        return next(answers, 0.0)
+
+    client = make_client().with_fence(ValidityFence(validity, reason="unit_f", message="late"))
+    with pytest.raises(WriteFenced):
+        client.create(PODS, pod("a"))
+    assert stub.requests() == []
+
+
+def test_a_wait_for_the_rate_limiter_is_checked_again(
+    make_client: Callable[..., KubeClient], stub: StubApiServer
+) -> None:
+    validity = Switch(5.0)
+
+    class Slow:
+        qps = 1.0
+
+        def accept(self) -> None:
+            validity.seconds = 0.0  # the Lease ran out while we waited for a token
+
+        def try_accept(self) -> bool:
+            return True
+
+    client = make_client(rate_limiter=Slow()).with_fence(
+        ValidityFence(validity, reason="unit_g", message="expired while throttled")
+    )
+    with pytest.raises(WriteFenced):
+        client.create(PODS, pod("a"))
+    assert stub.requests() == []
+
+
+def test_a_retry_asks_the_fence_again(
+    make_client: Callable[..., KubeClient], stub: StubApiServer
+) -> None:
+    validity = Switch(5.0)
+
+    def sleep(seconds: float) -> None:
+        validity.seconds = 0.0  # lost the Lease during the Retry-After wait
+
+    client = make_client(retry_sleep=sleep).with_fence(
+        ValidityFence(validity, reason="unit_h", message="lost during the wait")
+    )
+    throttled = Reply(429, status_body(429, "TooManyRequests", "slow down"), {"Retry-After": "1"})
+    stub.reply("POST", POD_PATH, throttled, Reply(201, pod("a")))
+    with pytest.raises(WriteFenced):
+        client.create(PODS, pod("a"))
+    assert len(stub.requests("POST")) == 1
+
+
+# -- retries while stopping -------------------------------------------------------------
+
+
+class FakeTime:
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.slept: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def throttled(seconds: int) -> Reply:
+    return Reply(
+        429, status_body(429, "TooManyRequests", "slow down"), {"Retry-After": str(seconds)}
+    )
+
+
+def unavailable() -> Reply:
+    return Reply(503, status_body(503, "ServiceUnavailable", "no etcd"))
+
+
+def test_stop_aware_sleep_waits_in_full_before_a_stop(
+    make_client: Callable[..., KubeClient], stub: StubApiServer
+) -> None:
+    t = FakeTime()
+    stop = threading.Event()
+    waited: list[float] = []
+
+    def wait(seconds: float) -> bool:
+        waited.append(seconds)
+        t.now += seconds
+        return False
+
+    sleep = StopAwareSleep(stop, 5.0, clock=t.clock, sleep=t.sleep, wait=wait)
+    client = make_client(retry_sleep=sleep)
+    stub.reply("GET", f"{POD_PATH}/a", throttled(3), unavailable(), Reply(body=pod("a")))
+    client.get(PODS, "a", "default")
+    assert waited[0] == 3.0 and len(waited) == 2 and t.slept == []
+
+
+def test_stop_aware_sleep_keeps_waiting_when_the_stop_comes_mid_wait(
+    make_client: Callable[..., KubeClient], stub: StubApiServer
+) -> None:
+    t = FakeTime()
+    stop = threading.Event()
+
+    def wait(seconds: float) -> bool:
+        t.now += 1.0  # SIGTERM one second into a 3 s Retry-After
+        stop.set()
+        return True
+
+    client = make_client(
+        retry_sleep=StopAwareSleep(stop, 5.0, clock=t.clock, sleep=t.sleep, wait=wait)
+    )
+    stub.reply("POST", POD_PATH, throttled(3), Reply(201, pod("a")))
+    client.create(PODS, pod("a"))
+    assert t.slept == [2.0]  # the rest of the Retry-After, not an immediate retry
+    assert len(stub.requests("POST")) == 2
+
+
+def test_while_stopping_retry_after_is_honoured_within_the_budget_only(
+    make_client: Callable[..., KubeClient], stub: StubApiServer
+) -> None:
+    t = FakeTime()
+    stop = threading.Event()
+    stop.set()
+    sleep = StopAwareSleep(stop, 5.0, clock=t.clock, sleep=t.sleep, wait=lambda s: True)
+    client = make_client(retry_sleep=sleep)
+    stub.reply("POST", POD_PATH, throttled(2), throttled(2), throttled(2), Reply(201, pod("a")))
+    with pytest.raises(TooManyRequests, match="slow down"):
+        client.create(PODS, pod("a"))
+    assert t.slept == [2.0, 2.0]  # the third 2 s wait would end after the 5 s budget
+    assert len(stub.requests("POST")) == 3
+
+
+def test_while_stopping_a_backoff_retry_is_abandoned(
+    make_client: Callable[..., KubeClient], stub: StubApiServer
+) -> None:
+    """Without Retry-After the client is only guessing; an unreachable or failing server
+    does not come back for a shutdown: the request fails now with its error."""
+    t = FakeTime()
+    stop = threading.Event()
+    stop.set()
+    sleep = StopAwareSleep(stop, 30.0, clock=t.clock, sleep=t.sleep, wait=lambda s: True)
+    client = make_client(retry_sleep=sleep)
+    stub.reply("GET", f"{POD_PATH}/a", unavailable(), Reply(body=pod("a")))
+    with pytest.raises(ServerError, match="no etcd"):
+        client.get(PODS, "a", "default")
+    assert t.slept == [] and len(stub.requests("GET")) == 1
+
+
+def test_stop_aware_sleep_refuses_a_negative_budget() -> None:
+    with pytest.raises(ValueError, match="grace"):
+        StopAwareSleep(threading.Event(), -1.0)
