@@ -171,7 +171,7 @@ def _override(config: Any, args: argparse.Namespace) -> Any:
 
 def _run(args: argparse.Namespace) -> int:
     from manager.healthz import parse_bind_address
-    from manager.kube import ClientOptions, KubeClient
+    from manager.kube import ClientOptions, KubeClient, StopAwareSleep
     from manager.logs import configure
     from manager.manager import Manager, ManagerOptions
     from manager.plugins import PluginContext
@@ -221,11 +221,9 @@ def _run(args: argparse.Namespace) -> int:
         options = ClientOptions(
             qps=config.client.qps, burst=config.client.burst, timeout=config.client.timeout
         )
-        # retries sleep on ``stop``: a SIGTERM while the API server is unreachable ends
-        # the back-off at once instead of after the remaining attempts
-        client = KubeClient.load(
-            kubeconfig, args.context, options=options, retry_sleep=lambda s: _sleep(stop, s)
-        )
+        # After a SIGTERM, retries still honour Retry-After, within the shutdown budget.
+        retry_sleep = StopAwareSleep(stop, config.graceful_shutdown_timeout)
+        client = KubeClient.load(kubeconfig, args.context, options=options, retry_sleep=retry_sleep)
         le = config.leader_election
         mgr = Manager(
             client,
@@ -266,10 +264,13 @@ def _run(args: argparse.Namespace) -> int:
             if demo is not None:
                 demo.join()
             raise _ListenError(f"cannot listen: {exc}") from None
-        if rc != 0 and not stop.is_set():
-            # Lost leadership (or never synced): leave now; the Deployment restarts us clean.
+        if rc != 0:
+            # Lost leadership, reconciles that outlasted the graceful shutdown (the Lease
+            # kept), or caches never synced: leave now, so nothing still running here can
+            # write again; the Deployment restarts us clean.
             logging.shutdown()
             sys.stdout.flush()
+            sys.stderr.flush()
             os._exit(rc)
         stop.set()
         if demo is not None:
@@ -292,10 +293,6 @@ def _run(args: argparse.Namespace) -> int:
             provider.shutdown()
         if server is not None:
             server.stop()
-
-
-def _sleep(stop: threading.Event, seconds: float) -> None:
-    stop.wait(seconds)
 
 
 class _ListenError(OverseerError):

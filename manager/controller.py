@@ -16,6 +16,12 @@ Contract (DESIGN.md §3.6):
 * Exceptions never kill a worker; they are logged with the traceback and counted. An
   exception that is not an API or Overseer error is a bug and is also counted as a panic
   (``controller_runtime_reconcile_panics_total``).
+* A write refused by the write fence (:class:`~manager.errors.WriteFenced`: this replica
+  may not write now) ends the reconcile without a retry: ``forget``, counted as
+  ``result="fenced"``, logged at debug level (the fence itself logs once). The replica
+  that may write handles the object.
+* Workers run in a copy of the context of the thread that runs the controller, so a
+  write fence set there (:func:`manager.fencing.fenced`) applies to every reconcile.
 * Stopping: no new request is started; reconciles in flight finish; ``run`` returns when
   every worker has ended (the manager bounds the wait).
 
@@ -27,6 +33,7 @@ Thread-safe: ``run`` occupies the calling thread; ``watch`` only before ``run``.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 import time
@@ -38,7 +45,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from manager.cache.informer import HandlerRegistration, SharedInformer
 from manager.clock import Clock
-from manager.errors import ApiError, OverseerError, TerminalError
+from manager.errors import ApiError, OverseerError, TerminalError, WriteFenced
 from manager.handler import EnqueueRequestForObject, EnqueueRequestForOwner, EventMapper, unwrap
 from manager.keys import DeletedFinalStateUnknown, JsonDict
 from manager.logs import reconcile_context
@@ -245,7 +252,11 @@ class Controller:
         MAX_CONCURRENT.labels(self.name).set(self.workers)
         ACTIVE_WORKERS.labels(self.name).set(0)
         threads = [
-            threading.Thread(target=self._worker, name=f"worker/{self.name}/{i}")
+            threading.Thread(
+                target=contextvars.copy_context().run,
+                args=(self._worker,),
+                name=f"worker/{self.name}/{i}",
+            )
             for i in range(self.workers)
         ]
         for t in threads:
@@ -304,6 +315,11 @@ class Controller:
                 result = self.reconciler.reconcile(req)
                 if not isinstance(result, Result):
                     raise TypeError(f"reconcile returned {type(result).__name__}, expected Result")
+            except WriteFenced as exc:
+                queue.forget(req)
+                RECONCILE_TOTAL.labels(name, "fenced").inc()
+                span.set_attribute("result", "fenced")
+                logger.debug("reconcile ended: write refused by the fence", extra={"why": str(exc)})
             except TerminalError as exc:
                 queue.forget(req)
                 TERMINAL_ERRORS.labels(name).inc()

@@ -39,6 +39,10 @@ Contract:
   errors (4xx) are not retried. An event that cannot be written is logged and dropped
   (``reason="api_error"``); nothing reaches the caller and the sender keeps going. 429s
   and retryable 5xx are also retried inside :class:`~manager.kube.KubeClient`.
+* Write fencing: an event is written under the write fence that applied where it was
+  recorded (:func:`manager.fencing.current_fence`, else the client's), so a replica that
+  may no longer write does not write the Events its reconciles recorded either; such an
+  event is dropped (``reason="fenced"``).
 * Stopping: once ``stop`` is set, or :meth:`EventBroadcaster.shutdown` is called, new
   events are refused (``reason="shutdown"``), the sender writes what is queued without
   retry waits, and exits. ``shutdown(timeout)`` bounds that flush: what is still queued
@@ -74,7 +78,8 @@ from typing import Final, Generic, Protocol, TypeVar
 from prometheus_client import Counter
 
 from manager.clock import Clock, RealClock
-from manager.errors import ApiError, NotFound, ServerError, TooManyRequests
+from manager.errors import ApiError, NotFound, ServerError, TooManyRequests, WriteFenced
+from manager.fencing import Fence, current_fence, fenced
 from manager.flowcontrol import TokenBucket
 from manager.keys import JsonDict, meta_namespace_key
 from manager.kube import KubeClient
@@ -115,7 +120,7 @@ _SENT = Counter(
 )
 _DROPPED = Counter(
     "overseer_events_dropped_total",
-    "Kubernetes Events not written, by reason (queue_full, spam, api_error, shutdown).",
+    "Kubernetes Events not written, by reason (queue_full, spam, api_error, fenced, shutdown).",
     ["reason"],
     registry=REGISTRY,
 )
@@ -514,7 +519,7 @@ class EventBroadcaster:
         self._options = options if options is not None else EventOptions()
         self._correlator = EventCorrelator(self._clock, self._options)
         self._cond = threading.Condition()
-        self._queue: deque[JsonDict] = deque()
+        self._queue: deque[tuple[JsonDict, Fence | None]] = deque()
         self._enqueued = 0  # events ever accepted into the queue
         self._handled = 0  # of those, written or dropped
         self._closed = False  # no more events accepted
@@ -591,10 +596,11 @@ class EventBroadcaster:
     # -- internals ----------------------------------------------------------------------
 
     def _enqueue(self, event: JsonDict) -> None:
+        fence = current_fence()  # the recording reconcile's; None: the client's own
         with self._cond:
             stopped = self._closed or (self._stop is not None and self._stop.is_set())
             if not stopped and len(self._queue) < self._options.queue_size:
-                self._queue.append(event)
+                self._queue.append((event, fence))
                 self._enqueued += 1
                 self._cond.notify_all()
                 return
@@ -623,9 +629,16 @@ class EventBroadcaster:
                     self._closed = True
                     self._drop_queued()
                     return
-                event = self._queue.popleft()
+                event, fence = self._queue.popleft()
             try:
-                self._send(event, stop)
+                if fence is None:
+                    self._send(event, stop)
+                else:
+                    with fenced(fence):
+                        self._send(event, stop)
+            except WriteFenced:
+                _DROPPED.labels("fenced").inc()
+                logger.debug("event dropped", extra={"reason": "fenced", **_describe(event)})
             except Exception:  # never let one event kill the sender
                 _DROPPED.labels("api_error").inc()
                 logger.exception("event could not be sent", extra=_describe(event))

@@ -26,15 +26,28 @@ Contract:
   ``on_stopped_leading`` runs and :meth:`LeaderElector.run` returns False without any
   further write.
 * **Deadline by the clock, not by the request**: the elector's requests go through a
-  client with a short per-request timeout and no retries (``retry_period / 2`` each; a
-  round is a GET and at most one write, so it fits in one ``retry_period``). A renew round
-  is only started when it can finish before the deadline, :meth:`LeaderElector.is_leader`
-  compares the clock with the deadline itself, and a round that returns after the
-  deadline counts as lost even if its write succeeded.
-* **Release** (``release_on_cancel``): when ``stop`` ends leading, the Lease is written
-  with an empty holder, ``leaseDurationSeconds: 1`` and a fresh ``renewTime`` (same
-  ``leaseTransitions``), so a standby takes over within about one retry period. Best
-  effort: a failure is logged, not raised.
+  client of its own — no client-side rate limiter (it shares nothing with the
+  controllers' requests), no retries, and a timeout of at most ``retry_period / 2`` —
+  and while leading every request's timeout is also cut to what is left until the renew
+  deadline, which is checked again between the GET and the write: a round never outlasts
+  the deadline. :meth:`LeaderElector.is_leader` compares the clock with the deadline
+  itself, so it turns False the moment the deadline passes, even while the elector's
+  thread is stuck; and a round that returns after the deadline counts as lost even if its
+  write succeeded.
+* **Write permission** (:meth:`LeaderElector.valid_for`): the seconds until the renew
+  deadline while leading, else 0. It closes ``lease_duration - renew_deadline`` seconds
+  before any other candidate may take the Lease over; the manager's write fence
+  (:mod:`manager.fencing`) is built on it.
+* **Release** (``release_on_cancel``): when ``stop`` ends leading and the ``release``
+  predicate given to :meth:`LeaderElector.run` agrees (the manager asks "has every
+  reconcile stopped?"), the Lease is written with an empty holder,
+  ``leaseDurationSeconds: 1`` and a fresh ``renewTime`` (same ``leaseTransitions``), so a
+  standby takes over within about one retry period. Leading (and the write permission)
+  ends before that write is sent. Best effort: a failure is logged, not raised.
+* **Failures**: an API error in a round is a failed round (the deadline decides). Any
+  other exception (a bug, an ``OSError`` from a credential hook) ends :meth:`run` by
+  propagating, leading already stopped and ``on_stopped_leading`` called; the caller must
+  treat it as a lost Lease.
 * **Callbacks** run on the thread that called :meth:`LeaderElector.run` and must return
   promptly: ``on_started_leading()`` once leading starts, ``on_stopped_leading()`` once it
   ends (at once when lost; after the release on a graceful stop), ``on_new_leader(id)``
@@ -218,9 +231,11 @@ class LeaderElector:
     """Contends for one Lease; :meth:`run` blocks while this candidate waits or leads.
 
     Args:
-        client: the API client. Its requests must be short and unretried: a client whose
-            options have ``max_retries == 0`` and ``timeout <= retry_period / 2`` is used
-            as is; any other is copied with such options for the duration of :meth:`run`.
+        client: the API client. The elector's requests must be short, unretried and
+            unthrottled: a client whose options have ``max_retries == 0``,
+            ``timeout <= retry_period / 2`` and ``qps <= 0`` is used as is; any other is
+            copied with such options (its own connections, no rate limiter) for the
+            duration of :meth:`run`.
         config: the Lease and the timings.
         on_started_leading: called when this candidate starts leading.
         on_stopped_leading: called when it stops leading (lost, or stopped).
@@ -260,7 +275,6 @@ class LeaderElector:
         self._leader = ""  # holder of the last observed record
         # Owned by the run thread.
         self._api = client
-        self._round_budget = 0.0  # longest a round (GET + write) can take, in seconds
         self._observed_lease: JsonDict | None = None
         self._observed_record: _Record | None = None
         self._observed_at = 0.0  # clock reading when the observed record last changed
@@ -275,26 +289,40 @@ class LeaderElector:
     def is_leader(self) -> bool:
         """Whether this candidate leads now: it holds the Lease and, on its clock, the
         renew deadline since its last successful write has not passed."""
+        return self.valid_for() > 0
+
+    def valid_for(self) -> float:
+        """Seconds until this candidate's renew deadline while it leads, else 0: how much
+        longer it may act (and write) without a successful renew."""
         with self._lock:
             if not self._leading:
-                return False
-            return self._clock.now() < self._renewed_at + self._config.renew_deadline
+                return 0.0
+            return max(self._renewed_at + self._config.renew_deadline - self._clock.now(), 0.0)
 
     def leader(self) -> str:
         """The holder of the last observed record ("" when none was seen or it is free)."""
         with self._lock:
             return self._leader
 
-    def run(self, stop: threading.Event) -> bool:
+    def run(self, stop: threading.Event, *, release: Callable[[], bool] | None = None) -> bool:
         """Contend for the Lease, then lead, until ``stop`` is set or leadership is lost.
+
+        Args:
+            stop: ends contending or leading.
+            release: asked once leading ends by ``stop``: may the Lease be released now?
+                (default: yes). False keeps it written; a standby then takes over once it
+                expires.
 
         Returns:
             True when ``stop`` ended it (before acquiring: no callbacks; while leading: the
-            Lease released if configured and ``on_stopped_leading`` called), False when
-            leadership was lost (``on_stopped_leading`` already called, nothing written).
+            Lease released if configured and allowed, and ``on_stopped_leading`` called),
+            False when leadership was lost (``on_stopped_leading`` already called, nothing
+            written).
 
         Raises:
             RuntimeError: ``run`` is already running.
+            Exception: whatever a round raised that is not an API error (see the module
+                docstring): leading has stopped; treat it as a lost Lease.
         """
         with self._lock:
             if self._running:
@@ -304,23 +332,33 @@ class LeaderElector:
         MASTER_STATUS.labels(name).set(0)
         api, owned = self._elector_client()
         self._api = api
-        self._round_budget = 2 * api.options.timeout
+        led = False
         try:
             if not self._acquire(stop):
                 return True
+            led = True
             self._set_leading(True)
             logger.info("started leading", extra=self._context())
             if self._on_started_leading is not None:
                 self._on_started_leading()
             if not self._renew(stop):
                 return False
-            self._set_leading(False)
+            self._set_leading(False)  # writes stop being allowed before the release
             if self._config.release_on_cancel:
-                self._release()
+                if release is None or release():
+                    self._release()
+                else:
+                    logger.warning(
+                        "stopped leading; not releasing the lease", extra=self._context()
+                    )
             logger.info("stopped leading", extra=self._context())
             if self._on_stopped_leading is not None:
                 self._on_stopped_leading()
             return True
+        except BaseException:
+            if led and self._leading:
+                self._lose("the election failed")
+            raise
         finally:
             self._set_leading(False)
             if owned:
@@ -335,7 +373,7 @@ class LeaderElector:
         cfg = self._config
         while not stop.is_set():
             started = self._clock.now()
-            if self._try_acquire_or_renew():
+            if self._try_acquire_or_renew(None):
                 with self._lock:
                     self._renewed_at = started
                 return True
@@ -360,10 +398,7 @@ class LeaderElector:
                 return False
             if now < next_round:
                 continue  # woke early
-            if now + self._round_budget > deadline:
-                next_round = deadline  # a round could outlast the deadline: do not start it
-                continue
-            renewed = self._try_acquire_or_renew()
+            renewed = self._try_acquire_or_renew(deadline)
             if self._clock.now() >= deadline:
                 self._lose("renew deadline passed during a request")
                 return False
@@ -394,13 +429,26 @@ class LeaderElector:
 
     # -- one round (client-go tryAcquireOrRenew) ----------------------------------------
 
-    def _try_acquire_or_renew(self) -> bool:
-        """Read the Lease and write it if it is ours to take or keep; True if written."""
+    def _timeout(self, deadline: float | None) -> float | None:
+        """A request's timeout: the client's, cut to what is left until ``deadline``;
+        None when the deadline has passed (send nothing more)."""
+        timeout = self._api.options.timeout
+        if deadline is None:
+            return timeout
+        left = deadline - self._clock.now()
+        return min(timeout, left) if left > 0 else None
+
+    def _try_acquire_or_renew(self, deadline: float | None) -> bool:
+        """Read the Lease and write it if it is ours to take or keep; True if written.
+        While leading, ``deadline`` is the renew deadline: no request outlasts it."""
         cfg = self._config
+        timeout = self._timeout(deadline)
+        if timeout is None:
+            return False
         try:
-            lease = self._api.get(LEASES, cfg.lease_name, cfg.namespace)
+            lease = self._api.get(LEASES, cfg.lease_name, cfg.namespace, timeout=timeout)
         except NotFound:
-            return self._create()
+            return self._create(deadline)
         except ApiError as exc:
             self._log_api_error("cannot read the lease", exc)
             return False
@@ -424,7 +472,7 @@ class LeaderElector:
                 renew_time=now,
                 transitions=record.transitions + 1,
             )
-        if not self._write(lease, wanted):
+        if not self._write(lease, wanted, deadline):
             return False
         if record.holder != cfg.identity:
             logger.info(
@@ -432,8 +480,11 @@ class LeaderElector:
             )
         return True
 
-    def _create(self) -> bool:
+    def _create(self, deadline: float | None) -> bool:
         cfg = self._config
+        timeout = self._timeout(deadline)
+        if timeout is None:
+            return False
         now = self._micro_time()
         record = _Record(
             holder=cfg.identity,
@@ -449,7 +500,7 @@ class LeaderElector:
             "spec": record.to_spec(),
         }
         try:
-            created = self._api.create(LEASES, body, cfg.namespace)
+            created = self._api.create(LEASES, body, cfg.namespace, timeout=timeout)
         except AlreadyExists:
             logger.info("lease created by another candidate", extra=self._context())
             return False
@@ -460,12 +511,16 @@ class LeaderElector:
         logger.info("acquired lease", extra={**self._context(), "previous_holder": ""})
         return True
 
-    def _write(self, lease: JsonDict, record: _Record) -> bool:
-        """Replace the observed Lease (its resourceVersion) with ``record``; True if done."""
+    def _write(self, lease: JsonDict, record: _Record, deadline: float | None) -> bool:
+        """Replace the observed Lease (its resourceVersion) with ``record``; True if done.
+        Nothing is sent once ``deadline`` has passed."""
+        timeout = self._timeout(deadline)
+        if timeout is None:
+            return False
         spec = lease.get("spec")
         body = {**lease, "spec": {**(spec if isinstance(spec, dict) else {}), **record.to_spec()}}
         try:
-            updated = self._api.replace(LEASES, body, self._config.namespace)
+            updated = self._api.replace(LEASES, body, self._config.namespace, timeout=timeout)
         except Conflict:
             logger.info("lease changed since read: not written this round", extra=self._context())
             return False
@@ -486,7 +541,7 @@ class LeaderElector:
             duration_seconds=_RELEASED_DURATION_SECONDS,
             renew_time=self._micro_time(),
         )
-        if self._write(lease, released):
+        if self._write(lease, released, None):
             logger.info("released lease", extra=self._context())
         else:
             logger.warning("lease not released", extra=self._context())
@@ -522,12 +577,16 @@ class LeaderElector:
             self._on_stopped_leading()
 
     def _elector_client(self) -> tuple[KubeClient, bool]:
-        """The client for this run and whether we own it (short timeout, no retries)."""
+        """The client for this run and whether we own it: short timeout, no retries and
+        no client-side rate limiter (a limiter's wait would come before the timeout
+        starts, and the controllers' requests must never delay a renew)."""
         options = self._client.options
         limit = self._config.retry_period / 2
-        if options.max_retries == 0 and options.timeout <= limit:
+        if options.max_retries == 0 and options.timeout <= limit and options.qps <= 0:
             return self._client, False
-        short = dataclasses.replace(options, timeout=min(options.timeout, limit), max_retries=0)
+        short = dataclasses.replace(
+            options, timeout=min(options.timeout, limit), max_retries=0, qps=0.0
+        )
         return self._client.with_options(short), True
 
     def _micro_time(self) -> str:

@@ -8,15 +8,24 @@ cache sync → leader election → leader-only runnables (controllers). Stop in 
   from warm caches within a second of acquiring the Lease. With it off, a replica starts
   its informers only once it leads.
 * Graceful stop (``stop`` set, e.g. on SIGTERM): controllers take no new requests,
-  in-flight reconciles finish within ``graceful_shutdown_timeout``, then the Lease is
-  released (so a standby takes over in about one retry period), then informers and
-  servers stop. :meth:`Manager.run` returns 0. If the reconciles do not finish in time,
-  the Lease is *not* released (a reconcile may still write) and run returns 1.
-* Lost leadership: leader-only work is told to stop at once and :meth:`Manager.run`
-  returns 1 without waiting; the process must exit (the CLI does ``os._exit``) so that
-  the Deployment restarts it clean.
-* ``/healthz``: the process and its informer threads are alive. ``/readyz``: caches
-  synced — a standby with synced caches is ready; readiness does not mean leadership.
+  in-flight reconciles finish within ``graceful_shutdown_timeout``, the Events they
+  recorded are flushed, then the Lease is released (so a standby takes over in about one
+  retry period), then informers and servers stop; :meth:`Manager.run` returns 0. If the
+  reconciles do not finish in time, the Lease is *not* released (a reconcile may still
+  write), renewing stops, and run returns 1 at once: the process must exit.
+* Lost leadership, at any moment (the graceful drain included): the election reported
+  it, or the renew deadline passed on this replica's clock, or the election thread
+  failed. Leader-only work is told to stop at once and :meth:`Manager.run` returns 1
+  without waiting; the process must exit (the CLI does ``os._exit``) so that the
+  Deployment restarts it clean.
+* Write fencing (:mod:`manager.fencing`): :attr:`Manager.client` refuses every write
+  (:class:`~manager.errors.WriteFenced`, nothing sent) while this replica does not hold
+  the Lease on its own clock — a standby, a leader past its renew deadline (paused,
+  partitioned), a leader that released or lost the Lease. Writes before :meth:`run` (set-up)
+  and those of runnables added with ``leader_only=False`` are not fenced.
+* ``/healthz``: the process, its informer threads and its election thread are alive.
+  ``/readyz``: caches synced — a standby with synced caches is ready; readiness does not
+  mean leadership.
 
 Every thread is named and non-daemon. ``run`` may be called once.
 
@@ -39,6 +48,7 @@ from manager.cache.lister import Lister
 from manager.cache.store import IndexFunc
 from manager.controller import Controller
 from manager.events import EventBroadcaster, EventRecorder
+from manager.fencing import UNFENCED, Fence, ValidityFence, fenced
 from manager.handler import EnqueueRequestsFromMapFunc, EventMapper, MapFunc
 from manager.healthz import Checks, EndpointServer
 from manager.kube import KubeClient
@@ -149,23 +159,37 @@ class Manager:
     """Owns the client, the informer factory, the event recorder and every runnable."""
 
     def __init__(self, client: KubeClient, options: ManagerOptions | None = None) -> None:
-        self.client = client
         self.options = options or ManagerOptions()
         self.identity = self.options.identity or default_identity()
+        self._fence = ValidityFence(
+            self._write_validity,
+            reason="not_leader",
+            message="this replica does not hold the leader Lease (on its own clock)",
+        )
+        # Every write through the manager's client asks the fence (manager.fencing):
+        # a standby, or a leader whose Lease ran out on its clock, sends nothing.
+        self.client = client.with_fence(self._fence)
+        self._election_client = client
         self.factory = InformerFactory(client, namespace=self.options.namespace)
-        self.events = EventBroadcaster(client, component=self.options.name)
+        self.events = EventBroadcaster(self.client, component=self.options.name)
         self._leader_runnables: list[Runnable] = []
         self._runnables: list[Runnable] = []
         self._health = Checks()
         self._ready = Checks()
         self._started = False
+        self._finished = False
+        self._stopping = False  # the graceful stop has begun
+        self._drained = False  # every leader-only runnable has ended: the Lease may go
         self._leading = threading.Event()
         self._lost = threading.Event()
+        self._leader_stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._informers_started = threading.Event()
         self._elector: LeaderElector | None = None
+        self._elector_thread: threading.Thread | None = None
         self._health.add("ping", lambda: None)
         self._health.add("informers", self._informers_alive)
+        self._health.add("leader-election", self._elector_alive)
         self._ready.add("informers-synced", self._informers_synced)
         self._metrics_server = EndpointServer(
             "metrics", self.options.metrics_bind_address, {"/metrics": metrics_route}
@@ -252,7 +276,15 @@ class Manager:
     # -- facts -----------------------------------------------------------------------
 
     def is_leader(self) -> bool:
-        return self._leading.is_set() and not self._lost.is_set()
+        """Whether this replica leads now. With leader election: it holds the Lease and,
+        on its own clock, its renew deadline has not passed (False the moment it does,
+        and after the Lease was lost or released). Without: while :meth:`run` runs."""
+        if self._lost.is_set() or self._finished:
+            return False
+        if not self.options.leader_election:
+            return self._leading.is_set()
+        elector = self._elector
+        return elector is not None and elector.is_leader()
 
     @property
     def metrics_address(self) -> tuple[str, int] | None:
@@ -262,6 +294,17 @@ class Manager:
     def health_probe_address(self) -> tuple[str, int] | None:
         return self._probe_server.address
 
+    def _write_validity(self) -> float | None:
+        """The write fence's question: for how long may this replica write (None: no
+        limit; <= 0: not now)? Before :meth:`run` (set-up) and without leader election,
+        always; while running with it, only while the Lease is held on our clock."""
+        if not self._started or not self.options.leader_election:
+            return None
+        if self._lost.is_set():
+            return 0.0
+        elector = self._elector
+        return 0.0 if elector is None else elector.valid_for()
+
     def _informers_alive(self) -> str | None:
         if not self._informers_started.is_set():
             return None
@@ -269,6 +312,12 @@ class Manager:
             t.name for t in self._threads if t.name.startswith("informer/") and not t.is_alive()
         ]
         return f"informer threads ended: {', '.join(dead)}" if dead else None
+
+    def _elector_alive(self) -> str | None:
+        thread = self._elector_thread
+        if thread is None or thread.is_alive() or self._stopping:
+            return None
+        return "the leader election thread has ended"
 
     def _informers_synced(self) -> str | None:
         if not self._informers_started.is_set():
@@ -278,27 +327,65 @@ class Manager:
         pending = [i.name for i in self.factory.informers() if not i.has_synced()]
         return f"not synced: {', '.join(pending)}" if pending else None
 
+    def _lease_lost(self) -> bool:
+        """Leadership, once acquired, is gone: reported lost, or past the renew deadline
+        on our clock even if the election thread has not noticed yet (a stuck request)."""
+        if self._lost.is_set():
+            return True
+        elector = self._elector
+        if elector is not None and self._leading.is_set() and not elector.is_leader():
+            self._on_lost("the renew deadline passed")
+            return True
+        return False
+
+    def _on_lost(self, reason: str) -> None:
+        """Leadership is gone: leader-only work stops now (no drain)."""
+        if self._lost.is_set():
+            return
+        self._lost.set()
+        self._leader_stop.set()
+        logger.error("leadership lost: stopping leader-only work", extra={"reason": reason})
+
     # -- running ---------------------------------------------------------------------
 
-    def _spawn(self, name: str, target: object, *args: object) -> threading.Thread:
-        t = threading.Thread(target=target, args=args, name=name)  # type: ignore[arg-type]
+    def _spawn(
+        self, name: str, target: object, *args: object, fence: Fence | None = None
+    ) -> threading.Thread:
+        if fence is None:
+            run = target
+        else:
+
+            def run(*a: object) -> None:
+                with fenced(fence):
+                    target(*a)  # type: ignore[operator]
+
+        t = threading.Thread(target=run, args=args, name=name)  # type: ignore[arg-type]
         self._threads.append(t)
         t.start()
         return t
 
     def _start_informers(self, informer_stop: threading.Event, stop: threading.Event) -> bool:
+        """Start the informers and wait for their sync; False on timeout, on ``stop``, or
+        when leadership is lost meanwhile (a cold standby syncs after acquiring)."""
         self.factory.start(informer_stop)
         self._informers_started.set()
         self._threads.extend(t for t in self.factory.threads() if t not in self._threads)
-        # wait on the caller's stop: a SIGTERM while the API server is unreachable must
-        # not wait out the whole cache sync timeout (informer_stop is set only later)
-        ok = self.factory.wait_for_cache_sync(self.options.cache_sync_timeout, stop=stop)
-        if ok:
-            logger.info("caches synced", extra={"informers": len(self.factory.informers())})
-        return ok
+        deadline = time.monotonic() + self.options.cache_sync_timeout
+        # polls ``stop`` too: a SIGTERM while the API server is unreachable must not wait
+        # out the whole cache sync timeout (informer_stop is set only later)
+        while not all(i.has_synced() for i in self.factory.informers()):
+            if stop.is_set() or self._lease_lost() or time.monotonic() >= deadline:
+                return False
+            stop.wait(0.01)
+        logger.info("caches synced", extra={"informers": len(self.factory.informers())})
+        return True
 
     def run(self, stop: threading.Event) -> int:
         """Run until ``stop`` is set (returns 0) or leadership is lost (returns 1).
+
+        Returns 1 as well when caches never synced, or when reconciles outlast the
+        graceful shutdown timeout (the Lease is then not released: the process must exit
+        so that nothing it runs writes again).
 
         Raises:
             RuntimeError: called twice.
@@ -309,20 +396,22 @@ class Manager:
         self._started = True
         opts = self.options
         informer_stop = threading.Event()
-        leader_stop = threading.Event()
+        leader_stop = self._leader_stop
         elector_stop = threading.Event()
         events_stop = threading.Event()
         leader_threads: list[threading.Thread] = []
-        elector_thread: threading.Thread | None = None
         self._metrics_server.start()
         self._probe_server.start()
+        leaving_now = True  # skip the flushes on the way out (lost, overrun, failed)
         try:
             self.events.start(events_stop)
             for r in self._runnables:
-                self._spawn(f"runnable/{r.name}", r.run, informer_stop)
+                # they run on every replica: leadership does not fence their writes
+                self._spawn(f"runnable/{r.name}", r.run, informer_stop, fence=UNFENCED)
             warm = opts.warm_standby or not opts.leader_election
             if warm and not self._start_informers(informer_stop, stop):
                 if stop.is_set():
+                    leaving_now = False
                     return 0
                 logger.error(
                     "caches did not sync in time", extra={"timeout": opts.cache_sync_timeout}
@@ -330,7 +419,7 @@ class Manager:
                 return 1
             if opts.leader_election:
                 self._elector = LeaderElector(
-                    self.client,
+                    self._election_client,
                     LeaderElectionConfig(
                         lease_name=opts.leader_election_id,
                         namespace=opts.leader_election_namespace
@@ -342,73 +431,113 @@ class Manager:
                         retry_period=opts.retry_period,
                     ),
                     on_started_leading=self._leading.set,
+                    on_stopped_leading=lambda: (
+                        None if elector_stop.is_set() else self._on_lost("the Lease was lost")
+                    ),
                     on_new_leader=lambda who: logger.info("new leader", extra={"leader": who}),
                 )
-                elector_thread = self._spawn("leader-election", self._run_elector, elector_stop)
+                self._elector_thread = self._spawn(
+                    "leader-election", self._run_elector, elector_stop
+                )
             else:
                 self._leading.set()
             # wait for leadership (or stop)
             while not (stop.is_set() or self._leading.is_set() or self._lost.is_set()):
                 stop.wait(0.05)
-            if self._leading.is_set() and not stop.is_set() and not self._lost.is_set():
+            if self._leading.is_set() and not stop.is_set() and not self._lease_lost():
                 acquired = time.monotonic()
                 if not self._informers_started.is_set() and not self._start_informers(
                     informer_stop, stop
                 ):
-                    return 0 if stop.is_set() else 1
+                    if self._lease_lost():
+                        return 1
+                    if stop.is_set():
+                        leaving_now = False
+                        return self._graceful(leader_threads, elector_stop)
+                    logger.error(
+                        "caches did not sync in time", extra={"timeout": opts.cache_sync_timeout}
+                    )
+                    return 1
+                if self._lease_lost():
+                    return 1
                 for r in self._leader_runnables:
                     leader_threads.append(self._spawn(f"controller/{r.name}", r.run, leader_stop))
                 logger.info(
                     "leading: controllers started",
                     extra={"after_acquire_seconds": round(time.monotonic() - acquired, 3)},
                 )
-            while not (stop.is_set() or self._lost.is_set()):
+            while not (stop.is_set() or self._lease_lost()):
                 stop.wait(0.05)
             if self._lost.is_set():
-                leader_stop.set()  # at once; no drain: the process must exit now
-                logger.error("leadership lost: stopping leader-only work and exiting")
-                return 1
-            return self._graceful(leader_stop, leader_threads, elector_stop, elector_thread)
+                return 1  # at once; no drain: the process must exit now
+            rc = self._graceful(leader_threads, elector_stop)
+            leaving_now = rc != 0
+            return rc
         finally:
             leader_stop.set()
             elector_stop.set()
             informer_stop.set()
             events_stop.set()
-            if not self._lost.is_set():
+            if not leaving_now:
                 self.events.shutdown(timeout=2.0)
                 self.factory.shutdown(timeout=5.0)
+            self._finished = True
             self._probe_server.stop()
             self._metrics_server.stop()
 
     def _run_elector(self, elector_stop: threading.Event) -> None:
+        """The election thread: any way it ends other than by ``elector_stop`` is a lost
+        Lease — a False return, and just as much an exception (the election failed, so
+        nothing renews the Lease and another replica will take it)."""
         assert self._elector is not None
-        if not self._elector.run(elector_stop):  # False: leadership lost, not stopped
-            self._lost.set()
+        try:
+            if self._elector.run(elector_stop, release=lambda: self._drained):
+                return
+            reason = "the Lease was lost"
+        except BaseException:
+            logger.exception("leader election failed")
+            if elector_stop.is_set():
+                return
+            reason = "the leader election failed"
+        self._on_lost(reason)
 
     def _graceful(
-        self,
-        leader_stop: threading.Event,
-        leader_threads: list[threading.Thread],
-        elector_stop: threading.Event,
-        elector_thread: threading.Thread | None,
+        self, leader_threads: list[threading.Thread], elector_stop: threading.Event
     ) -> int:
+        """Stop taking work, let in-flight reconciles finish within the timeout, flush
+        their Events, then release the Lease. Losing the Lease meanwhile ends it at once
+        (1); reconciles outlasting the timeout end it without a release (1)."""
+        self._stopping = True
         timeout = self.options.graceful_shutdown_timeout
         logger.info("stopping: finishing in-flight reconciles", extra={"timeout": timeout})
-        leader_stop.set()
+        self._leader_stop.set()
         deadline = time.monotonic() + timeout
-        for t in leader_threads:
-            t.join(max(0.0, deadline - time.monotonic()))
-        stuck = [t.name for t in leader_threads if t.is_alive()]
-        if stuck:
+        while True:
+            alive = [t for t in leader_threads if t.is_alive()]
+            if self._lease_lost():
+                logger.error(
+                    "leadership lost while stopping: not waiting for in-flight reconciles",
+                    extra={"threads": [t.name for t in alive]},
+                )
+                return 1
+            remaining = deadline - time.monotonic()
+            if not alive or remaining <= 0:
+                break
+            alive[0].join(min(0.05, remaining))
+        if alive:
             logger.error(
                 "reconciles still running after the graceful shutdown timeout; "
-                "not releasing the Lease",
-                extra={"threads": stuck},
+                "not releasing the Lease, and exiting",
+                extra={"threads": [t.name for t in alive]},
             )
+            elector_stop.set()  # no renew, no release: writes stop being allowed now
             return 1
+        # Events their reconciles recorded go out while the Lease is still ours.
+        self.events.flush(max(deadline - time.monotonic(), 1.0))
+        self._drained = True
         elector_stop.set()  # the elector releases the Lease now that nothing writes
-        if elector_thread is not None:
-            elector_thread.join(max(1.0, self.options.retry_period * 2))
+        if self._elector_thread is not None:
+            self._elector_thread.join(max(1.0, self.options.retry_period * 2))
         logger.info("stopped cleanly")
         return 0
 

@@ -28,7 +28,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from manager.cache.informer import HandlerFuncs, HandlerRegistration, SharedInformer
 from manager.clock import FakeClock
 from manager.controller import Controller
-from manager.errors import ApiError, TerminalError
+from manager.errors import ApiError, TerminalError, WriteFenced
+from manager.fencing import current_fence, fenced
 from manager.handler import EnqueueRequestForOwner
 from manager.keys import JsonDict
 from manager.logs import JsonFormatter, reconcile_context
@@ -430,6 +431,71 @@ def test_terminal_error_forgets_and_never_retries(env: Env) -> None:
     # done was called: a new event for it is reconciled again
     run.add(req)
     recon.wait_calls(req, 3)
+
+
+def test_a_fenced_write_ends_the_reconcile_without_a_retry(env: Env) -> None:
+    """This replica may not write (lost the Lease, or the key moved): the replica that may
+    handles the object; retrying here would only be refused again."""
+
+    def behave(req: Request, n: int) -> Result:
+        raise WriteFenced("write refused: not the leader", reason="not_leader")
+
+    recon = Recon(behave)
+    clock = FakeClock()
+    limiter = RecordingLimiter(default_controller_rate_limiter(clock=clock))
+    ctl = Controller(unique("ctl"), recon, rate_limiter=limiter, clock=clock)
+    run = env.run(ctl)
+    req = Request("ns", "a")
+    run.add(req)
+    recon.wait_calls(req)
+    run.sync(recon)
+    assert limiter.calls_for(req) == [("forget", req)]
+    assert_never_retried(clock, run, recon, req)
+    assert metric("controller_runtime_reconcile_total", controller=ctl.name, result="fenced") == 1
+    assert metric("controller_runtime_reconcile_errors_total", controller=ctl.name) == 0
+    assert metric("controller_runtime_reconcile_panics_total", controller=ctl.name) == 0
+
+
+def test_workers_reconcile_under_the_fence_of_the_thread_that_runs_the_controller(
+    env: Env,
+) -> None:
+    seen: list[object] = []
+
+    def behave(req: Request, n: int) -> Result:
+        seen.append(current_fence())
+        return Result()
+
+    class Marker:
+        def check(self) -> float | None:
+            return None
+
+    fence = Marker()
+    recon = Recon(behave)
+    ctl, _ = new_controller(recon)
+    stop = threading.Event()
+    started = threading.Event()
+    log = logging.getLogger("manager.controller")
+    handler = _Started(ctl.name, started)
+    old_level = log.level
+    log.setLevel(logging.INFO)
+    log.addHandler(handler)
+
+    def run_fenced() -> None:
+        with fenced(fence):
+            ctl.run(stop)
+
+    thread = threading.Thread(target=run_fenced, name="test-fenced-controller")
+    thread.start()
+    try:
+        assert started.wait(WAIT), "controller did not start"
+        ctl.queue.add(Request("ns", "a"))
+        recon.wait_calls(Request("ns", "a"))
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(old_level)
+        stop.set()
+        thread.join(WAIT)
+    assert seen == [fence]
 
 
 # -- panic recovery ------------------------------------------------------------------

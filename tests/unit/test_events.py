@@ -25,6 +25,7 @@ from manager.events import (
     FakeRecorder,
     RecordedEvent,
 )
+from manager.fencing import UNFENCED, ValidityFence, fenced
 from manager.keys import JsonDict
 from manager.kube import ClientOptions, KubeClient
 from manager.metrics import REGISTRY
@@ -575,3 +576,32 @@ def test_fake_recorder_records_validates_and_is_thread_safe() -> None:
         t.join(WAIT)
     assert len({e.message for e in fake.events}) == 1000
     assert not fake.wait_for(lambda events: len(events) > 1000, timeout=0.0)
+
+
+# -- write fencing --------------------------------------------------------------------
+
+
+def test_an_event_goes_out_under_the_fence_where_it_was_recorded(
+    kube: KubeClient, namespace: str, configmap: JsonDict, running: Callable[..., Running]
+) -> None:
+    """An Event recorded by a reconcile of a leader that lost the Lease before the sender
+    wrote it is not written: the fence of the recording context decides at send time."""
+    allowed = {"leader": True}
+    fence = ValidityFence(
+        lambda: 5.0 if allowed["leader"] else 0.0, reason="unit_events", message="lost"
+    )
+    client = kube.with_fence(UNFENCED)  # a fenced client: context fences apply to it
+    r = running(client).start()
+    name = configmap["metadata"]["name"]
+    with fenced(fence):
+        r.recorder.event(configmap, NORMAL, "Leading", "written")
+    r.flush()
+    before = dropped("fenced")
+    allowed["leader"] = False
+    with fenced(fence):
+        r.recorder.event(configmap, NORMAL, "Lost", "never written")
+    r.recorder.event(configmap, NORMAL, "Elsewhere", "unfenced context: the client's fence")
+    r.flush()
+    assert dropped("fenced") == before + 1
+    reasons = sorted(e["reason"] for e in events_about(kube, namespace, name))
+    assert reasons == ["Elsewhere", "Leading"]

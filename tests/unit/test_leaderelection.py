@@ -306,13 +306,15 @@ class GatedClient(KubeClient):
         body: JsonDict,
         namespace: str | None = None,
         subresource: str | None = None,
+        *,
+        timeout: float | None = None,
     ) -> JsonDict:
         if not self.entered.is_set():
             self.sent_version = body["metadata"]["resourceVersion"]
             self.entered.set()
             assert self.gate.wait(REAL)
         try:
-            return super().replace(resource, body, namespace, subresource)
+            return super().replace(resource, body, namespace, subresource, timeout=timeout)
         except ApiError as exc:
             self.errors.append(exc)
             raise
@@ -330,8 +332,8 @@ def test_two_candidates_racing_from_the_same_version_exactly_one_wins(
     configuration = k8s_client.Configuration()
     loader: Any = k8s_config  # untyped package
     loader.load_kube_config(config_file=kubeconfig_path, client_configuration=configuration)
-    # Short and unretried: the elector uses this client as is.
-    gated = GatedClient(configuration, ClientOptions(timeout=1.0, max_retries=0))
+    # Short, unretried and unthrottled: the elector uses this client as is.
+    gated = GatedClient(configuration, ClientOptions(timeout=1.0, max_retries=0, qps=0))
     a = candidates(gated, make_config(namespace, "a", lease_name), FakeClock())
     b = candidates(client, make_config(namespace, "b", lease_name), FakeClock())
     try:
@@ -490,3 +492,85 @@ def test_run_twice_at_once_is_refused(
     assert a.started.wait(REAL)
     with pytest.raises(RuntimeError, match="already running"):
         a.elector.run(threading.Event())
+
+
+# -- the renew deadline bounds every request ------------------------------------------
+
+
+class SlowReadClient(KubeClient):
+    """Unthrottled, short, unretried (so the elector uses it as is); while ``armed``, a
+    GET of the Lease takes ``seconds`` of the fake clock."""
+
+    def __init__(self, configuration: object, clock: FakeClock) -> None:
+        super().__init__(configuration, options=ClientOptions(timeout=1.0, max_retries=0, qps=0))
+        self.clock = clock
+        self.armed = threading.Event()
+        self.seconds = 0.0
+        self.timeouts: list[float | None] = []
+
+    def get(
+        self,
+        resource: Any,
+        name: str,
+        namespace: str | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> JsonDict:
+        self.timeouts.append(timeout)
+        lease = super().get(resource, name, namespace, timeout=timeout)
+        if self.armed.is_set():
+            self.clock.step(self.seconds)
+        return lease
+
+
+def _configuration(kubeconfig_path: str) -> object:
+    configuration = k8s_client.Configuration()
+    loader: Any = k8s_config  # untyped package
+    loader.load_kube_config(config_file=kubeconfig_path, client_configuration=configuration)
+    return configuration
+
+
+def test_no_write_once_the_deadline_passed_during_the_read(
+    kubeconfig_path: str,
+    client: KubeClient,
+    namespace: str,
+    lease_name: str,
+    candidates: Callable[..., Candidate],
+) -> None:
+    clock = FakeClock()
+    slow = SlowReadClient(_configuration(kubeconfig_path), clock)
+    try:
+        a = candidates(slow, make_config(namespace, "a", lease_name), clock).start()
+        assert a.started.wait(REAL)
+        a.parked_at(2.0)
+        held = spec_of(client, namespace, lease_name)
+        slow.seconds = 9.0  # the round at t=2 reads until t=11: past the deadline (t=10)
+        slow.armed.set()
+        clock.step(2.0)
+        assert a.stopped.wait(REAL)
+        assert a.finished() is False
+        assert not a.elector.is_leader() and a.elector.valid_for() == 0.0
+        assert spec_of(client, namespace, lease_name) == held, "renewed after the deadline"
+        # every request of a renew round was given what was left until the deadline
+        assert slow.timeouts[-1] is not None and slow.timeouts[-1] <= 1.0
+    finally:
+        slow.close()
+
+
+def test_valid_for_counts_down_to_the_renew_deadline_and_ends_with_leading(
+    client: KubeClient,
+    namespace: str,
+    lease_name: str,
+    candidates: Callable[..., Candidate],
+) -> None:
+    clock = FakeClock()
+    a = candidates(client, make_config(namespace, "a", lease_name), clock).start()
+    assert a.started.wait(REAL)
+    a.parked_at(2.0)
+    assert a.elector.valid_for() == pytest.approx(10.0)  # renewed at t=0, deadline 10 s
+    clock.step(1.5)  # no round yet (next at t=2): the permission shrinks with the clock
+    assert a.elector.valid_for() == pytest.approx(8.5)
+    a.stop.set()
+    clock.step(0.5)
+    assert a.finished() is True
+    assert a.elector.valid_for() == 0.0 and not a.elector.is_leader()
