@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # A third-party controller plugin the tests load through its entry point.
 SAMPLE_PLUGIN := tests/plugins/overseer-sample-plugin
 
-.PHONY: run test lint typecheck unit venv clean bench e2e-kind
+.PHONY: run test lint typecheck unit venv clean bench e2e-kind chaos
 
 venv: $(STAMP)
 
@@ -43,3 +43,7 @@ e2e-kind: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info
+
+# The chaos scenarios, three runs each, and their table (e2e/CHAOS.md).
+chaos: $(STAMP)
+	$(BIN)/python -m e2e.chaos --runs 3 --report e2e/CHAOS.md

@@ -34,6 +34,7 @@ import orjson
 import yaml
 
 from manager.testing import discovery, eventsconv, printers
+from manager.testing.audit import Audit
 from manager.testing.faults import Faults
 from manager.testing.garbage import GarbageCollector
 from manager.testing.registry import ResourceRegistry, ServedResource
@@ -204,7 +205,8 @@ class _Handler(BaseHTTPRequestHandler):
                 logger.debug("client gone: write not applied", extra={"path": self.path})
                 self.close_connection = True
                 return
-            code, answer = self._handle(verb, route, query, body)
+            with owner.audit.acting(self._user(), verb):
+                code, answer = self._handle(verb, route, query, body)
             if verb in ("get", "list") and "as=Table" in (self.headers.get("Accept") or ""):
                 answer = self._table(route, verb, answer, query)
             self._send_json(code, answer)
@@ -216,6 +218,14 @@ class _Handler(BaseHTTPRequestHandler):
             logger.exception("local API server failed a request", extra={"path": self.path})
             with contextlib.suppress(OSError):
                 self._send_status(StatusError(500, "InternalError", f"internal error: {exc}"))
+
+    def _user(self) -> str:
+        """Who asks: the bearer token names the user (nobody is authenticated here)."""
+        auth = self.headers.get("Authorization") or ""
+        scheme, _, token = auth.partition(" ")
+        if scheme.lower() == "bearer" and token.strip():
+            return token.strip()
+        return "system:anonymous"
 
     def _client_gone(self) -> bool:
         """Whether the client has closed its side of the connection (EOF is waiting)."""
@@ -770,6 +780,7 @@ class LocalApiServer:
         self.rest = Rest(self.storage, self.registry)
         self.gc = GarbageCollector(self.rest)
         self.faults = Faults(self._drop_watches)
+        self.audit = Audit(self.storage)
         self.bookmark_interval = bookmark_interval
         self._host, self._port = host, port
         self._kubeconfig_arg = kubeconfig_path
@@ -792,21 +803,22 @@ class LocalApiServer:
         self._started = True
         self.rest.bootstrap()
         self.gc.start()
-        self._http = _HttpServer((self._host, self._port), self)
+        self._serve((self._host, self._port))
+        self._write_kubeconfig()
+        logger.info("local API server started", extra={"url": self.url})
+        return self
+
+    def _serve(self, address: tuple[str, int]) -> None:
+        self._http = _HttpServer(address, self)
         self._serve_thread = threading.Thread(
             target=self._http.serve_forever,
             kwargs={"poll_interval": 0.1},
             name="local-apiserver/serve",
         )
         self._serve_thread.start()
-        self._write_kubeconfig()
-        logger.info("local API server started", extra={"url": self.url})
-        return self
 
-    def stop(self) -> None:
-        """Stop serving, close every connection, join every thread."""
-        if self._http is None:
-            return
+    def _close_http(self) -> None:
+        assert self._http is not None
         self.stopping = True
         self._drop_watches()
         self._http.shutdown()
@@ -814,6 +826,27 @@ class LocalApiServer:
         self._http.server_close()
         if self._serve_thread is not None:
             self._serve_thread.join(timeout=10)
+
+    def restart(self, downtime: float = 0.0) -> None:
+        """An API server restart as its clients see it: every connection and watch is cut,
+        connections are refused for ``downtime`` seconds, then the server answers again on
+        the same address with everything stored kept (as etcd keeps it), the revision
+        included. Watches resume from their resourceVersion."""
+        if self._http is None:
+            raise RuntimeError("the local API server is not running")
+        host, port = self._http.server_address[:2]
+        self._close_http()
+        if downtime > 0:
+            time.sleep(downtime)
+        self.stopping = False
+        self._serve((str(host), int(port)))
+        logger.info("local API server restarted", extra={"url": self.url})
+
+    def stop(self) -> None:
+        """Stop serving, close every connection, join every thread."""
+        if self._http is None:
+            return
+        self._close_http()
         self.gc.stop()
         self._http = None
         if self._tmpdir is not None:
@@ -887,17 +920,28 @@ class LocalApiServer:
             w.close("dropped")
         return len(watchers)
 
+    def kubeconfig_for(
+        self, user: str, path: str | os.PathLike[str], *, server: str | None = None
+    ) -> Path:
+        """Write a kubeconfig whose requests come from ``user`` (a bearer token naming it,
+        as the :attr:`audit` sees it), to ``server`` (default this server's URL; e.g. a
+        :class:`~manager.testing.proxy.TcpProxy` in front of it). Returns the path."""
+        return self._kubeconfig_file(Path(path), server or self.url, {"token": user})
+
     def _write_kubeconfig(self) -> None:
         if self._kubeconfig_arg is not None:
             path = Path(self._kubeconfig_arg)
         else:
             self._tmpdir = tempfile.TemporaryDirectory(prefix="overseer-apiserver-")
             path = Path(self._tmpdir.name) / "kubeconfig"
+        self._kubeconfig = self._kubeconfig_file(path, self.url, {})
+
+    def _kubeconfig_file(self, path: Path, server: str, user: dict[str, str]) -> Path:
         doc = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "overseer-local", "cluster": {"server": self.url}}],
-            "users": [{"name": "overseer-local", "user": {}}],
+            "clusters": [{"name": "overseer-local", "cluster": {"server": server}}],
+            "users": [{"name": "overseer-local", "user": user}],
             "contexts": [
                 {
                     "name": "overseer-local",
@@ -914,7 +958,7 @@ class LocalApiServer:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(yaml.safe_dump(doc, sort_keys=False))
         tmp.replace(path)
-        self._kubeconfig = path
+        return path
 
     # -- in-process convenience (seeding demo objects without HTTP) --------------------
 

@@ -1,0 +1,893 @@
+"""Chaos: three ``overseer run`` replicas under faults, with work going on, and the proof
+that exactly one of them wrote at any moment.
+
+Each scenario starts a fresh :class:`Harness`: the local API server in this process
+(audit on, so every applied write is recorded with its writer and the Lease holder at
+that moment), a namespace, the LogicalPort CRD, and three replica processes, each behind
+its own :class:`~manager.testing.proxy.TcpProxy` and with a token naming it. A supervisor
+plays the Deployment: a replica that exits is replaced by a new one (a new name). A
+:class:`Workload` keeps creating and editing opted-in Deployments and creating and
+deleting pods while the scenario injects its faults:
+
+=============================  ==============================================================
+``kill9-leader-x10``           10 consecutive ``kill -9`` of whichever replica leads
+``sigstop-leader``             the leader ``SIGSTOP``ped for lease + 2 s, then ``SIGCONT``ed
+``apiserver-restart``          the API server restarted mid-burst (2 s down, storage kept)
+``drop-watches``               every watch dropped, three times
+``compaction``                 history compacted and watches dropped: every re-watch is a 410
+``partition-leader``           the leader cut off from the API server for renew deadline + 2 s
+``slow-reconcile-rolling``     a rolling restart while the leader is inside a 6 s reconcile
+                               and the graceful shutdown timeout is 2 s
+=============================  ==============================================================
+
+Invariants, checked during the run and at the end:
+
+* **zero writes by a replica that did not hold the Lease when the write was applied**
+  (from the server's audit; the election's own Lease writes excepted);
+* every opted-in Deployment ends exposed exactly once (its Service and Ingress, controlled
+  by it), every live pod holds exactly one LogicalPort whose address it carries, no
+  address on two pods (also checked every half second during the run), no orphan port;
+  anything not so within the convergence timeout counts as an object lost;
+* the time to recovery: from each fault to the exposure of a Deployment created at the
+  moment of the fault (a user's view of "the controllers act again").
+
+``python -m e2e.chaos [--runs N] [--scenario NAME ...] [--report e2e/CHAOS.md]`` runs them
+and writes the table; ``e2e/test_chaos.py`` runs each once in the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import os
+import platform
+import random
+import signal
+import socket
+import statistics
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from controllers.podport.crd import install_crd
+from e2e.processes import HA_PLUGIN, Replica
+from e2e.targets import LOGICAL_PORTS
+from manager.errors import ApiError, NotFound
+from manager.kube import ClientOptions, KubeClient
+from manager.resources import builtin
+from manager.testing import LocalApiServer
+from manager.testing.audit import AuditRecord
+from manager.testing.proxy import TcpProxy
+
+__all__ = ["SCENARIOS", "Harness", "ScenarioResult", "run_scenario"]
+
+NAMESPACES = builtin("v1", "namespaces")
+LEASES = builtin("coordination.k8s.io/v1", "leases")
+DEPLOYMENTS = builtin("apps/v1", "deployments")
+PODS = builtin("v1", "pods")
+SERVICES = builtin("v1", "services")
+INGRESSES = builtin("networking.k8s.io/v1", "ingresses")
+CONFIGMAPS = builtin("v1", "configmaps")
+SERVICE_ACCOUNTS = builtin("v1", "serviceaccounts")
+
+NAMESPACE = "chaos"
+LEASE_NAME = "chaos-leader"
+NETWORK, CIDR = "chaos", "10.252.0.0/22"
+LEASE, RENEW, RETRY = 3.0, 2.0, 0.5
+SIZE = 3
+EXPOSE = "overseer.io/expose"
+PORT_NAME, PORT_IP = "overseer.io/logical-port", "overseer.io/ip"
+HA_LABEL = "overseer-ha-test"
+CONVERGE = 45.0  # seconds the controllers get to settle after the workload stops
+RECOVER = 30.0  # seconds a probe Deployment may take to be exposed
+
+
+# -- the harness --------------------------------------------------------------------------
+
+
+@dataclass
+class _Proc:
+    replica: Replica
+    proxy: TcpProxy
+    health_port: int
+    expected: str = ""  # why it will exit: "kill", "stop", "term", or "" (it should not)
+    exit_code: int | None = None
+
+
+@dataclass
+class Exit:
+    name: str
+    code: int
+    expected: str  # "" when nobody asked it to go
+
+
+class Harness:
+    """The local API server, one namespace, and a Deployment-like set of replicas."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        grace: float = 5.0,
+        hold_seconds: float | None = None,
+    ) -> None:
+        self.workdir = workdir
+        self.grace = grace
+        self.hold_seconds = hold_seconds
+        self.server = LocalApiServer()
+        self.driver: KubeClient | None = None
+        self._lock = threading.Lock()
+        self._procs: dict[str, _Proc] = {}
+        self._next = 0
+        self.exits: list[Exit] = []
+        self._stop = threading.Event()
+        self._supervisor: threading.Thread | None = None
+
+    # lifecycle
+
+    def start(self) -> Harness:
+        self.server.start()
+        self.server.audit.start()
+        path = self.server.kubeconfig_for("chaos-driver", self.workdir / "driver.kubeconfig")
+        self.driver = KubeClient.from_kubeconfig(
+            str(path), options=ClientOptions(qps=0, max_retries=10, retry_max_wait=2.0)
+        )
+        self.driver.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
+        _wait(lambda: _exists(self.client, SERVICE_ACCOUNTS, "default", NAMESPACE), 30, "SA")
+        install_crd(self.client)  # before the replicas: they only read it (installCrd: false)
+        for _ in range(SIZE):
+            self._spawn()
+        self._supervisor = threading.Thread(target=self._supervise, name="chaos/supervisor")
+        self._supervisor.start()
+        self.wait_ready()
+        return self
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._supervisor is not None:
+            self._supervisor.join(10)
+        with self._lock:
+            procs = list(self._procs.values())
+        for p in procs:
+            with contextlib.suppress(ProcessLookupError):
+                p.replica.signal(signal.SIGCONT)
+            p.replica.signal(signal.SIGTERM)
+        for p in procs:
+            if p.replica.wait(self.grace + 10) is None:
+                p.replica.signal(signal.SIGKILL)
+                p.replica.wait(5)
+            p.proxy.stop()
+        if self.driver is not None:
+            self.driver.close()
+        self.server.stop()
+
+    def __enter__(self) -> Harness:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def client(self) -> KubeClient:
+        assert self.driver is not None
+        return self.driver
+
+    # replicas
+
+    def replicas(self) -> list[str]:
+        with self._lock:
+            return [n for n, p in self._procs.items() if p.replica.returncode is None]
+
+    def leader(self) -> str | None:
+        try:
+            lease = self.client.get(LEASES, LEASE_NAME, NAMESPACE)
+        except NotFound:
+            return None
+        holder = str((lease.get("spec") or {}).get("holderIdentity") or "")
+        return next((n for n in self.replicas() if holder.startswith(f"{n}_")), None)
+
+    def wait_leader(self, timeout: float = 30.0, other_than: str | None = None) -> str:
+        found: str = _wait(
+            lambda: lead if (lead := self.leader()) not in (None, other_than) else None,
+            timeout,
+            "a leading replica",
+            self.logs,
+        )
+        return found
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        _wait(
+            lambda: len(self.replicas()) == SIZE and all(map(self._ready, self.replicas())),
+            timeout,
+            f"{SIZE} ready replicas",
+            self.logs,
+        )
+        self.wait_leader()
+
+    def signal(self, name: str, sig: int, *, expected: str) -> None:
+        with self._lock:
+            proc = self._procs[name]
+            if expected:
+                proc.expected = expected
+        proc.replica.signal(sig)
+
+    def expect(self, name: str, why: str) -> None:
+        """``name`` may exit now (it will lose the Lease): not a crash."""
+        with self._lock:
+            self._procs[name].expected = why
+
+    def proxy(self, name: str) -> TcpProxy:
+        with self._lock:
+            return self._procs[name].proxy
+
+    def wait_exit(self, name: str, timeout: float) -> int:
+        with self._lock:
+            proc = self._procs[name]
+        code = proc.replica.wait(timeout)
+        if code is None:
+            raise AssertionError(f"{name} still runs after {timeout} s\n{self.logs()}")
+        return code
+
+    def logs(self) -> str:
+        with self._lock:
+            procs = list(self._procs.items())
+        return "\n".join(
+            f"--- {n} (exit {p.replica.returncode}) ---\n{p.replica.tail(15)}" for n, p in procs
+        )
+
+    def _spawn(self) -> str:
+        with self._lock:
+            name = f"replica-{self._next}"
+            self._next += 1
+        host, port = self.server.url.removeprefix("http://").split(":")
+        proxy = TcpProxy((host, int(port))).start()
+        kubeconfig = self.server.kubeconfig_for(
+            name, self.workdir / f"{name}.kubeconfig", server=proxy.url
+        )
+        health_port = _free_port()
+        config = self._config(name, health_port)
+        plugins = (HA_PLUGIN,) if self.hold_seconds is not None else ()
+        replica = Replica(name, config, str(kubeconfig), self.workdir, plugins=plugins)
+        with self._lock:
+            self._procs[name] = _Proc(replica, proxy, health_port)
+        return name
+
+    def _supervise(self) -> None:
+        """The Deployment: a replica that exits is replaced."""
+        while not self._stop.wait(0.1):
+            with self._lock:
+                gone = [
+                    (n, p)
+                    for n, p in self._procs.items()
+                    if p.exit_code is None and p.replica.returncode is not None
+                ]
+                for name, proc in gone:
+                    proc.exit_code = proc.replica.returncode
+                    self.exits.append(Exit(name, int(proc.exit_code or 0), proc.expected))
+            for _, proc in gone:
+                proc.proxy.stop()
+                self._spawn()
+
+    def _ready(self, name: str) -> bool:
+        with self._lock:
+            port = self._procs[name].health_port
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
+                return int(r.status) == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def _config(self, name: str, health_port: int) -> Path:
+        installed = {ep.name for ep in entry_points(group="overseer.controllers")}
+        controllers: dict[str, Any] = {n: {"enabled": False} for n in installed}
+        controllers["exposer"] = {"enabled": True, "workers": 2}
+        controllers["podport"] = {
+            "enabled": True,
+            "workers": 2,
+            "networks": [{"name": NETWORK, "cidr": CIDR}],
+            "defaultNetwork": NETWORK,
+            "gcInterval": 2.0,
+        }
+        if self.hold_seconds is not None:
+            controllers["hatest"] = {
+                "enabled": True,
+                "holdSeconds": self.hold_seconds,
+                "leaseName": LEASE_NAME,
+                "leaseNamespace": NAMESPACE,
+            }
+        doc = {
+            "leaderElection": {
+                "enabled": True,
+                "namespace": NAMESPACE,
+                "leaseName": LEASE_NAME,
+                "leaseDuration": LEASE,
+                "renewDeadline": RENEW,
+                "retryPeriod": RETRY,
+            },
+            "client": {"qps": 200.0, "burst": 400},
+            "metricsBindAddress": "0",
+            "healthProbeBindAddress": f"127.0.0.1:{health_port}",
+            "gracefulShutdownTimeout": self.grace,
+            "watchNamespace": NAMESPACE,
+            "log": {"format": "json", "level": "info"},
+            "controllers": controllers,
+        }
+        path = self.workdir / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        return path
+
+    # the audit
+
+    def writes_by_non_holders(self) -> list[str]:
+        """Every write a replica made while it did not hold the Lease (when applied)."""
+        audit = self.server.audit
+        bad = []
+        for r in audit.records():
+            if not r.user.startswith("replica-") or _election_write(r):
+                continue
+            holder = audit.lease_holder(NAMESPACE, LEASE_NAME, r.revision)
+            if not holder.startswith(f"{r.user}_"):
+                bad.append(
+                    f"{r.user} {r.verb} {r.resource} {r.namespace}/{r.name} at revision "
+                    f"{r.revision} while {holder or 'nobody'} held the Lease"
+                )
+        return bad
+
+    def replica_writes(self) -> int:
+        return sum(
+            1
+            for r in self.server.audit.records()
+            if r.user.startswith("replica-") and not _election_write(r)
+        )
+
+    def released_by(self, name: str) -> bool:
+        """Whether a Lease holder of this replica ever handed the Lease back (holder "")."""
+        history = self.server.audit.lease_history(NAMESPACE, LEASE_NAME)
+        return any(
+            prev.startswith(f"{name}_") and now == ""
+            for (_, prev), (_, now) in itertools.pairwise(history)
+        )
+
+
+def _election_write(record: AuditRecord) -> bool:
+    return record.resource == "leases" and record.name == LEASE_NAME
+
+
+# -- the workload -------------------------------------------------------------------------
+
+
+class Workload:
+    """Deployments created and edited, pods created and deleted, at ``rate`` per second;
+    and an invariant watch that checks, every half second, that no address is on two
+    live pods."""
+
+    def __init__(self, client: KubeClient, *, rate: float = 25.0, seed: int = 0) -> None:
+        self.client = client
+        self.rate = rate
+        self.rng = random.Random(seed)
+        self.stop = threading.Event()
+        self.deployments: list[str] = []
+        self.pods: list[str] = []
+        self.errors: Counter[str] = Counter()
+        self.violations: list[str] = []
+        self._n = 0
+        self._threads = [
+            threading.Thread(target=self._run, name="chaos/workload"),
+            threading.Thread(target=self._watch, name="chaos/invariants"),
+        ]
+
+    def __enter__(self) -> Workload:
+        for t in self._threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for t in self._threads:
+            t.join(30)
+
+    def deployment(self, name: str) -> None:
+        labels = {"app": name}
+        ports = [{"name": "http", "containerPort": 8080}]
+        body = {
+            "metadata": {"name": name, "annotations": {EXPOSE: "true"}},
+            "spec": {
+                "replicas": 0,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {"containers": [{"name": "c", "image": "pause", "ports": ports}]},
+                },
+            },
+        }
+        self.client.create(DEPLOYMENTS, body, NAMESPACE)
+
+    def _step(self) -> None:
+        self._n += 1
+        roll = self.rng.random()
+        if roll < 0.3 and len(self.deployments) < 80:
+            name = f"dep-{self._n}"
+            self.deployment(name)
+            self.deployments.append(name)
+        elif roll < 0.5 and self.deployments:
+            name = self.rng.choice(self.deployments)
+            port = self.rng.choice([8080, 8081, 9090])
+            patch = {
+                "spec": {
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "c",
+                                    "image": "pause",
+                                    "ports": [{"name": "http", "containerPort": port}],
+                                }
+                            ]
+                        }
+                    }
+                }
+            }
+            self.client.patch(DEPLOYMENTS, name, patch, namespace=NAMESPACE)
+        elif roll < 0.8 and len(self.pods) < 120:
+            name = f"pod-{self._n}"
+            body = {
+                "metadata": {"name": name},
+                "spec": {"containers": [{"name": "c", "image": "p"}]},
+            }
+            self.client.create(PODS, body, NAMESPACE)
+            self.pods.append(name)
+        elif self.pods:
+            name = self.pods.pop(self.rng.randrange(len(self.pods)))
+            with contextlib.suppress(NotFound):
+                self.client.delete(PODS, name, NAMESPACE, grace_period_seconds=0)
+
+    def _run(self) -> None:
+        while not self.stop.wait(1.0 / self.rate):
+            try:
+                self._step()
+            except (ApiError, OSError) as exc:  # the API server restarting, say
+                self.errors[type(exc).__name__] += 1
+
+    def _watch(self) -> None:
+        while not self.stop.wait(0.5):
+            try:
+                pods = self.client.list(PODS, NAMESPACE)["items"]
+            except ApiError:
+                continue
+            held = Counter(
+                (p["metadata"].get("annotations") or {}).get(PORT_IP)
+                for p in pods
+                if not p["metadata"].get("deletionTimestamp")
+            )
+            for ip, n in held.items():
+                if ip and n > 1:
+                    self.violations.append(f"address {ip} on {n} live pods at {time.time():.3f}")
+
+
+# -- invariants at rest -------------------------------------------------------------------
+
+
+def problems(client: KubeClient) -> list[str]:
+    """Everything in the namespace that is not as the controllers should leave it."""
+    out: list[str] = []
+    for dep in client.list(DEPLOYMENTS, NAMESPACE)["items"]:
+        name, uid = dep["metadata"]["name"], dep["metadata"]["uid"]
+        if (dep["metadata"].get("annotations") or {}).get(EXPOSE) != "true":
+            continue
+        for resource in (SERVICES, INGRESSES):
+            try:
+                obj = client.get(resource, name, NAMESPACE)
+            except NotFound:
+                out.append(f"{name}: no {resource.kind}")
+                continue
+            owners = obj["metadata"].get("ownerReferences") or []
+            if not any(o.get("controller") and o.get("uid") == uid for o in owners):
+                out.append(f"{name}: {resource.kind} not controlled by it")
+        with contextlib.suppress(NotFound):
+            service = client.get(SERVICES, name, NAMESPACE)
+            want = {
+                p["containerPort"]
+                for c in dep["spec"]["template"]["spec"]["containers"]
+                for p in c.get("ports") or []
+            }
+            have = {p.get("targetPort") for p in service["spec"].get("ports") or []}
+            if want != have:
+                out.append(f"{name}: Service ports {sorted(have)} != {sorted(want)}")
+    pods = [
+        p
+        for p in client.list(PODS, NAMESPACE)["items"]
+        if not p["metadata"].get("deletionTimestamp")
+    ]
+    ports: dict[str, list[dict[str, Any]]] = {}
+    for port in client.list(LOGICAL_PORTS)["items"]:
+        if port["spec"].get("podNamespace") == NAMESPACE:
+            ports.setdefault(port["spec"]["podUID"], []).append(port)
+    for pod in pods:
+        meta = pod["metadata"]
+        mine = ports.get(meta["uid"], [])
+        if len(mine) != 1:
+            out.append(f"pod {meta['name']}: {len(mine)} LogicalPorts")
+            continue
+        ann = meta.get("annotations") or {}
+        if (ann.get(PORT_NAME), ann.get(PORT_IP)) != (
+            mine[0]["metadata"]["name"],
+            mine[0]["spec"]["ip"],
+        ):
+            out.append(f"pod {meta['name']}: annotations do not name its port")
+    live = {p["metadata"]["uid"] for p in pods}
+    out.extend(
+        f"orphan LogicalPort {p['metadata']['name']}"
+        for uid, owned in ports.items()
+        if uid not in live
+        for p in owned
+    )
+    held = Counter((p["metadata"].get("annotations") or {}).get(PORT_IP) for p in pods)
+    out.extend(f"address {ip} on {n} pods" for ip, n in held.items() if ip and n > 1)
+    for cm in client.list(CONFIGMAPS, NAMESPACE, label_selector=f"{HA_LABEL}=true")["items"]:
+        ann = cm["metadata"].get("annotations") or {}
+        if ann.get("ha/violation"):
+            out.append(f"{cm['metadata']['name']}: {ann['ha/violation']}")
+        if ann.get("ha/tick") != (cm.get("data") or {}).get("tick"):
+            out.append(f"{cm['metadata']['name']}: tick not reconciled")
+    return out
+
+
+# -- scenarios ----------------------------------------------------------------------------
+
+
+@dataclass
+class ScenarioResult:
+    name: str
+    recovery: list[float] = field(default_factory=list)  # seconds, one per fault
+    failover: list[float] = field(default_factory=list)  # seconds from a kill to a new holder
+    non_holder_writes: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)
+    during: list[str] = field(default_factory=list)
+    replica_writes: int = 0
+    exits: list[Exit] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not (self.non_holder_writes or self.lost or self.during or self.notes)
+
+
+class _Probes:
+    def __init__(self, harness: Harness, workload: Workload) -> None:
+        self.harness = harness
+        self.workload = workload
+        self.n = 0
+
+    def recovery(self, started: float) -> float:
+        """Create a Deployment now; seconds from ``started`` until it is exposed."""
+        self.n += 1
+        name = f"probe-{self.n}"
+        self.workload.deployment(name)
+        client = self.harness.client
+        _wait(
+            lambda: (
+                _exists(client, SERVICES, name, NAMESPACE)
+                and _exists(client, INGRESSES, name, NAMESPACE)
+            ),
+            RECOVER,
+            f"{name} exposed",
+            self.harness.logs,
+            step=0.02,
+        )
+        return time.monotonic() - started
+
+
+def _kill9_x10(h: Harness, probes: _Probes, result: ScenarioResult) -> None:
+    for _ in range(10):
+        leader = h.wait_leader()
+        started = time.monotonic()
+        h.signal(leader, signal.SIGKILL, expected="kill")
+        h.wait_exit(leader, 10)
+
+        def measure(started: float = started) -> None:
+            try:
+                result.recovery.append(probes.recovery(started))
+            except AssertionError as exc:
+                result.notes.append(str(exc))
+
+        probe = threading.Thread(target=measure, name="chaos/probe")
+        probe.start()
+        h.wait_leader(other_than=leader)
+        result.failover.append(time.monotonic() - started)
+        probe.join(RECOVER + 5)
+        h.wait_ready()
+
+
+def _sigstop(h: Harness, probes: _Probes, result: ScenarioResult) -> None:
+    leader = h.wait_leader()
+    time.sleep(1.0)  # busy: the workload keeps it writing
+    started = time.monotonic()
+    h.signal(leader, signal.SIGSTOP, expected="stop")
+    result.recovery.append(probes.recovery(started))
+    time.sleep(max(0.0, LEASE + 2.0 - (time.monotonic() - started)))
+    h.signal(leader, signal.SIGCONT, expected="stop")
+    code = h.wait_exit(leader, 15)
+    if code != 1:
+        result.notes.append(f"{leader} woke after losing the Lease and exited {code}, not 1")
+    h.wait_ready()
+
+
+def _apiserver_restart(h: Harness, probes: _Probes, result: ScenarioResult) -> None:
+    time.sleep(1.0)
+    leader = h.wait_leader()
+    h.expect(leader, "outage")  # 2 s down = the renew deadline: it may lose the Lease
+    started = time.monotonic()
+    h.server.restart(downtime=2.0)
+    result.recovery.append(probes.recovery(started))
+    h.wait_ready()
+
+
+def _drop_watches(h: Harness, probes: _Probes, result: ScenarioResult) -> None:
+    for _ in range(3):
+        time.sleep(1.0)
+        started = time.monotonic()
+        h.server.faults.drop_watches()
+        result.recovery.append(probes.recovery(started))
+
+
+def _compaction(h: Harness, probes: _Probes, result: ScenarioResult) -> None:
+    time.sleep(1.0)
+    started = time.monotonic()
+    h.server.compact()
+    h.server.faults.drop_watches()  # every re-watch starts from a compacted version: 410
+    result.recovery.append(probes.recovery(started))
+
+
+def _partition(h: Harness, probes: _Probes, result: ScenarioResult) -> None:
+    leader = h.wait_leader()
+    time.sleep(1.0)
+    started = time.monotonic()
+    proxy = h.proxy(leader)
+    h.expect(leader, "partition")
+    proxy.block()
+    try:
+        result.recovery.append(probes.recovery(started))
+        time.sleep(max(0.0, RENEW + 2.0 - (time.monotonic() - started)))
+    finally:
+        proxy.unblock()  # what it sent meanwhile now reaches the server
+    code = h.wait_exit(leader, 15)
+    if code != 1:
+        result.notes.append(f"{leader} cut off past its renew deadline exited {code}, not 1")
+    h.wait_ready()
+
+
+def _slow_rolling(h: Harness, probes: _Probes, result: ScenarioResult) -> None:
+    client = h.client
+    names = [f"slow-{i}" for i in range(3)]
+    for name in names:
+        body = {"metadata": {"name": name, "labels": {HA_LABEL: "true"}}, "data": {"tick": "0"}}
+        client.create(CONFIGMAPS, body, NAMESPACE)
+    ticker_stop = threading.Event()
+
+    def tick() -> None:
+        """Give the leader the next slow reconcile as soon as one is done, so that it is
+        nearly always inside a 6 s reconcile."""
+        n = 0
+        while not ticker_stop.wait(0.2):
+            for name in names:
+                with contextlib.suppress(ApiError):
+                    cm = client.get(CONFIGMAPS, name, NAMESPACE)
+                    ann = cm["metadata"].get("annotations") or {}
+                    tick = (cm.get("data") or {}).get("tick")
+                    if ann.get("ha/tick") == tick and not ann.get("ha/inflight"):
+                        n += 1
+                        patch = {"data": {"tick": str(n)}}
+                        client.patch(CONFIGMAPS, name, patch, namespace=NAMESPACE)
+
+    def inside(leader: str) -> bool:
+        for name in names:
+            ann = client.get(CONFIGMAPS, name, NAMESPACE)["metadata"].get("annotations") or {}
+            if str(ann.get("ha/inflight") or "").startswith(f"{leader}_"):
+                return True
+        return False
+
+    ticker = threading.Thread(target=tick, name="chaos/ticker")
+    ticker.start()
+    try:
+        for name in h.replicas():
+            leading = h.leader() == name
+            if leading:  # SIGTERM it inside a slow reconcile: the drain must overrun
+                _wait(lambda n=name: inside(n), 30, f"{name} inside a slow reconcile", h.logs)
+            started = time.monotonic()
+            h.signal(name, signal.SIGTERM, expected="term")
+            code = h.wait_exit(name, h.grace + 10)
+            if leading:
+                if code != 1:
+                    result.notes.append(f"leader {name} overran the drain and exited {code}")
+                if h.released_by(name):
+                    result.notes.append(f"leader {name} released the Lease though it overran")
+                result.recovery.append(probes.recovery(started))
+            elif code != 0:
+                result.notes.append(f"standby {name} exited {code} after SIGTERM")
+            h.wait_ready()
+    finally:
+        ticker_stop.set()
+        ticker.join(10)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    run: Callable[[Harness, _Probes, ScenarioResult], None]
+    grace: float = 5.0
+    hold_seconds: float | None = None
+
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        Scenario("kill9-leader-x10", _kill9_x10),
+        Scenario("sigstop-leader", _sigstop),
+        Scenario("apiserver-restart", _apiserver_restart),
+        Scenario("drop-watches", _drop_watches),
+        Scenario("compaction", _compaction),
+        Scenario("partition-leader", _partition),
+        Scenario("slow-reconcile-rolling", _slow_rolling, grace=2.0, hold_seconds=6.0),
+    )
+}
+
+
+def run_scenario(name: str, workdir: Path, *, seed: int = 0) -> ScenarioResult:
+    """Run one scenario in a fresh harness; the result says what held and what did not."""
+    scenario = SCENARIOS[name]
+    result = ScenarioResult(name)
+    began = time.monotonic()
+    workdir.mkdir(parents=True, exist_ok=True)
+    with Harness(workdir, grace=scenario.grace, hold_seconds=scenario.hold_seconds) as h:
+        with Workload(h.client, seed=seed) as workload:
+            time.sleep(2.0)  # the controllers are busy before the first fault
+            scenario.run(h, _Probes(h, workload), result)
+            time.sleep(1.0)
+        result.during = list(workload.violations)
+        try:
+            _wait(lambda: not problems(h.client), CONVERGE, "convergence")
+        except AssertionError:
+            result.lost = problems(h.client)
+        result.non_holder_writes = h.writes_by_non_holders()
+        result.replica_writes = h.replica_writes()
+        result.exits = list(h.exits)
+        unexpected = [e for e in h.exits if not e.expected]
+        result.notes.extend(f"{e.name} exited {e.code} on its own" for e in unexpected)
+        if not result.ok:
+            result.notes.append(h.logs())
+    result.seconds = time.monotonic() - began
+    return result
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def _exists(client: KubeClient, resource: Any, name: str, namespace: str) -> bool:
+    try:
+        client.get(resource, name, namespace)
+    except NotFound:
+        return False
+    return True
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait(
+    predicate: Callable[[], Any],
+    timeout: float,
+    what: str,
+    logs: Callable[[], str] | None = None,
+    step: float = 0.05,
+) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+        except (ApiError, OSError):
+            value = None
+        if value:
+            return value
+        time.sleep(step)
+    raise AssertionError(
+        f"timed out after {timeout} s waiting for {what}" + (f"\n{logs()}" if logs else "")
+    )
+
+
+# -- the report ---------------------------------------------------------------------------
+
+
+def render(results: dict[str, list[ScenarioResult]], command: str) -> str:
+    lines = [
+        "# Chaos: exactly one leader writes",
+        "",
+        f"Generated by `{command}` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
+        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}.",
+        "",
+        f"Three `overseer run` replicas (exposer + podport; lease {LEASE:g} s, renew deadline "
+        f"{RENEW:g} s, retry {RETRY:g} s) against the local API server, a continuous "
+        "workload (Deployments created and edited, pods created and deleted, ~25 operations/s). "
+        "*Writes by non-holders*: writes the server applied from a replica that did not hold "
+        "the Lease at that moment (its audit; Lease writes of the election excepted). "
+        "*Objects lost*: anything not converged 45 s after the workload stopped. "
+        "*Recovery*: from a fault to the exposure of a Deployment created at that moment. "
+        "See `e2e/chaos.py` for the scenarios.",
+        "",
+        "| scenario | runs | faults | replica writes | writes by non-holders | objects lost | "
+        "recovery s (median / max) | kill -9 to new leader s (max) | exits (code: count) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, runs in results.items():
+        recovery = [r for run in runs for r in run.recovery] or [float("nan")]
+        failover = [f for run in runs for f in run.failover]
+        exits = Counter(e.code for run in runs for e in run.exits)
+        lines.append(
+            f"| {name} | {len(runs)} | {len(recovery)} | {sum(r.replica_writes for r in runs)} | "
+            f"{sum(len(r.non_holder_writes) for r in runs)} | "
+            f"{sum(len(r.lost) for r in runs)} | "
+            f"{statistics.median(recovery):.2f} / {max(recovery):.2f} | "
+            f"{f'{max(failover):.2f}' if failover else '-'} | "
+            f"{', '.join(f'{c}: {n}' for c, n in sorted(exits.items()))} |"
+        )
+    lines.append("")
+    failures = [(n, r) for n, runs in results.items() for r in runs if not r.ok]
+    if failures:
+        lines.append("## Failures")
+        for name, r in failures:
+            lines.append(f"### {name}")
+            lines.extend(
+                f"- {x}" for x in [*r.non_holder_writes, *r.lost, *r.during, *r.notes[:-1]]
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m e2e.chaos", description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=1, help="runs per scenario (default 1)")
+    parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS), help="repeatable")
+    parser.add_argument("--report", default="", help="write the table to this file")
+    parser.add_argument("--workdir", default="", help="logs and configs (default: a temp dir)")
+    args = parser.parse_args(argv)
+    import tempfile
+
+    base = Path(args.workdir or tempfile.mkdtemp(prefix="overseer-chaos-"))
+    results: dict[str, list[ScenarioResult]] = {}
+    for name in args.scenario or list(SCENARIOS):
+        for run in range(args.runs):
+            r = run_scenario(name, base / f"{name}-{run}", seed=run)
+            results.setdefault(name, []).append(r)
+            print(
+                f"{name} run {run + 1}: {'ok' if r.ok else 'FAILED'} in {r.seconds:.0f} s, "
+                f"recovery {', '.join(f'{x:.2f}' for x in r.recovery)} s, "
+                f"{r.replica_writes} replica writes, {len(r.non_holder_writes)} by non-holders",
+                flush=True,
+            )
+    shown = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--workdir"]
+    if args.workdir:
+        shown.remove(args.workdir)
+    command = "python -m e2e.chaos " + " ".join(shown)
+    text = render(results, command.strip())
+    print(text)
+    if args.report:
+        Path(args.report).write_text(text)
+    return 0 if all(r.ok for runs in results.values() for r in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,194 @@
+"""A TCP proxy between one client and the API server that can cut the path, as a network
+partition does: for chaos tests of what a replica does when it cannot reach the server.
+
+:class:`TcpProxy` forwards every connection made to its port to the target address.
+:meth:`TcpProxy.block` cuts the path without closing anything: bytes sent either way are
+held (a partition drops packets and TCP sends them again later), connections opened
+meanwhile are accepted but not connected onwards, a close is held like data.
+:meth:`TcpProxy.unblock` delivers everything held, in order, and forwarding resumes — so
+a request that was "on the wire" during the partition reaches the server afterwards, the
+close of a client that gave up right behind it. That is the case write fencing must be
+safe in.
+
+Works in front of any server (the local one or a real API server: TLS passes through
+untouched).
+
+Thread-safe: one accept thread (``proxy/<port>/accept``) and two pump threads per
+connection, all joined by :meth:`TcpProxy.stop`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+from types import TracebackType
+from typing import Self
+
+__all__ = ["TcpProxy"]
+
+logger = logging.getLogger(__name__)
+
+_CHUNK = 64 * 1024
+
+
+class TcpProxy:
+    """Forwards ``127.0.0.1:<port>`` to ``target``; can block the path for a while.
+
+    Args:
+        target: (host, port) of the server.
+        port: the local port to listen on (0: a free one).
+    """
+
+    def __init__(self, target: tuple[str, int], *, port: int = 0) -> None:
+        self._target = target
+        self._listener = socket.create_server(("127.0.0.1", port))
+        self._listener.settimeout(0.1)
+        self._cond = threading.Condition()
+        self._blocked = False
+        self._stopping = False
+        self._sockets: set[socket.socket] = set()
+        self._threads: list[threading.Thread] = []
+        self._accepter: threading.Thread | None = None
+        self._count = 0
+
+    @property
+    def port(self) -> int:
+        return int(self._listener.getsockname()[1])
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>``, for a kubeconfig (use https for a TLS target)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> TcpProxy:
+        self._accepter = threading.Thread(target=self._accept, name=f"proxy/{self.port}/accept")
+        self._accepter.start()
+        return self
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def block(self) -> None:
+        """Cut the path: nothing passes (and nothing is lost) until :meth:`unblock`."""
+        with self._cond:
+            self._blocked = True
+
+    def unblock(self) -> None:
+        """Deliver what was held, in order, and forward again."""
+        with self._cond:
+            self._blocked = False
+            self._cond.notify_all()
+
+    @property
+    def blocked(self) -> bool:
+        with self._cond:
+            return self._blocked
+
+    def stop(self) -> None:
+        """Close every connection and the listener; join every thread."""
+        with self._cond:
+            self._stopping = True
+            self._blocked = False
+            self._cond.notify_all()
+            sockets = list(self._sockets)
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        if self._accepter is not None:
+            self._accepter.join(5)
+        with contextlib.suppress(OSError):
+            self._listener.close()
+        for t in list(self._threads):
+            t.join(5)
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _pass(self) -> bool:
+        """Wait while blocked; False once stopping."""
+        with self._cond:
+            while self._blocked and not self._stopping:
+                self._cond.wait(0.5)
+            return not self._stopping
+
+    def _accept(self) -> None:
+        while True:
+            with self._cond:
+                if self._stopping:
+                    return
+            try:
+                client, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self._count += 1
+            t = threading.Thread(
+                target=self._connect,
+                args=(client,),
+                name=f"proxy/{self.port}/conn-{self._count}",
+            )
+            self._threads.append(t)
+            t.start()
+
+    def _connect(self, client: socket.socket) -> None:
+        with self._cond:
+            self._sockets.add(client)
+        upstream: socket.socket | None = None
+        try:
+            if not self._pass():  # a partition: the connection does not go through yet
+                return
+            try:
+                upstream = socket.create_connection(self._target, timeout=10)
+            except OSError:
+                return  # refused (the server is down): the client sees its connection close
+            upstream.settimeout(None)
+            with self._cond:
+                self._sockets.add(upstream)
+            back = threading.Thread(
+                target=self._pump,
+                args=(upstream, client),
+                name=f"{threading.current_thread().name}/back",
+            )
+            back.start()
+            self._pump(client, upstream)
+            back.join()
+        finally:
+            for sock in (client, upstream):
+                if sock is None:
+                    continue
+                with self._cond:
+                    self._sockets.discard(sock)
+                with contextlib.suppress(OSError):
+                    sock.close()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        while True:
+            try:
+                data = src.recv(_CHUNK)
+            except OSError:
+                data = b""
+            if not self._pass():
+                return
+            try:
+                if not data:
+                    dst.shutdown(socket.SHUT_WR)  # the close, held and delivered like data
+                    return
+                dst.sendall(data)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    src.shutdown(socket.SHUT_RD)
+                return
