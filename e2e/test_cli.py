@@ -57,14 +57,20 @@ def _env(extra_path: Path | None = None) -> dict[str, str]:
 class Process:
     """A long-running ``python -m manager`` with its output collected by a thread."""
 
-    def __init__(self, *args: str, extra_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        *args: str,
+        extra_path: Path | None = None,
+        cwd: Path = ROOT,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "manager", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            env=_env(extra_path),
-            cwd=ROOT,
+            env=env if env is not None else _env(extra_path),
+            cwd=cwd,
         )
         self._lines: list[str] = []
         self._reader = threading.Thread(target=self._read, name="test/output-reader")

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from manager.errors import ConfigError
 from manager.events import FakeRecorder, RecordedEvent
 from manager.testing.faults import Faults
 from manager.testing.kit import (
@@ -28,6 +29,7 @@ from manager.testing.kit import (
 from manager.testing.server import LocalApiServer
 
 __all__ = [
+    "ConfigError",
     "FakeRecorder",
     "Faults",
     "LocalApiServer",
