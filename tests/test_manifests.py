@@ -34,7 +34,6 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
@@ -491,13 +490,9 @@ def _requested(server: Any) -> set[Grant]:
 
 
 def _wait(what: str, cond: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
-        time.sleep(0.02)
+    from manager.testing import eventually
+
+    return eventually(cond, timeout=timeout, what=what, interval=0.02)
 
 
 def test_role_grants_what_the_framework_requests() -> None:
@@ -660,47 +655,22 @@ def test_clusterrole_grants_nothing_the_controllers_do_not_declare() -> None:
 
 @contextlib.contextmanager
 def _running_builtins(server: Any, objs: list[Obj]) -> Iterator[Any]:
-    """A manager with the built-in controllers as the ConfigMap configures them, leader
-    election on (Lease in ``overseer-system``), against ``server``; stopped gracefully."""
-    from manager.kube import ClientOptions, KubeClient
-    from manager.manager import Manager, ManagerOptions
-    from manager.plugins import PluginContext
+    """A manager with the built-in controllers, configured by the ConfigMap's file (leader
+    election on, the Lease in ``overseer-system``, with short timings), against
+    ``server``; stopped gracefully."""
+    from manager.testing import run_manager
 
-    plugins = _builtin_plugins()
-    configs = _deployed_controller_configs(objs, plugins)
-    client = KubeClient.from_kubeconfig(
-        str(server.kubeconfig_path), options=ClientOptions(qps=200.0, burst=400)
-    )
-    mgr = Manager(
-        client,
-        ManagerOptions(
-            metrics_bind_address="0",
-            health_probe_bind_address="0",
-            leader_election=True,
-            leader_election_namespace=NAMESPACE,
-            identity="overseer-0_rbac",
-            lease_duration=2.0,
-            renew_deadline=1.5,
-            retry_period=0.2,
-            graceful_shutdown_timeout=10.0,
-        ),
-    )
-    for name, (settings, own) in configs.items():
-        if settings.enabled:
-            plugins[name].setup(mgr, PluginContext(name, own, settings, mgr))
-    stop = threading.Event()
-    result: list[int] = []
-    thread = threading.Thread(target=lambda: result.append(mgr.run(stop)), name="test-manager")
-    thread.start()
-    try:
-        _wait("leadership", mgr.is_leader)
-        yield mgr
-    finally:
-        stop.set()
-        thread.join(30)
-        assert mgr.join(30)
-        client.close()
-    assert result == [0], "the manager did not stop cleanly"
+    _, config = config_of(objs)
+    lease = {"namespace": NAMESPACE, "leaseDuration": 2.0, "renewDeadline": 1.5, "retryPeriod": 0.2}
+    doc = {
+        **config,
+        "client": {"qps": 200.0, "burst": 400},
+        "leaderElection": {**config["leaderElection"], **lease},
+        "gracefulShutdownTimeout": 10.0,
+    }
+    with run_manager(server.kubeconfig_path, _builtin_plugins(), doc) as running:
+        assert running.manager.is_leader()
+        yield running.manager
 
 
 def test_rbac_grants_every_request_the_running_controllers_make() -> None:

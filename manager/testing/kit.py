@@ -69,8 +69,6 @@ PluginLike = ControllerPlugin | type | Callable[[], Any] | str
 # what a test manager differs in from `overseer run`'s defaults (the file may override)
 _TEST_DEFAULTS: dict[str, Any] = {
     "leaderElection": {"enabled": False},
-    "metricsBindAddress": "0",
-    "healthProbeBindAddress": "0",
     "gracefulShutdownTimeout": 10.0,
     "cacheSyncTimeout": 30.0,
 }
@@ -195,7 +193,8 @@ def run_manager(
         plugins: the controllers to run, by name; installed plugins are not loaded.
         config: the configuration file as YAML text or a mapping, validated exactly as
             ``overseer`` validates it (sections under ``controllers:``). Test defaults
-            under it: leader election off, metrics and probes off, a 10 s graceful stop.
+            under it: leader election off, a 10 s graceful stop; its bind addresses are
+            replaced (``metrics`` and ``probes`` decide).
         namespace: watch only this namespace (``watchNamespace``).
         metrics: serve ``/metrics`` on 127.0.0.1, a free port (:attr:`RunningManager.
             metrics_url`).
@@ -216,10 +215,9 @@ def run_manager(
     doc = _merge(_TEST_DEFAULTS, _document(config))
     if namespace is not None:
         doc["watchNamespace"] = namespace
-    if metrics:
-        doc["metricsBindAddress"] = _LOOPBACK
-    if probes:
-        doc["healthProbeBindAddress"] = _LOOPBACK
+    # never a fixed port (a deploy config's ":8080"): off, or loopback and a free port
+    doc["metricsBindAddress"] = _LOOPBACK if metrics else "0"
+    doc["healthProbeBindAddress"] = _LOOPBACK if probes else "0"
     settings, controllers, _ = load_config(doc, loaded, source="<test config>")
     client = KubeClient.from_kubeconfig(
         os.fspath(kubeconfig),

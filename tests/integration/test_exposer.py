@@ -13,7 +13,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -21,6 +21,7 @@ from controllers.exposer import ExposerConfig, NamespaceScope, TLSConfig
 from manager import REGISTRY, JsonDict, KubeClient, Manager, ManagerOptions, NotFound, builtin
 from manager.kube import ClientOptions
 from manager.plugins import ControllerSettings, PluginContext, load_path
+from manager.testing import eventually
 
 DEPLOYMENTS = builtin("apps/v1", "deployments")
 SERVICES = builtin("v1", "services")
@@ -32,27 +33,7 @@ URL = "overseer.io/exposed-url"
 DOMAIN = "apps.example.test"
 FAST = ClientOptions(qps=1000.0, burst=2000)  # test-side writes; not the subject
 
-T = TypeVar("T")
-
-
 # -- helpers ----------------------------------------------------------------------------
-
-
-def eventually(fn: Callable[[], T], timeout: float = 5.0, interval: float = 0.05) -> T:
-    """``fn()`` once it returns a truthy value without raising AssertionError/NotFound."""
-    deadline = time.monotonic() + timeout
-    last: BaseException | None = None
-    while True:
-        try:
-            value = fn()
-            if value:
-                return value
-            last = None
-        except (AssertionError, NotFound) as exc:
-            last = exc
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {last!r}") from last
-        time.sleep(interval)
 
 
 def deployment(
