@@ -550,7 +550,13 @@ def test_match_expressions_only_selector_warns_and_writes_nothing(
     ],
 )
 def test_bad_annotation_warns_and_writes_nothing(
-    client: KubeClient, namespace: str, start_exposer: Starter, annotation: str, value: str
+    client: KubeClient,
+    namespace: str,
+    start_exposer: Starter,
+    annotation: str,
+    value: str,
+    *,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     start_exposer()
     client.create(DEPLOYMENTS, deployment("bad", annotations={annotation: value}), namespace)
@@ -558,6 +564,9 @@ def test_bad_annotation_warns_and_writes_nothing(
     assert event["type"] == "Warning"
     assert annotation in event["message"]
     assert_nothing_written(client, namespace, "bad")
+    # a Warning Event is a warning in the log too
+    logged = [r for r in caplog.records if r.getMessage() == "not exposable"]
+    assert logged and {r.levelname for r in logged} == {"WARNING"}
 
 
 def test_bad_annotation_on_exposed_deployment_keeps_last_good_objects(
