@@ -490,8 +490,8 @@ def test_sample_plugin_reconciles_in_overseer_run_and_a_broken_disabled_plugin_o
             "watchNamespace": namespace,
             "log": {"format": "json"},
             "controllers": {
-                "exposer": {"enabled": False},
-                "podport": {"enabled": False},
+                # whatever else is installed here stays off too
+                **{name: {"enabled": False} for name in _installed()},
                 "broken": {"enabled": False},
                 "sample": {"greeting": "Ahoy", "label": "smoke.example.com/greeted"},
             },
@@ -705,9 +705,7 @@ def test_embedded_run_with_a_plugin_file(
         tmp_path / "c.yaml",
         {
             "controllers": {
-                "exposer": {"enabled": False},
-                "podport": {"enabled": False},
-                "sample": {"enabled": False},
+                **{name: {"enabled": False} for name in _installed()},
                 "greeter": {"greeting": "Hej"},
             }
         },

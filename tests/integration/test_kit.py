@@ -6,7 +6,6 @@ that failed; the pytest plugin's fixtures work in a test suite of their own."""
 from __future__ import annotations
 
 import os
-import socket
 import textwrap
 import threading
 import urllib.request
@@ -129,19 +128,30 @@ def test_caches_that_never_sync_fail_the_start(kubeconfig_path: str, namespace: 
     assert str(info.value) == "the manager stopped by itself with 1 (see the log)"
 
 
-def test_an_address_in_use_fails_the_start_with_the_error(kubeconfig_path: str) -> None:
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen(1)
-        port = busy.getsockname()[1]
-        with pytest.raises(ManagerFailed) as info:  # noqa: SIM117
-            with run_plugin(
-                StampPlugin, kubeconfig_path, config={"metricsBindAddress": f"127.0.0.1:{port}"}
-            ):
-                raise AssertionError("not reached")
-    assert str(info.value).startswith(
-        f"the manager failed: BindError: [Errno 98] cannot listen on 127.0.0.1:{port}: "
+def test_a_manager_that_raises_fails_the_start_with_the_error(
+    kubeconfig_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken_run(self: Manager, stop: threading.Event) -> int:
+        raise OSError("cannot listen on 127.0.0.1:8080: Address already in use")
+
+    monkeypatch.setattr(Manager, "run", broken_run)
+    with pytest.raises(ManagerFailed) as info:  # noqa: SIM117
+        with run_plugin(StampPlugin, kubeconfig_path):
+            raise AssertionError("not reached")
+    assert str(info.value) == (
+        "the manager failed: OSError: cannot listen on 127.0.0.1:8080: Address already in use"
     )
+    assert isinstance(info.value.__cause__, OSError)
+
+
+def test_a_deployed_files_addresses_do_not_bind(kubeconfig_path: str) -> None:
+    """The kit decides: off, or loopback and a free port (never ":8080" from a file)."""
+    config = {"metricsBindAddress": ":8080", "healthProbeBindAddress": ":8081"}
+    with run_plugin(StampPlugin, kubeconfig_path, config=config, probes=True) as running:
+        assert running.metrics_url is None
+        assert running.probes_url is not None
+        assert running.probes_url.startswith("http://127.0.0.1:")
+        assert not running.probes_url.endswith(":8081")
 
 
 @pytest.fixture
