@@ -31,7 +31,7 @@ COPY controllers ./controllers
 # the installers out of the venv: the final image copies it as is.
 RUN /opt/overseer/bin/pip wheel --no-deps --wheel-dir /wheels . \
  && /opt/overseer/bin/pip install --constraint constraints.txt \
-        /wheels/overseer-*.whl \
+        /wheels/kube_overseer-*.whl \
  && /opt/overseer/bin/overseer version \
  && /opt/overseer/bin/pip uninstall --yes pip setuptools wheel \
  && find /opt/overseer -name '__pycache__' -type d -prune -exec rm -rf {} +

@@ -6,14 +6,25 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # A third-party controller plugin the tests load through its entry point.
 SAMPLE_PLUGIN := tests/plugins/overseer-sample-plugin
+# The editable install links each module of manager/ and controllers/ (pyproject.toml:
+# strict mode, so that mypy sees them from anywhere): this list changes when a module is
+# added or removed, and then the install is repeated.
+MODULES := $(VENV)/.modules
+$(shell mkdir -p $(VENV) && find manager controllers -name '*.py' -o -name py.typed \
+	| LC_ALL=C sort > $(MODULES).new \
+	&& (cmp -s $(MODULES).new $(MODULES) || mv $(MODULES).new $(MODULES)); rm -f $(MODULES).new)
 
 .PHONY: run test lint typecheck unit venv clean bench e2e-kind chaos
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt $(SAMPLE_PLUGIN)/pyproject.toml
+$(STAMP): pyproject.toml constraints.txt $(SAMPLE_PLUGIN)/pyproject.toml $(MODULES)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=23"
+	@# the distribution was called `overseer` before it became kube-overseer: its
+	@# metadata (in the venv, and in the tree, where `python -m` finds it) must go
+	$(BIN)/python -m pip uninstall --quiet --yes overseer
+	rm -rf overseer.egg-info
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
 	$(BIN)/python -m pip install --quiet --no-deps -e $(SAMPLE_PLUGIN)
 	touch $(STAMP)
@@ -25,8 +36,12 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# The second run is a plugin author's view: in the sample plugin's directory, with no
+# MYPYPATH, mypy finds `manager` through the editable install alone.
 typecheck: $(STAMP)
 	$(BIN)/mypy manager controllers
+	cd $(SAMPLE_PLUGIN) && env -u MYPYPATH $(abspath $(BIN))/mypy --strict \
+		--cache-dir $(abspath .mypy_cache)/sample-plugin overseer_sample_plugin
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit -q
@@ -42,7 +57,7 @@ e2e-kind: $(STAMP)
 	PYTHON=$(abspath $(BIN))/python bash e2e/kind.sh
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info build
 
 # The chaos scenarios, three runs each, and their table (e2e/CHAOS.md).
 chaos: $(STAMP)

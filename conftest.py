@@ -1,41 +1,38 @@
 """Fixtures shared by every test.
 
+The API server fixtures (``kubeconfig_path``, ``local_server``, ``kube_client``,
+``namespace``) and the ``local_only`` marker come from the test kit's pytest plugin,
+``manager.testing.pytest_plugin``, which the installed package registers (entry point
+``pytest11: overseer``): the project's tests use the kit plugin authors use.
+
 * ``no_thread_leaks`` (autouse): a test that leaves a thread running that it started
   fails. Threads get a grace period to finish joining.
-* ``kubeconfig_path``: the local API server's kubeconfig, or ``$OVERSEER_TEST_KUBECONFIG``
-  when that points to a real cluster.
-* ``local_server``: the in-process local API server; tests marked ``local_only`` (fault
-  injection, forced compaction) are skipped with a message against a real cluster.
-* ``api_client``: a fresh ``kubernetes.client.ApiClient`` for the target.
-* ``namespace``: a new namespace for this test, deleted afterwards.
+* ``api_client``: the official ``kubernetes.client.ApiClient`` for the API server (the
+  kit keeps the untyped official client out of its public surface).
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-REAL_CLUSTER = os.environ.get("OVERSEER_TEST_KUBECONFIG", "")
+# pytester: the test kit's own tests run small test suites as a plugin author would
+pytest_plugins = ("pytester",)
 
 # Threads other libraries start once per process and keep (not leaks of ours).
 _ALLOWED_THREAD_PREFIXES = ("local-apiserver", "pytest_timeout", "OtelBatch", "ThreadPoolExecutor")
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not REAL_CLUSTER:
-        return
-    skip = pytest.mark.skip(
-        reason="local_only: needs the local API server's knobs; OVERSEER_TEST_KUBECONFIG is set"
-    )
-    for item in items:
-        if "local_only" in item.keywords:
-            item.add_marker(skip)
+def pytest_configure(config: pytest.Config) -> None:
+    if not config.pluginmanager.has_plugin("overseer"):
+        raise pytest.UsageError(
+            "the test kit's pytest plugin (entry point pytest11: overseer) is not loaded: "
+            "run `make venv` (it installs this project), and do not pass -p no:overseer"
+        )
 
 
 @pytest.fixture(autouse=True)
@@ -53,38 +50,6 @@ def no_thread_leaks() -> Iterator[None]:
             break
         time.sleep(0.02)
     assert not leaked, f"test leaked threads: {sorted(t.name for t in leaked)}"
-
-
-@pytest.fixture(scope="session")
-def _local_server_session() -> Iterator[Any]:
-    if REAL_CLUSTER:
-        yield None
-        return
-    from manager.testing import LocalApiServer
-
-    server = LocalApiServer()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="session")
-def kubeconfig_path(_local_server_session: Any) -> str:
-    if REAL_CLUSTER:
-        return REAL_CLUSTER
-    return str(_local_server_session.kubeconfig_path)
-
-
-@pytest.fixture
-def local_server(_local_server_session: Any) -> Iterator[Any]:
-    """The local API server, with fault injection cleared before and after the test."""
-    if _local_server_session is None:
-        pytest.skip("needs the local API server; OVERSEER_TEST_KUBECONFIG is set")
-    _local_server_session.faults.clear()
-    yield _local_server_session
-    _local_server_session.faults.clear()
 
 
 @pytest.fixture
@@ -105,31 +70,3 @@ def api_client(kubeconfig_path: str) -> Iterator[Any]:
             if pool is not None:
                 pool.close()
         api.close()
-
-
-@pytest.fixture
-def namespace(api_client: Any) -> Iterator[str]:
-    from kubernetes import client
-    from kubernetes.client.rest import ApiException
-
-    name = f"ovs-test-{uuid.uuid4().hex[:8]}"
-    core = client.CoreV1Api(api_client)
-    core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    # A real cluster creates the "default" ServiceAccount asynchronously; pods need it.
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            core.read_namespaced_service_account("default", name)
-            break
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-            time.sleep(0.1)
-    try:
-        yield name
-    finally:
-        try:
-            core.delete_namespace(name)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise

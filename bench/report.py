@@ -34,7 +34,7 @@ def environment(command: str, target: str) -> dict[str, Any]:
     except OSError:
         pass
     versions = {}
-    for package in ("overseer", "kubernetes", "orjson", "urllib3"):
+    for package in ("kube-overseer", "kubernetes", "orjson", "urllib3"):
         try:
             versions[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:

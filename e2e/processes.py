@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import yaml
 from manager.errors import NotFound
 from manager.kube import KubeClient
 from manager.resources import builtin
+from manager.testing import eventually
 
 ROOT = Path(__file__).resolve().parent.parent
 HA_PLUGIN = Path(__file__).resolve().parent / "ha_plugin"
@@ -139,10 +139,5 @@ def holder(client: KubeClient, namespace: str, lease: str) -> str:
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str, step: float = 0.02) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+    """The test kit's :func:`~manager.testing.eventually`, with these tests' argument order."""
+    return eventually(predicate, timeout=timeout, what=what, interval=step)

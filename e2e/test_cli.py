@@ -9,6 +9,7 @@ server is retried without tracebacks, the sample third-party plugin reconciling,
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -25,6 +26,7 @@ import yaml
 
 from e2e.processes import wait_for
 from manager.kube import KubeClient
+from manager.plugins import discover
 from manager.resources import builtin
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,14 +57,20 @@ def _env(extra_path: Path | None = None) -> dict[str, str]:
 class Process:
     """A long-running ``python -m manager`` with its output collected by a thread."""
 
-    def __init__(self, *args: str, extra_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        *args: str,
+        extra_path: Path | None = None,
+        cwd: Path = ROOT,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "manager", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            env=_env(extra_path),
-            cwd=ROOT,
+            env=env if env is not None else _env(extra_path),
+            cwd=cwd,
         )
         self._lines: list[str] = []
         self._reader = threading.Thread(target=self._read, name="test/output-reader")
@@ -163,6 +171,7 @@ def _broken_plugin(root: Path) -> Path:
         ["config", "defaults"],
         ["config", "validate"],
         ["plugins"],
+        ["rbac"],
         ["version"],
         ["apiserver"],
     ],
@@ -175,8 +184,9 @@ def test_help_on_every_command(command: list[str]) -> None:
     assert result.stderr == ""
 
 
-def test_version() -> None:
-    result = overseer("version")
+@pytest.mark.parametrize("command", [["version"], ["--version"]], ids=" ".join)
+def test_version(command: list[str]) -> None:
+    result = overseer(*command)
     assert result.returncode == 0
     assert result.stdout.strip() == "overseer 0.1.0"
 
@@ -193,13 +203,19 @@ def _plugin_rows(stdout: str) -> dict[str, list[str]]:
     return {r[0]: r[1:] for r in rows[1:]}
 
 
+def _installed() -> list[str]:
+    """The controllers installed where the tests run (more than ours, maybe)."""
+    return [info.name for info in discover()]
+
+
 def test_plugins_lists_the_sample_plugin_with_distribution_and_version(tmp_path: Path) -> None:
     result = overseer("plugins")
     assert result.returncode == 0, result.stderr
     rows = _plugin_rows(result.stdout)
+    assert list(rows) == _installed()
     assert rows["sample"] == ["overseer-sample-plugin", "0.3.0", "yes", "ok"]
     for name in BUILTINS:
-        assert rows[name][:2] == ["overseer", "0.1.0"]
+        assert rows[name] == ["kube-overseer", "0.1.0", "yes", "ok"]
 
     config = _write(tmp_path / "c.yaml", {"controllers": {"sample": {"enabled": False}}})
     rows = _plugin_rows(overseer("plugins", "--config", str(config)).stdout)
@@ -292,11 +308,17 @@ controllers:
     assert result.returncode == 2, result.stderr
     err = result.stderr
     assert err.startswith("overseer: invalid configuration:\n")
-    assert "  leaderElection.leaseDuraton: unknown key (known keys: enabled, leaseDuration," in err
+    assert (
+        "  leaderElection.leaseDuraton: unknown key, did you mean leaseDuration? "
+        "(known keys: enabled, leaseDuration,"
+    ) in err
     assert "  client.qps: expected number >= 0.1, got 0" in err
     assert "  log.format: expected one of 'text', 'json', got \"xml\"" in err
     assert '  controllers.sample.workers: expected integer >= 1 and <= 256, got "four"' in err
-    assert "  controllers.sample.greting: unknown key (known keys: greeting, label)" in err
+    assert (
+        "  controllers.sample.greting: unknown key, did you mean greeting? "
+        "(known keys: greeting, label)"
+    ) in err
     assert "Traceback" not in err
     assert "starting" not in result.stdout + err
     assert listener.connections() == 0, "the API server was contacted"
@@ -322,9 +344,10 @@ def test_unknown_controller_lists_the_installed_ones(tmp_path: Path) -> None:
     config = _write(tmp_path / "c.yaml", {"controllers": {"exposr": {"workers": 2}}})
     result = overseer("config", "validate", str(config))
     assert result.returncode == 2
-    assert "controllers.exposr: unknown controller (installed: exposer, podport, sample)" in (
-        result.stderr
-    )
+    installed = ", ".join(_installed())
+    assert (
+        f"controllers.exposr: unknown controller, did you mean exposer? (installed: {installed})"
+    ) in result.stderr
 
 
 def test_enabled_plugin_that_cannot_import_is_exit_2(tmp_path: Path, listener: _Listener) -> None:
@@ -346,8 +369,16 @@ def test_enabled_plugin_that_cannot_import_is_exit_2(tmp_path: Path, listener: _
     assert listener.connections() == 0
 
     rows = _plugin_rows(overseer("plugins", extra_path=extra).stdout)
-    assert rows["broken"][:3] == ["overseer-broken", "0.1.0", "no"]
-    assert rows["broken"][3].startswith("cannot load: ")
+    assert rows["broken"] == [
+        "overseer-broken",
+        "0.1.0",
+        "no",
+        "broken: ModuleNotFoundError: No module named 'overseer_dependency_that_is_missing'",
+    ]
+    # enabled by the file, still broken: `plugins` says so plainly instead of failing
+    result = overseer("plugins", "--config", str(config), extra_path=extra)
+    assert result.returncode == 0, result.stderr
+    assert _plugin_rows(result.stdout)["broken"][2:] == ["yes", rows["broken"][3]]
 
 
 @pytest.mark.parametrize("problem", ["missing", "not-a-kubeconfig", "directory"])
@@ -364,23 +395,33 @@ def test_unreadable_kubeconfig_is_exit_2_naming_the_path(tmp_path: Path, problem
     assert "starting" not in result.stderr
 
 
-def test_metrics_address_in_use_is_a_clear_exit_1(
-    tmp_path: Path, listener: _Listener, kubeconfig_path: str
+@pytest.mark.parametrize(
+    ("flag", "server", "setting"),
+    [
+        ("--metrics-bind-address", "metrics", "metricsBindAddress"),
+        ("--health-probe-bind-address", "probes", "healthProbeBindAddress"),
+    ],
+)
+def test_address_in_use_is_a_clear_exit_1_naming_address_and_setting(
+    listener: _Listener, kubeconfig_path: str, flag: str, server: str, setting: str
 ) -> None:
     port = listener.url.rsplit(":", 1)[1]
+    other = ({"--metrics-bind-address", "--health-probe-bind-address"} - {flag}).pop()
     result = overseer(
         "run",
         "--kubeconfig",
         kubeconfig_path,
         "--no-leader-elect",
-        "--metrics-bind-address",
+        flag,
         f"127.0.0.1:{port}",
-        "--health-probe-bind-address",
-        "0",
+        other,
+        "127.0.0.1:0",
     )
     assert result.returncode == 1, result.stderr
-    assert "overseer: cannot listen: " in result.stderr
-    assert "Address already in use" in result.stderr
+    assert (
+        f"overseer: {server}: cannot listen on 127.0.0.1:{port}: Address already in use "
+        f"(set by {setting} or {flag})"
+    ) in result.stderr
     assert "Traceback" not in result.stderr
 
 
@@ -449,8 +490,8 @@ def test_sample_plugin_reconciles_in_overseer_run_and_a_broken_disabled_plugin_o
             "watchNamespace": namespace,
             "log": {"format": "json"},
             "controllers": {
-                "exposer": {"enabled": False},
-                "podport": {"enabled": False},
+                # whatever else is installed here stays off too
+                **{name: {"enabled": False} for name in _installed()},
                 "broken": {"enabled": False},
                 "sample": {"greeting": "Ahoy", "label": "smoke.example.com/greeted"},
             },
@@ -485,15 +526,8 @@ def test_sample_plugin_reconciles_in_overseer_run_and_a_broken_disabled_plugin_o
 def test_embedded_demo_prints_its_table_and_stops_cleanly_on_ctrl_c(
     processes: list[Process],
 ) -> None:
-    p = Process(
-        "run",
-        "--embedded",
-        "--demo",
-        "--metrics-bind-address",
-        "127.0.0.1:0",
-        "--health-probe-bind-address",
-        "127.0.0.1:0",
-    )
+    # no bind flags: --embedded listens on 127.0.0.1 and free ports, and says where
+    p = Process("run", "--embedded", "--demo")
     processes.append(p)
     p.wait_for_output("press Ctrl-C to stop", timeout=40)
     rc = p.stop(signal.SIGINT)
@@ -501,6 +535,10 @@ def test_embedded_demo_prints_its_table_and_stops_cleanly_on_ctrl_c(
     assert rc == 0, out
     assert "Traceback" not in out
     assert "kubeconfig: " in out
+    metrics = re.search(r"^metrics: http://127\.0\.0\.1:(\d+)/metrics$", out, re.M)
+    probes = re.search(r"^probes: http://127\.0\.0\.1:(\d+)/healthz, /readyz$", out, re.M)
+    assert metrics and probes, out
+    assert {metrics.group(1), probes.group(1)}.isdisjoint({"8080", "8081"})
     table = out[out.index("What the controllers made:") :]
     # exposer: a Service, an Ingress and a URL for each annotated Deployment
     assert "http://web.demo.example.com/" in table
@@ -511,3 +549,195 @@ def test_embedded_demo_prints_its_table_and_stops_cleanly_on_ctrl_c(
         assert "10.16.0." in row, row
     assert "not everything converged" not in out
     assert "stopped cleanly" in out
+
+
+# -- the development loop: --plugin ------------------------------------------------------
+
+GREETER = '''\
+"""A controller that is not installed: overseer run --plugin greeter.py:GreeterPlugin."""
+
+from dataclasses import dataclass
+
+from manager import Manager, PluginContext, Request, Result, builtin
+
+CONFIGMAPS = builtin("v1", "configmaps")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GreeterConfig:
+    greeting: str = "Hello"
+
+    def validate(self) -> list[str]:
+        return [] if self.greeting.strip() else ["must say something"]
+
+
+class Greeter:
+    def __init__(self, mgr: Manager, config: GreeterConfig) -> None:
+        self.client = mgr.client
+        self.lister = mgr.lister(CONFIGMAPS)
+        self.greeting = config.greeting
+
+    def reconcile(self, request: Request) -> Result:
+        obj = self.lister.get(request.name, request.namespace)
+        if obj is None or (obj.get("data") or {}).get("greeting"):
+            return Result()
+        data = {"greeting": f"{self.greeting}, {request.name}!"}
+        self.client.patch(CONFIGMAPS, request.name, {"data": data}, namespace=request.namespace)
+        return Result()
+
+
+class GreeterPlugin:
+    config_class = GreeterConfig
+    rbac_rules = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list", "patch"]}]
+
+    def setup(self, mgr: Manager, ctx: PluginContext[GreeterConfig]) -> None:
+        if ctx.config.greeting == "boom":
+            raise ValueError("a greeting cannot be boom")
+        ctx.controller(Greeter(mgr, ctx.config)).for_(CONFIGMAPS).complete()
+'''
+
+
+@pytest.fixture
+def greeter(tmp_path: Path) -> Path:
+    """A plugin file in a directory of its own: not installed, not on sys.path."""
+    path = tmp_path / "dev" / "greeter.py"
+    path.parent.mkdir()
+    path.write_text(GREETER)
+    return path
+
+
+def test_plugin_file_is_configured_like_an_installed_one(greeter: Path, tmp_path: Path) -> None:
+    spec = f"{greeter}:GreeterPlugin"
+    # its name: the class, lower case, without "Plugin"
+    result = overseer("plugins", "--plugin", spec)
+    assert result.returncode == 0, result.stderr
+    assert _plugin_rows(result.stdout)["greeter"] == ["(--plugin)", "-", "yes", "ok"]
+    defaults = overseer("config", "defaults", "--plugin", spec).stdout
+    assert "  greeter:\n    # run this controller\n    enabled: true\n" in defaults
+    assert "    greeting: Hello\n" in defaults
+    # the same strict loader, the same paths
+    config = _write(
+        tmp_path / "c.yaml",
+        {"controllers": {"greeter": {"greting": "Hi", "workers": 0}, "gretter": {}}},
+    )
+    result = overseer("config", "validate", str(config), "--plugin", spec)
+    assert result.returncode == 2
+    assert "  controllers.greeter.workers: expected integer >= 1 and <= 256, got 0" in (
+        result.stderr
+    )
+    assert "  controllers.greeter.greting: unknown key, did you mean greeting?" in result.stderr
+    assert "  controllers.gretter: unknown controller, did you mean greeter?" in result.stderr
+    config = _write(tmp_path / "c.yaml", {"controllers": {"greeter": {"greeting": " "}}})
+    result = overseer("config", "validate", str(config), "--plugin", spec)
+    assert "  controllers.greeter: must say something\n" in result.stderr
+    # NAME= chooses the section; and the rules it declares are in `overseer rbac`
+    config = _write(tmp_path / "c.yaml", {"controllers": {"hi": {"greeting": "Hi"}}})
+    result = overseer("config", "validate", str(config), "--plugin", f"hi={spec}")
+    assert result.returncode == 0, result.stderr
+    rbac = overseer("rbac", "--config", str(config), "--plugin", f"hi={spec}")
+    assert rbac.returncode == 0, rbac.stderr
+    rule = re.search(
+        r'^  # (.*)\n  - apiGroups: \[""\]\n    resources: \["configmaps"\]', rbac.stdout, re.M
+    )
+    assert rule and "hi" in rule.group(1).split(", "), rbac.stdout
+
+
+def test_plugin_named_like_an_installed_one_is_refused(greeter: Path) -> None:
+    result = overseer("config", "defaults", "--plugin", f"sample={greeter}:GreeterPlugin")
+    assert result.returncode == 2
+    assert (
+        f"overseer: --plugin sample={greeter}:GreeterPlugin: 'sample' is the name of an "
+        "installed controller (overseer-sample-plugin 0.3.0, overseer_sample_plugin:SamplePlugin)"
+    ) in result.stderr
+    # the installed object itself under its own name is no clash
+    result = overseer("plugins", "--plugin", "sample=overseer_sample_plugin:SamplePlugin")
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("greeter.py", "expected [NAME=]path/to/file.py:Class or [NAME=]module:Class"),
+        ("nowhere/greeter.py:GreeterPlugin", "no such file: "),
+        ("{greeter}:Missing", "AttributeError: module 'greeter' has no attribute 'Missing'"),
+        ("no_such_module_here:OnePlugin", "ModuleNotFoundError: No module named 'no_such_module_"),
+        ("{greeter}:Plugin", "'' is not a controller name"),
+    ],
+)
+def test_bad_plugin_spec_is_exit_2(greeter: Path, spec: str, message: str) -> None:
+    result = overseer("config", "defaults", "--plugin", spec.format(greeter=greeter))
+    assert result.returncode == 2
+    assert message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_setup_that_raises_is_exit_2_with_the_controllers_name(
+    greeter: Path, tmp_path: Path, listener: _Listener
+) -> None:
+    config = _write(tmp_path / "c.yaml", {"controllers": {"greeter": {"greeting": "boom"}}})
+    kubeconfig = _kubeconfig(tmp_path / "kubeconfig", listener.url)
+    result = overseer(
+        "run",
+        "--config",
+        str(config),
+        "--kubeconfig",
+        str(kubeconfig),
+        "--plugin",
+        f"{greeter}:GreeterPlugin",
+        "--metrics-bind-address",
+        "0",
+        "--health-probe-bind-address",
+        "0",
+    )
+    assert result.returncode == 2, result.stderr
+    assert (
+        "overseer: controllers.greeter: setup failed: ValueError: a greeting cannot be boom"
+    ) in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "starting" not in result.stderr
+
+
+@pytest.mark.slow
+def test_embedded_run_with_a_plugin_file(
+    greeter: Path, tmp_path: Path, processes: list[Process]
+) -> None:
+    config = _write(
+        tmp_path / "c.yaml",
+        {
+            "controllers": {
+                **{name: {"enabled": False} for name in _installed()},
+                "greeter": {"greeting": "Hej"},
+            }
+        },
+    )
+    p = Process(
+        "run", "--embedded", "--config", str(config), "--plugin", f"{greeter}:GreeterPlugin"
+    )
+    processes.append(p)
+    p.wait_for_output("probes: http://127.0.0.1:", timeout=40)
+    found = re.search(r"^kubeconfig: (\S+)", p.output, re.M)
+    assert found, p.output
+    with KubeClient.from_kubeconfig(found.group(1)) as c:
+        c.create(CONFIGMAPS, {"metadata": {"name": "world"}}, "default")
+
+        def greeted() -> bool:
+            data = c.get(CONFIGMAPS, "world", "default").get("data") or {}
+            return data.get("greeting") == "Hej, world!"
+
+        try:
+            wait_for(greeted, 20, "the --plugin controller's greeting", step=0.1)
+        except AssertionError:
+            raise AssertionError(p.output) from None
+    assert p.stop(signal.SIGINT) == 0, p.output
+    assert "Traceback" not in p.output
+
+
+def test_embedded_demo_with_its_address_in_use_prints_no_table(listener: _Listener) -> None:
+    port = listener.url.rsplit(":", 1)[1]
+    result = overseer(
+        "run", "--embedded", "--demo", "--metrics-bind-address", f"127.0.0.1:{port}", timeout=60
+    )
+    assert result.returncode == 1, result.stderr
+    assert f"overseer: metrics: cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert "What the controllers made" not in result.stdout
+    assert "Traceback" not in result.stdout + result.stderr

@@ -2,17 +2,22 @@
 
 Commands:
     ``overseer run``               run the controller manager (flags override the file)
-    ``overseer run --embedded``    ... against an in-process local API server
+    ``overseer run --embedded``    ... against an in-process local API server; metrics and
+                                   probes on 127.0.0.1, free ports, unless set
     ``overseer run --embedded --demo``  ... seeded with sample objects; prints what the
                                    controllers made
+    ``overseer run --plugin F.py:Class``  ... with a controller that is not installed
+                                   (repeatable; also ``module:Class``; see plugins.py)
     ``overseer config defaults``   print the full default configuration, commented
     ``overseer config validate F`` check a configuration file
-    ``overseer plugins``           list installed controllers
-    ``overseer version``           print the version
+    ``overseer plugins``           list the controllers: installed and ``--plugin``
+    ``overseer rbac``              print the RBAC objects the enabled controllers need
+    ``overseer version``           print the version (also ``overseer --version``)
     ``overseer apiserver``         run only the local API server (for kubectl, demos)
 
 Exit codes: 0 success or graceful stop; 1 runtime failure (caches never synced, lost
-leadership); 2 bad configuration, bad flags or a controller that cannot load.
+leadership, an address in use); 2 bad configuration, bad flags, or a controller that
+cannot load or whose ``setup`` fails.
 
 Only the CLI configures logging handlers; library modules just log.
 """
@@ -32,7 +37,7 @@ from types import FrameType
 from typing import Any
 
 from manager import __version__
-from manager.errors import ConfigError, OverseerError, PluginLoadError
+from manager.errors import ConfigError, OverseerError, PluginLoadError, PluginSetupError
 
 __all__ = ["main"]
 
@@ -40,63 +45,40 @@ logger = logging.getLogger("overseer")
 
 DEMO_NAMESPACE = "demo"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EMBEDDED_BIND = "127.0.0.1:0"  # --embedded: loopback, a free port (unless set)
+# the server a bind address belongs to -> (its setting in the file, its flag)
+BIND_SETTINGS = {
+    "metrics": ("metricsBindAddress", "--metrics-bind-address"),
+    "probes": ("healthProbeBindAddress", "--health-probe-bind-address"),
+}
 
 
 # -- plugins and configuration ------------------------------------------------------
 
 
-@dataclasses.dataclass
-class _Loaded:
-    schemas: dict[str, type[Any]]
-    plugins: dict[str, Any]
-    broken: dict[str, PluginLoadError]
-    infos: dict[str, Any]
-
-
-def _load_plugins() -> _Loaded:
-    from manager.plugins import discover, load
-
-    loaded = _Loaded({}, {}, {}, {})
-    for info in discover():
-        loaded.infos[info.name] = info
-        try:
-            plugin = load(info)
-        except PluginLoadError as exc:
-            loaded.broken[info.name] = exc
-            continue
-        loaded.plugins[info.name] = plugin
-        loaded.schemas[info.name] = plugin.config_class
-    return loaded
-
-
-def _read_config(path: str | None, loaded: _Loaded) -> tuple[Any, dict[str, Any], list[str]]:
-    """Validate the file (or the defaults); returns settings, controllers and warnings.
-
-    A plugin that cannot load cannot have its section validated: if the file enables it
-    (a section without ``enabled: false``), that is fatal; otherwise a warning, returned
-    for the caller to log once logging is configured.
-    """
-    from manager.config import parse, read_yaml
-
-    raw = {} if path is None else read_yaml(path)
-    sections_in = raw.get("controllers") if isinstance(raw, dict) else None
-    sections = dict(sections_in) if isinstance(sections_in, dict) else {}
-    problems = []
-    warnings = []
-    for name, error in sorted(loaded.broken.items()):
-        section = sections.pop(name, None)
-        disabled = isinstance(section, dict) and section.get("enabled") is False
-        if section is not None and not disabled:
-            problems.append(f"controllers.{name}: enabled but cannot load: {error}")
-        else:
-            warnings.append(f"controller {name!r} is not enabled and cannot load: {error}")
-    if problems:
-        raise PluginLoadError("; ".join(problems))
-    doc = {**raw, "controllers": sections} if isinstance(raw, dict) and sections_in else raw
-    config, controllers = parse(
-        doc, loaded.schemas, source=path or "<defaults>", installed=sorted(loaded.infos)
+def _add_plugin_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--plugin",
+        metavar="[NAME=]SPEC",
+        action="append",
+        default=[],
+        help="also load this controller, not installed: path/to/file.py:Class or "
+        "module:Class (repeatable). Its section is controllers.NAME; NAME defaults to "
+        "Class in lower case without a trailing 'Plugin'",
     )
-    return config, controllers, warnings
+
+
+def _load(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any], list[str], Any]:
+    """Plugins, then the file validated against them: (plugins, config, controllers,
+    warnings, raw document)."""
+    from manager.config import load_config, read_yaml
+    from manager.plugins import load_plugins
+
+    plugins = load_plugins(args.plugin)
+    path = getattr(args, "config", None) or getattr(args, "file", None)
+    raw = {} if path is None else read_yaml(path)
+    config, controllers, warnings = load_config(raw, plugins, source=path or "<defaults>")
+    return plugins, config, controllers, warnings, raw
 
 
 def _warn(warnings: list[str]) -> None:
@@ -127,12 +109,13 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--metrics-bind-address",
         metavar="ADDR",
-        help='address for /metrics, e.g. ":8080"; "0" disables it',
+        help='address for /metrics, e.g. ":8080"; "0" disables it (--embedded: 127.0.0.1:0)',
     )
     p.add_argument(
         "--health-probe-bind-address",
         metavar="ADDR",
-        help='address for /healthz and /readyz, e.g. ":8081"; "0" disables them',
+        help='address for /healthz and /readyz, e.g. ":8081"; "0" disables them '
+        "(--embedded: 127.0.0.1:0)",
     )
     p.add_argument("--log-format", choices=("text", "json"), help="log format")
     p.add_argument(
@@ -148,9 +131,10 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with --embedded: seed sample Deployments and Pods and show the result",
     )
+    _add_plugin_flag(p)
 
 
-def _override(config: Any, args: argparse.Namespace) -> Any:
+def _override(config: Any, args: argparse.Namespace, raw: Any) -> Any:
     le = config.leader_election
     if args.leader_elect is not None:
         le = dataclasses.replace(le, enabled=args.leader_elect)
@@ -162,34 +146,47 @@ def _override(config: Any, args: argparse.Namespace) -> Any:
     if args.log_level:
         log = dataclasses.replace(log, level=args.log_level)
     changes: dict[str, Any] = {"leader_election": le, "log": log}
-    if args.metrics_bind_address is not None:
-        changes["metrics_bind_address"] = args.metrics_bind_address
-    if args.health_probe_bind_address is not None:
-        changes["health_probe_bind_address"] = args.health_probe_bind_address
+    in_file = raw if isinstance(raw, dict) else {}
+    for flag, key, field in (
+        (args.metrics_bind_address, "metricsBindAddress", "metrics_bind_address"),
+        (args.health_probe_bind_address, "healthProbeBindAddress", "health_probe_bind_address"),
+    ):
+        if flag is not None:
+            changes[field] = flag
+        elif args.embedded and key not in in_file:
+            # a laptop, not a pod: never 0.0.0.0, never a port someone else may hold
+            changes[field] = EMBEDDED_BIND
     return dataclasses.replace(config, **changes)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from manager.healthz import parse_bind_address
+    from manager.config import manager_options
+    from manager.healthz import BindError, parse_bind_address
     from manager.kube import ClientOptions, KubeClient, StopAwareSleep
     from manager.logs import configure
-    from manager.manager import Manager, ManagerOptions
-    from manager.plugins import PluginContext
+    from manager.manager import Manager
+    from manager.plugins import setup_plugins
     from manager.tracing import setup_tracing
 
     if args.demo and not args.embedded:
         raise ConfigError(["--demo needs --embedded"])
-    loaded = _load_plugins()
-    config, controllers, warnings = _read_config(args.config, loaded)
-    config = _override(config, args)
+    plugins, config, controllers, warnings, raw = _load(args)
+    config = _override(config, args, raw)
     configure(config.log.level, config.log.format)
     for text in warnings:
         logger.warning("controller plugin skipped", extra={"reason": text})
-    for address in (config.metrics_bind_address, config.health_probe_bind_address):
+    problems = []
+    for which, address in (
+        ("metrics", config.metrics_bind_address),
+        ("probes", config.health_probe_bind_address),
+    ):
         try:
             parse_bind_address(address)
         except ValueError as exc:
-            raise ConfigError([str(exc)]) from None
+            key, flag = BIND_SETTINGS[which]
+            problems.append(f"{key} ({flag}): {exc}")
+    if problems:
+        raise ConfigError(problems)
     provider = setup_tracing(
         config.tracing.exporter or None, service_name=config.tracing.service_name
     )
@@ -224,46 +221,33 @@ def _run(args: argparse.Namespace) -> int:
         # After a SIGTERM, retries still honour Retry-After, within the shutdown budget.
         retry_sleep = StopAwareSleep(stop, config.graceful_shutdown_timeout)
         client = KubeClient.load(kubeconfig, args.context, options=options, retry_sleep=retry_sleep)
-        le = config.leader_election
-        mgr = Manager(
-            client,
-            ManagerOptions(
-                metrics_bind_address=config.metrics_bind_address,
-                health_probe_bind_address=config.health_probe_bind_address,
-                leader_election=le.enabled,
-                leader_election_id=le.lease_name,
-                leader_election_namespace=le.namespace,
-                lease_duration=le.lease_duration,
-                renew_deadline=le.renew_deadline,
-                retry_period=le.retry_period,
-                warm_standby=config.warm_standby,
-                graceful_shutdown_timeout=config.graceful_shutdown_timeout,
-                cache_sync_timeout=config.cache_sync_timeout,
-                namespace=config.watch_namespace or None,
-            ),
-        )
-        enabled = []
-        for name, (settings, own) in sorted(controllers.items()):
-            if not settings.enabled:
-                continue
-            plugin_config = own
-            if args.embedded and "install_crd" in {f.name for f in dataclasses.fields(own)}:
-                # a fresh embedded server has no CRDs: let the plugin install its own
-                plugin_config = dataclasses.replace(own, install_crd=True)
-            loaded.plugins[name].setup(mgr, PluginContext(name, plugin_config, settings, mgr))
-            enabled.append(name)
+        mgr = Manager(client, manager_options(config))
+        if args.embedded:
+            # a fresh embedded server has no CRDs: let the plugins install their own
+            controllers = {
+                name: (settings, _install_crds(own))
+                for name, (settings, own) in controllers.items()
+            }
+        try:
+            enabled = setup_plugins(mgr, plugins.plugins, controllers)
+        except PluginSetupError as exc:
+            logger.debug("controller setup failed", exc_info=exc.__cause__)
+            raise
         logger.info("starting", extra={"version": __version__, "controllers": ",".join(enabled)})
-        demo = None
-        if args.demo and server is not None:
-            demo = threading.Thread(target=_demo, args=(server, stop), name="demo")
-            demo.start()
+        announcer = threading.Thread(
+            target=_announce,
+            args=(mgr, server if args.demo else None, stop, args.embedded),
+            name="announce",
+        )
+        announcer.start()
         try:
             rc = mgr.run(stop)
-        except OSError as exc:  # a bind address in use or not permitted
+        except BindError as exc:
             stop.set()
-            if demo is not None:
-                demo.join()
-            raise _ListenError(f"cannot listen: {exc}") from None
+            announcer.join()
+            key, flag = BIND_SETTINGS.get(exc.server, ("", ""))
+            setting = f" (set by {key} or {flag})" if key else ""
+            raise _ListenError(f"{exc.server}: {exc.strerror}{setting}") from None
         if rc != 0:
             # Lost leadership, reconciles that outlasted the graceful shutdown (the Lease
             # kept), or caches never synced: leave now, so nothing still running here can
@@ -273,8 +257,7 @@ def _run(args: argparse.Namespace) -> int:
             sys.stderr.flush()
             os._exit(rc)
         stop.set()
-        if demo is not None:
-            demo.join()
+        announcer.join()
         if not mgr.join(5.0):
             # a thread stuck in a request to an unreachable server: do not hang the exit
             logger.warning("threads still running at exit; exiting anyway")
@@ -293,6 +276,46 @@ def _run(args: argparse.Namespace) -> int:
             provider.shutdown()
         if server is not None:
             server.stop()
+
+
+def _install_crds(own: Any) -> Any:
+    if dataclasses.is_dataclass(own) and "install_crd" in {f.name for f in dataclasses.fields(own)}:
+        return dataclasses.replace(own, install_crd=True)  # type: ignore[type-var]
+    return own
+
+
+def _announce(mgr: Any, demo_server: Any, stop: threading.Event, embedded: bool) -> None:
+    """Once the manager listens: where (with --embedded), then the demo (with --demo).
+    A manager that cannot bind its addresses sets ``stop``: nothing is printed."""
+
+    def listening() -> list[str]:
+        lines = []
+        for what, address, option, paths in (
+            ("metrics", mgr.metrics_address, mgr.options.metrics_bind_address, "/metrics"),
+            (
+                "probes",
+                mgr.health_probe_address,
+                mgr.options.health_probe_bind_address,
+                "/healthz, /readyz",
+            ),
+        ):
+            if option in ("0", ""):
+                continue
+            if address is None:
+                return []
+            host, port = address
+            lines.append(f"{what}: http://{host}:{port}{paths}")
+        return lines or ["(metrics and probes are off)"]
+
+    lines = listening()
+    while not lines and not stop.wait(0.02):
+        lines = listening()
+    if stop.is_set():
+        return
+    if embedded:
+        print("\n".join(lines), flush=True)
+    if demo_server is not None:
+        _demo(demo_server, stop)
 
 
 class _ListenError(OverseerError):
@@ -405,35 +428,65 @@ def _demo(server: Any, stop: threading.Event) -> None:
 
 def _config_defaults(args: argparse.Namespace) -> int:
     from manager.config import render_defaults
+    from manager.plugins import load_plugins
 
-    loaded = _load_plugins()
-    sys.stdout.write(render_defaults(loaded.schemas))
+    plugins = load_plugins(args.plugin)
+    _warn(
+        [
+            f"controller {name!r} cannot load, its section is missing: {error.reason}"
+            for name, error in sorted(plugins.broken.items())
+        ]
+    )
+    sys.stdout.write(render_defaults(plugins.schemas))
     return EXIT_OK
 
 
 def _config_validate(args: argparse.Namespace) -> int:
-    loaded = _load_plugins()
-    _, _, warnings = _read_config(args.file, loaded)
+    _, _, _, warnings, _ = _load(args)
     _warn(warnings)
     print(f"{args.file}: valid")
     return EXIT_OK
 
 
 def _plugins(args: argparse.Namespace) -> int:
-    loaded = _load_plugins()
-    enabled: dict[str, bool] = {}
-    if args.config:
-        _, controllers, warnings = _read_config(args.config, loaded)
-        _warn(warnings)
-        enabled = {name: s.enabled for name, (s, _) in controllers.items()}
+    from manager.config import read_yaml
+    from manager.plugins import load_plugins
+
+    plugins = load_plugins(args.plugin)
+    raw = read_yaml(args.config) if args.config else {}
+    sections = (raw.get("controllers") if isinstance(raw, dict) else None) or {}
     rows = [("NAME", "DISTRIBUTION", "VERSION", "ENABLED", "STATUS")]
-    for name, info in sorted(loaded.infos.items()):
-        status = "ok" if name in loaded.plugins else f"cannot load: {loaded.broken[name]}"
-        on = enabled.get(name, name in loaded.plugins)
+    for name, info in plugins.infos.items():
+        error = plugins.broken.get(name)
+        section = sections.get(name) if isinstance(sections, dict) else None
+        if isinstance(section, dict) and isinstance(section.get("enabled"), bool):
+            on = section["enabled"]
+        else:
+            # an installed controller runs unless disabled; a broken one only if asked to
+            on = error is None or section is not None
+        status = "ok" if error is None else f"broken: {error.reason}"
         rows.append((name, info.distribution, info.version, "yes" if on else "no", status))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for r in rows:
         print("  ".join(r[i].ljust(widths[i]) for i in range(4)) + "  " + r[4])
+    return EXIT_OK
+
+
+def _rbac(args: argparse.Namespace) -> int:
+    from manager.rbac import for_controllers
+
+    plugins, config, controllers, warnings, _ = _load(args)
+    _warn(warnings)
+    text, silent = for_controllers(
+        plugins.plugins, config, controllers, name=args.name, namespace=args.namespace
+    )
+    _warn(
+        [
+            f"controller {name!r} declares no rbac_rules: what it needs is missing here"
+            for name in silent
+        ]
+    )
+    sys.stdout.write(text)
     return EXIT_OK
 
 
@@ -466,6 +519,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="overseer", description="A Kubernetes controller manager in Python."
     )
+    parser.add_argument("--version", action="version", version=f"overseer {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run = sub.add_parser(
         "run",
@@ -485,6 +539,7 @@ def _parser() -> argparse.ArgumentParser:
         help="print the full default file, commented",
         description="Print every setting with its default.",
     )
+    _add_plugin_flag(defaults)
     defaults.set_defaults(func=_config_defaults)
     validate = cfg_sub.add_parser(
         "validate",
@@ -492,14 +547,36 @@ def _parser() -> argparse.ArgumentParser:
         description="Check a file; every error with its path.",
     )
     validate.add_argument("file", metavar="FILE")
+    _add_plugin_flag(validate)
     validate.set_defaults(func=_config_validate)
     plugins = sub.add_parser(
         "plugins",
-        help="list installed controllers",
-        description="List the overseer.controllers entry points.",
+        help="list the controllers",
+        description="List the controllers: the overseer.controllers entry points and "
+        "every --plugin; a broken one with why.",
     )
     plugins.add_argument("--config", metavar="FILE", help="show enabled as this file says")
+    _add_plugin_flag(plugins)
     plugins.set_defaults(func=_plugins)
+    rbac = sub.add_parser(
+        "rbac",
+        help="print the RBAC objects the enabled controllers need",
+        description="Print the ClusterRole of the enabled controllers (from the rules "
+        "each declares) and the manager's own Role, with their bindings, as YAML for "
+        "kubectl or kustomize.",
+    )
+    rbac.add_argument("--config", metavar="FILE", help="configuration file (YAML)")
+    rbac.add_argument(
+        "--namespace",
+        metavar="NS",
+        help="namespace of the ServiceAccount and the Lease "
+        "(default: leaderElection.namespace, else overseer-system)",
+    )
+    rbac.add_argument(
+        "--name", metavar="NAME", default="overseer", help="name of the roles and ServiceAccount"
+    )
+    _add_plugin_flag(rbac)
+    rbac.set_defaults(func=_rbac)
     version = sub.add_parser("version", help="print the version", description="Print the version.")
     version.set_defaults(func=lambda a: print(f"overseer {__version__}") or EXIT_OK)
     api = sub.add_parser(
@@ -528,6 +605,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("overseer: invalid configuration:", file=sys.stderr)
         for problem in exc.problems:
             print(f"  {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    except PluginSetupError as exc:
+        print(f"overseer: {exc}", file=sys.stderr)
+        print("  (--log-level debug shows the traceback)", file=sys.stderr)
         return EXIT_USAGE
     except PluginLoadError as exc:
         print(f"overseer: {exc}", file=sys.stderr)

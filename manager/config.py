@@ -10,8 +10,12 @@ nothing starts.
 
 The schema is the dataclasses themselves (:class:`OverseerConfig` here, each plugin's
 ``config_class``): field types, defaults, and ``metadata`` with ``min``, ``max`` and
-``help``; a ``validate()`` method adds cross-field checks. :func:`render_defaults`
-writes the full default file with every field's help as a comment.
+``help``; a ``validate()`` method adds cross-field checks (each problem starts with
+the field it is about: ``"cidr: not a network"``). An unknown key or controller name
+comes with the closest known one (``did you mean leaseDuration?``).
+:func:`render_defaults` writes the full default file with every field's help as a
+comment. :func:`load_config` applies the plugin policy (a controller that cannot load is
+fatal only when the file enables it) on top of :func:`parse`.
 
 Thread-safe: pure functions over immutable values.
 """
@@ -19,17 +23,22 @@ Thread-safe: pure functions over immutable values.
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import re
 import types
 import typing
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import yaml
 
-from manager.errors import ConfigError
-from manager.plugins import ControllerSettings
+from manager.errors import ConfigError, PluginLoadError
+from manager.plugins import ControllerSettings, PluginSet
+
+if TYPE_CHECKING:
+    from manager.manager import ManagerOptions
 
 __all__ = [
     "ClientConfig",
@@ -38,8 +47,10 @@ __all__ = [
     "OverseerConfig",
     "TracingConfig",
     "camel",
+    "load_config",
     "load_dataclass",
     "load_file",
+    "manager_options",
     "parse",
     "read_yaml",
     "render_defaults",
@@ -234,6 +245,33 @@ def _convert(tp: Any, value: Any, path: str, meta: Mapping[str, Any], errors: li
     return value
 
 
+def _did_you_mean(word: str, known: Iterable[str]) -> str:
+    """``, did you mean X?`` for the closest known word (snake_case for camelCase
+    first), else ""."""
+    names = list(known)
+    if camel(word) in names and camel(word) != word:
+        return f", did you mean {camel(word)}?"
+    lowered = {n.lower(): n for n in names}
+    if word.lower() in lowered:
+        return f", did you mean {lowered[word.lower()]}?"
+    close = difflib.get_close_matches(word, names, n=1, cutoff=0.6)
+    return f", did you mean {close[0]}?" if close else ""
+
+
+_FIELD_PATH = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:[.\[][^:]*)?$")
+
+
+def _join_problem(path: str, problem: str, keys: Iterable[str]) -> str:
+    """A ``validate()`` problem with the section's path: ``path.field: message`` when it
+    starts with one of the section's ``keys`` (``"field: message"``), else
+    ``path: problem``."""
+    head, sep, _ = problem.partition(": ")
+    match = _FIELD_PATH.match(head) if sep else None
+    if match is not None and match.group(1) in set(keys):
+        return f"{path}.{problem}" if path else problem
+    return f"{path}: {problem}" if path else problem
+
+
 def load_dataclass(cls: type[T], data: Mapping[str, Any], path: str, errors: list[str]) -> T | None:
     """Build ``cls`` from a YAML mapping; every problem is appended to ``errors``."""
     hints = typing.get_type_hints(cls)
@@ -245,7 +283,7 @@ def load_dataclass(cls: type[T], data: Mapping[str, Any], path: str, errors: lis
         f = fields.get(str(key))
         if f is None:
             hint = f" (known keys: {', '.join(sorted(fields))})" if fields else ""
-            errors.append(f"{where}: unknown key{hint}")
+            errors.append(f"{where}: unknown key{_did_you_mean(str(key), fields)}{hint}")
             continue
         kwargs[f.name] = _convert(hints[f.name], value, where, f.metadata, errors)
     if len(errors) > before:
@@ -257,8 +295,14 @@ def load_dataclass(cls: type[T], data: Mapping[str, Any], path: str, errors: lis
         return None
     validate = getattr(obj, "validate", None)
     if callable(validate):
-        for problem in validate() or []:
-            errors.append(f"{path}.{problem}" if path else str(problem))
+        try:
+            problems = validate() or []
+            if isinstance(problems, str):
+                problems = [problems]
+            texts = [str(problem) for problem in problems]
+        except Exception as exc:
+            texts = [f"validate() raised {type(exc).__name__}: {exc}"]
+        errors.extend(_join_problem(path, text, fields) for text in texts)
     return obj
 
 
@@ -294,10 +338,14 @@ def parse(
     controllers: dict[str, tuple[ControllerSettings, Any]] = {}
     if not isinstance(sections, Mapping):
         sections = {}
-    names = ", ".join(sorted(plugin_schemas if installed is None else installed)) or "none"
+    known = sorted(plugin_schemas if installed is None else installed)
+    names = ", ".join(known) or "none"
     for name in sections:
         if name not in plugin_schemas:
-            errors.append(f"controllers.{name}: unknown controller (installed: {names})")
+            errors.append(
+                f"controllers.{name}: unknown controller{_did_you_mean(str(name), known)} "
+                f"(installed: {names})"
+            )
     common_keys = {camel(f.name) for f in dataclasses.fields(ControllerSettings)}
     for name, schema in sorted(plugin_schemas.items()):
         section = sections.get(name) or {}
@@ -314,6 +362,62 @@ def parse(
     if errors or config is None:
         raise ConfigError(errors)
     return config, controllers
+
+
+def load_config(
+    data: Any, plugins: PluginSet, *, source: str = "<config>"
+) -> tuple[OverseerConfig, dict[str, tuple[ControllerSettings, Any]], list[str]]:
+    """:func:`parse` with the plugin policy: returns settings, controllers and warnings.
+
+    A plugin that cannot load cannot have its section validated. If the document enables
+    it (a section without ``enabled: false``) that is an error; otherwise a warning,
+    returned for the caller to report.
+
+    Raises:
+        PluginLoadError: an enabled controller cannot load.
+        ConfigError: every problem of the document, each with its path.
+    """
+    sections_in = data.get("controllers") if isinstance(data, Mapping) else None
+    sections = dict(sections_in) if isinstance(sections_in, Mapping) else {}
+    problems = []
+    warnings = []
+    for name, error in sorted(plugins.broken.items()):
+        section = sections.pop(name, None)
+        disabled = isinstance(section, Mapping) and section.get("enabled") is False
+        if section is not None and not disabled:
+            problems.append(f"controllers.{name}: enabled but cannot load: {error}")
+        else:
+            warnings.append(f"controller {name!r} is not enabled and cannot load: {error}")
+    if problems:
+        raise PluginLoadError("; ".join(problems))
+    if isinstance(data, Mapping) and sections_in:
+        data = {**data, "controllers": sections}
+    config, controllers = parse(data, plugins.schemas, source=source, installed=plugins.infos)
+    return config, controllers, warnings
+
+
+def manager_options(config: OverseerConfig, **overrides: Any) -> ManagerOptions:
+    """The :class:`~manager.manager.ManagerOptions` a configuration describes (what
+    ``overseer run`` gives its manager); ``overrides`` replace single options."""
+    from manager.manager import ManagerOptions
+
+    le = config.leader_election
+    options: dict[str, Any] = {
+        "metrics_bind_address": config.metrics_bind_address,
+        "health_probe_bind_address": config.health_probe_bind_address,
+        "leader_election": le.enabled,
+        "leader_election_id": le.lease_name,
+        "leader_election_namespace": le.namespace,
+        "lease_duration": le.lease_duration,
+        "renew_deadline": le.renew_deadline,
+        "retry_period": le.retry_period,
+        "warm_standby": config.warm_standby,
+        "graceful_shutdown_timeout": config.graceful_shutdown_timeout,
+        "cache_sync_timeout": config.cache_sync_timeout,
+        "namespace": config.watch_namespace or None,
+    }
+    options.update(overrides)
+    return ManagerOptions(**options)
 
 
 def read_yaml(path: str | Path) -> Any:

@@ -25,6 +25,7 @@ __all__ = [
     "NotFound",
     "OverseerError",
     "PluginLoadError",
+    "PluginSetupError",
     "ServerError",
     "TerminalError",
     "TooManyRequests",
@@ -48,7 +49,25 @@ class ConfigError(OverseerError):
 
 
 class PluginLoadError(OverseerError):
-    """A controller plugin could not be loaded (names the distribution and the cause)."""
+    """A controller plugin could not be loaded (names the distribution and the cause).
+
+    ``reason`` is the cause alone (``ModuleNotFoundError: No module named 'x'``), for
+    places that show the controller and its distribution already.
+    """
+
+    def __init__(self, message: str, *, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message
+
+
+class PluginSetupError(PluginLoadError):
+    """A controller plugin's ``setup(mgr, ctx)`` raised: ``name`` is the controller,
+    the cause is chained (``__cause__``)."""
+
+    def __init__(self, name: str, cause: BaseException) -> None:
+        reason = f"{type(cause).__name__}: {cause}"
+        super().__init__(f"controllers.{name}: setup failed: {reason}", reason=reason)
+        self.name = name
 
 
 class TerminalError(OverseerError):

@@ -23,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["Check", "Checks", "EndpointServer", "Route", "parse_bind_address"]
+__all__ = ["BindError", "Check", "Checks", "EndpointServer", "Route", "parse_bind_address"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +50,16 @@ def parse_bind_address(address: str) -> tuple[str, int] | None:
     if not 0 <= number <= 65535:
         raise ValueError(f"bind address {address!r}: port out of range")
     return (host.strip("[]") or "0.0.0.0", number)
+
+
+class BindError(OSError):
+    """A server's address cannot be bound (in use, not permitted): ``server`` is the
+    server's name (``metrics``, ``probes``), ``address`` the ``host:port`` tried."""
+
+    def __init__(self, server: str, address: str, cause: OSError) -> None:
+        super().__init__(cause.errno, f"cannot listen on {address}: {cause.strerror or cause}")
+        self.server = server
+        self.address = address
 
 
 class Checks:
@@ -172,11 +182,15 @@ class EndpointServer:
         """Bind and serve in thread ``http/<name>``; no-op when disabled.
 
         Raises:
-            OSError: the address cannot be bound (in use, not permitted).
+            BindError: the address cannot be bound (in use, not permitted).
         """
         if self._bind is None or self._server is not None:
             return
-        self._server = _Server(self._bind, self._routes, self.name)
+        try:
+            self._server = _Server(self._bind, self._routes, self.name)
+        except OSError as exc:
+            host, port = self._bind
+            raise BindError(self.name, f"{host}:{port}", exc) from exc
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             kwargs={"poll_interval": 0.2},

@@ -400,10 +400,11 @@ class Manager:
         elector_stop = threading.Event()
         events_stop = threading.Event()
         leader_threads: list[threading.Thread] = []
-        self._metrics_server.start()
-        self._probe_server.start()
         leaving_now = True  # skip the flushes on the way out (lost, overrun, failed)
         try:
+            # inside the try: a probe address in use stops the metrics server again
+            self._metrics_server.start()
+            self._probe_server.start()
             self.events.start(events_stop)
             for r in self._runnables:
                 # they run on every replica: leadership does not fence their writes

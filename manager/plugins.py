@@ -1,10 +1,12 @@
-"""Controller plugins: discovered through the ``overseer.controllers`` entry points.
+"""Controller plugins: discovered through the ``overseer.controllers`` entry points, or
+named on the command line (``overseer run --plugin``).
 
 A plugin is what an entry point names: a class (instantiated with no arguments) or a
 factory function returning an object with this shape (:class:`ControllerPlugin`)::
 
     class ExposerPlugin:
         config_class = ExposerConfig          # a frozen dataclass, every field defaulted
+        rbac_rules = RBAC_RULES               # optional: what its ClusterRole must grant
 
         def setup(self, mgr: Manager, ctx: PluginContext[ExposerConfig]) -> None:
             ctx.controller(ExposerReconciler(mgr, ctx.config)).for_(DEPLOYMENTS).complete()
@@ -12,15 +14,32 @@ factory function returning an object with this shape (:class:`ControllerPlugin`)
 The entry point's name is the controller's name and its section in the configuration
 file (``controllers.<name>``). The built-in controllers register the same way.
 
-Configuration classes are frozen dataclasses. Field names are snake_case in Python and
-camelCase in YAML (``expose_all`` ↔ ``exposeAll``). Supported field types: ``str``,
-``int``, ``float``, ``bool``, ``list[T]``, ``tuple[T, ...]``, ``dict[str, T]``, nested
-dataclasses, ``Literal[...]`` and ``T | None``. Constraints and help go in the field
-metadata: ``field(default=1, metadata={"min": 1, "max": 64, "help": "..."})``; a
-``validate(self) -> list[str]`` method may add cross-field checks.
+* ``config_class``: a frozen dataclass. Field names are snake_case in Python and
+  camelCase in YAML (``expose_all`` ↔ ``exposeAll``). Supported field types: ``str``,
+  ``int``, ``float``, ``bool``, ``list[T]``, ``tuple[T, ...]``, ``dict[str, T]``,
+  nested dataclasses, ``Literal[...]`` and ``T | None``. Constraints and help go in the
+  field metadata: ``field(default=1, metadata={"min": 1, "max": 64, "help": "..."})``.
+  A ``validate(self) -> list[str]`` method adds cross-field checks: each problem starts
+  with the camelCase field it is about (``"cidr: not a network"``) and is reported as
+  ``controllers.<name>.cidr: not a network``; a problem that names no field is
+  reported at the section (``controllers.<name>: ...``).
+* ``setup(mgr, ctx)``: wires the controllers, before the manager runs. An exception
+  here stops ``overseer run`` with exit code 2 and the controller's name
+  (:class:`~manager.errors.PluginSetupError`).
+* ``rbac_rules`` (optional): the ClusterRole rules the controller needs, as Kubernetes
+  writes them (``{"apiGroups": [...], "resources": [...], "verbs": [...]}``): a list,
+  or a method ``rbac_rules(self, config)`` when they depend on the configuration.
+  ``overseer rbac`` prints the ClusterRole of the enabled controllers from them.
+
+Names: an entry point's name; for ``--plugin [NAME=]FILE.py:ATTR`` or
+``--plugin [NAME=]MODULE:ATTR`` the NAME given, else ATTR in lower case without a
+trailing ``Plugin`` (``TeamInfoPlugin`` → ``teaminfo``). A name is lower-case letters,
+digits, ``-`` and ``_``. A ``--plugin`` whose name an installed plugin already has is an
+error, unless it names the very same object.
 
 Discovery (:func:`discover`) reads entry points without importing them, sorted by name;
-:func:`load` imports one and reports a failure with its distribution and the error.
+:func:`load` imports one and reports a failure with its distribution and the error;
+:func:`load_plugins` does both, plus the ``--plugin`` specs.
 
 Thread-safe: discovery and loading happen once, at start-up.
 """
@@ -29,13 +48,18 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.util
 import logging
-from collections.abc import Hashable
+import os
+import re
+import sys
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from manager.errors import PluginLoadError
+from manager.errors import PluginLoadError, PluginSetupError
 from manager.reconcile import Reconciler
 from manager.workqueue import (
     BucketRateLimiter,
@@ -49,21 +73,32 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "SPEC_DISTRIBUTION",
     "ControllerPlugin",
     "ControllerSettings",
     "PluginContext",
     "PluginInfo",
+    "PluginSet",
     "RateLimiterSettings",
+    "RbacRule",
+    "declared_rbac_rules",
     "discover",
     "load",
     "load_path",
+    "load_plugins",
+    "parse_spec",
+    "setup_plugins",
 ]
 
 logger = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "overseer.controllers"
+SPEC_DISTRIBUTION = "(--plugin)"  # PluginInfo.distribution of a plugin named by --plugin
 
 C = TypeVar("C")
+RbacRule = dict[str, list[str]]  # one PolicyRule: apiGroups, resources, verbs, ...
+
+_NAME = re.compile(r"^[a-z0-9]([a-z0-9_-]*[a-z0-9])?$")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -125,7 +160,8 @@ class PluginContext(Generic[C]):
 
 
 class ControllerPlugin(Protocol):
-    """What an ``overseer.controllers`` entry point provides."""
+    """What an ``overseer.controllers`` entry point provides (``rbac_rules`` is optional:
+    see the module's documentation)."""
 
     config_class: type[Any]
 
@@ -136,13 +172,18 @@ class ControllerPlugin(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class PluginInfo:
-    """A discovered entry point, not imported yet."""
+    """A discovered entry point (or a ``--plugin`` spec), not imported yet."""
 
     name: str
-    value: str  # "module:attr"
-    distribution: str
+    value: str  # "module:attr" or "path/to/file.py:attr"
+    distribution: str  # SPEC_DISTRIBUTION for a --plugin
     version: str
     entry_point: metadata.EntryPoint | None = None
+
+    @property
+    def from_spec(self) -> bool:
+        """Named by ``--plugin`` rather than installed."""
+        return self.distribution == SPEC_DISTRIBUTION
 
 
 def discover() -> list[PluginInfo]:
@@ -172,44 +213,232 @@ def discover() -> list[PluginInfo]:
     return [found[name] for name in sorted(found)]
 
 
+def parse_spec(spec: str) -> PluginInfo:
+    """A ``--plugin`` value: ``[NAME=]FILE.py:ATTR`` or ``[NAME=]MODULE:ATTR``.
+
+    Raises:
+        PluginLoadError: not of that form, or no usable name.
+    """
+    name, sep, target = spec.partition("=")
+    if not sep or "/" in name or ":" in name:
+        name, target = "", spec
+    where, colon, attr = target.rpartition(":")
+    if not colon or not where or not attr or not all(p.isidentifier() for p in attr.split(".")):
+        raise PluginLoadError(
+            f"--plugin {spec}: expected [NAME=]path/to/file.py:Class or [NAME=]module:Class"
+        )
+    if not name:
+        name = attr.rpartition(".")[2].removesuffix("Plugin").lower()
+    if not _NAME.match(name):
+        raise PluginLoadError(
+            f"--plugin {spec}: {name!r} is not a controller name (lower-case letters, digits, "
+            "'-', '_'): name it with --plugin NAME=..."
+        )
+    return PluginInfo(name, target, SPEC_DISTRIBUTION, "-")
+
+
 def _instantiate(obj: Any, where: str) -> ControllerPlugin:
     plugin = obj() if callable(obj) else obj
     if not hasattr(plugin, "setup") or not hasattr(plugin, "config_class"):
         raise PluginLoadError(
-            f"{where}: not a controller plugin (needs config_class and setup(mgr, ctx))"
+            f"{where}: not a controller plugin (needs config_class and setup(mgr, ctx))",
+            reason="not a controller plugin (needs config_class and setup(mgr, ctx))",
         )
     if not dataclasses.is_dataclass(plugin.config_class):
-        raise PluginLoadError(f"{where}: config_class must be a dataclass")
+        raise PluginLoadError(
+            f"{where}: config_class must be a dataclass", reason="config_class must be a dataclass"
+        )
     return plugin  # type: ignore[no-any-return]
 
 
+def _is_file(target: str) -> bool:
+    return target.endswith(".py") or "/" in target or os.sep in target
+
+
 def load(info: PluginInfo) -> ControllerPlugin:
-    """Import the plugin an entry point names.
+    """Import the plugin an entry point (or a ``--plugin`` spec) names.
 
     Raises:
         PluginLoadError: the import failed, or the object is not a plugin; the message
             names the controller, the distribution and the cause.
     """
-    where = f"controller {info.name!r} from {info.distribution} {info.version} ({info.value})"
+    if info.from_spec:
+        where = f"controller {info.name!r} (--plugin {info.value})"
+    else:
+        where = f"controller {info.name!r} from {info.distribution} {info.version} ({info.value})"
     try:
-        obj = info.entry_point.load() if info.entry_point is not None else _import(info.value)
+        if info.entry_point is not None:
+            obj = info.entry_point.load()
+        else:
+            target, _, attr = info.value.rpartition(":")
+            obj = _import_file(target, attr) if _is_file(target) else _import(target, attr)
+    except PluginLoadError:
+        raise
     except Exception as exc:
-        raise PluginLoadError(f"{where} failed to load: {type(exc).__name__}: {exc}") from exc
+        reason = f"{type(exc).__name__}: {exc}"
+        raise PluginLoadError(f"{where} failed to load: {reason}", reason=reason) from exc
     return _instantiate(obj, where)
 
 
-def _import(value: str) -> Any:
-    module_name, _, attr = value.partition(":")
-    module = importlib.import_module(module_name)
+def _attribute(module: Any, attr: str) -> Any:
     for part in attr.split(".") if attr else []:
         module = getattr(module, part)
     return module
 
 
+def _import(module_name: str, attr: str) -> Any:
+    # `overseer run --plugin mymodule:Plugin` from mymodule's directory: the console
+    # script has no current directory on sys.path (`python -m` has); append it, so an
+    # installed module of the same name still wins
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.append(cwd)
+    return _attribute(importlib.import_module(module_name), attr)
+
+
+def _import_file(target: str, attr: str) -> Any:
+    """Import ``target`` (a .py file) as the module named after its file, with its
+    directory on sys.path (sibling modules import as when running ``python FILE``)."""
+    path = Path(target).expanduser().resolve()
+    if not path.is_file():
+        raise PluginLoadError(
+            f"--plugin {target}:{attr}: no such file: {path}", reason=f"no such file: {path}"
+        )
+    module_name = path.stem
+    if not module_name.isidentifier():
+        raise PluginLoadError(f"--plugin {target}:{attr}: {path.name} is not a module name")
+    existing = sys.modules.get(module_name)
+    if existing is not None:
+        if Path(getattr(existing, "__file__", "") or "").resolve() == path:
+            return _attribute(existing, attr)
+        raise PluginLoadError(
+            f"--plugin {target}:{attr}: a module named {module_name!r} is already imported "
+            f"(from {getattr(existing, '__file__', None) or 'built-in'}): rename the file"
+        )
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise PluginLoadError(f"--plugin {target}:{attr}: cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    directory = str(path.parent)
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    # registered before it runs: dataclasses resolve annotations through sys.modules
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(module_name, None)
+        raise
+    return _attribute(module, attr)
+
+
 def load_path(name: str, value: str) -> ControllerPlugin:
-    """Load a plugin from ``module:attr`` without an entry point (tests, ``--controller``).
+    """Load a plugin from ``module:attr`` (or ``file.py:attr``) without an entry point.
 
     Raises:
         PluginLoadError: as :func:`load`.
     """
-    return load(PluginInfo(name, value, "(path)", "-"))
+    return load(PluginInfo(name, value, SPEC_DISTRIBUTION, "-"))
+
+
+@dataclass(slots=True)
+class PluginSet:
+    """The controllers a command works with: every installed entry point and every
+    ``--plugin``, loaded; those that failed to load are in ``broken``."""
+
+    infos: dict[str, PluginInfo] = dataclasses.field(default_factory=dict)
+    plugins: dict[str, ControllerPlugin] = dataclasses.field(default_factory=dict)
+    broken: dict[str, PluginLoadError] = dataclasses.field(default_factory=dict)
+
+    @property
+    def schemas(self) -> dict[str, type[Any]]:
+        """Controller name → its ``config_class`` (loaded plugins only)."""
+        return {name: p.config_class for name, p in self.plugins.items()}
+
+
+def load_plugins(specs: Sequence[str] = (), *, installed: bool = True) -> PluginSet:
+    """Load every installed plugin (unless ``installed=False``) and each ``--plugin`` spec.
+
+    An installed plugin that fails to load is kept in ``broken`` (whether that is fatal
+    depends on the configuration); a ``--plugin`` that fails to load is an error.
+
+    Raises:
+        PluginLoadError: a bad spec, a spec that fails to load, two specs of one name,
+            or a spec named like an installed plugin that is not the same object.
+    """
+    found = PluginSet()
+    for info in discover() if installed else []:
+        found.infos[info.name] = info
+        try:
+            found.plugins[info.name] = load(info)
+        except PluginLoadError as exc:
+            found.broken[info.name] = exc
+    for spec in specs:
+        info = parse_spec(spec)
+        other = found.infos.get(info.name)
+        if other is not None:
+            if other.from_spec:
+                raise PluginLoadError(
+                    f"--plugin {spec}: another --plugin ({other.value}) is named {info.name!r}"
+                )
+            if other.value == info.value:
+                continue  # the installed entry point names the same object
+            raise PluginLoadError(
+                f"--plugin {spec}: {info.name!r} is the name of an installed controller "
+                f"({other.distribution} {other.version}, {other.value}): name this one "
+                "differently (--plugin NAME=...) or uninstall the other"
+            )
+        found.infos[info.name] = info
+        found.plugins[info.name] = load(info)
+    found.infos = dict(sorted(found.infos.items()))
+    return found
+
+
+def setup_plugins(
+    mgr: Manager,
+    plugins: Mapping[str, ControllerPlugin],
+    controllers: Mapping[str, tuple[ControllerSettings, Any]],
+) -> list[str]:
+    """Call ``setup`` of every enabled controller, in name order; returns their names.
+
+    Raises:
+        PluginSetupError: a ``setup`` raised (the controller's name, the cause chained).
+    """
+    enabled = []
+    for name, (settings, own) in sorted(controllers.items()):
+        if not settings.enabled:
+            continue
+        try:
+            plugins[name].setup(mgr, PluginContext(name, own, settings, mgr))
+        except Exception as exc:
+            raise PluginSetupError(name, exc) from exc
+        enabled.append(name)
+    return enabled
+
+
+def declared_rbac_rules(name: str, plugin: ControllerPlugin, config: Any) -> list[RbacRule] | None:
+    """The plugin's ``rbac_rules`` for ``config`` (None when it declares none).
+
+    Raises:
+        PluginLoadError: ``rbac_rules`` raised, or is not a list of PolicyRules.
+    """
+    declared = getattr(plugin, "rbac_rules", None)
+    if declared is None:
+        return None
+    try:
+        rules = declared(config) if callable(declared) else declared
+        out = []
+        for rule in rules:
+            if not isinstance(rule, Mapping) or not rule.get("verbs"):
+                raise ValueError(f"{rule!r} is not a PolicyRule (apiGroups, resources, verbs)")
+            entry: RbacRule = {}
+            for key, values in rule.items():
+                if isinstance(values, str) or not all(isinstance(v, str) for v in values):
+                    raise ValueError(f"{key}: expected a list of strings, got {values!r}")
+                entry[str(key)] = list(values)
+            out.append(entry)
+    except Exception as exc:
+        raise PluginLoadError(
+            f"controllers.{name}: rbac_rules: {type(exc).__name__}: {exc}"
+        ) from exc
+    return out

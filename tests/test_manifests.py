@@ -11,12 +11,14 @@ renderer of the kustomize features ``deploy/`` uses. Then:
 * the base runs 3 spread replicas under a PodDisruptionBudget;
 * RBAC, in three ways: (a) the framework's own requests (Lease, Events), recorded by a
   local API server while a leader elector and an event recorder run, are granted by the
-  Role; (b) every rule in each built-in controller's ``RBAC_RULES`` is granted by the
-  ClusterRole, and nothing else is; (c) every (verb, resource) a manager running the
-  built-in controllers with leader election actually requested during a scripted scenario
-  is granted. (b) and (c) need the controllers (``controllers.exposer``,
-  ``controllers.podport``): they skip with that reason while a controller cannot be
-  imported.
+  Role; (b) every rule in each built-in controller's ``rbac_rules`` (the plugin
+  contract) is granted by the ClusterRole, and nothing else is; (c) every (verb,
+  resource) a manager running the built-in controllers with leader election actually
+  requested during a scripted scenario is granted. (b) and (c) need the controllers
+  (``controllers.exposer``, ``controllers.podport``): they skip with that reason while a
+  controller cannot be imported. And ``deploy/base/rbac.yaml`` is exactly what
+  ``overseer rbac --config deploy/config/overseer.yaml`` prints for the built-in
+  controllers: ``python -m tests.test_manifests`` writes it again.
 
 The Dockerfile cannot be built here (no docker engine): its structure is checked by
 reading it.
@@ -27,17 +29,14 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import importlib
 import re
 import shutil
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -48,7 +47,7 @@ DEPLOY = ROOT / "deploy"
 NAMESPACE = "overseer-system"
 BASE, DEV = "deploy", "deploy/overlays/dev"
 CONFIG_PATH = "/etc/overseer/overseer.yaml"
-BUILTIN_DISTRIBUTION = "overseer"  # the built-in controllers' distribution (in the image)
+BUILTIN_DISTRIBUTION = "kube-overseer"  # the built-in controllers' distribution (the image's)
 BUILTIN_CONTROLLERS = ("exposer", "podport")
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
 VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
@@ -491,13 +490,9 @@ def _requested(server: Any) -> set[Grant]:
 
 
 def _wait(what: str, cond: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
-        time.sleep(0.02)
+    from manager.testing import eventually
+
+    return eventually(cond, timeout=timeout, what=what, interval=0.02)
 
 
 def test_role_grants_what_the_framework_requests() -> None:
@@ -569,18 +564,6 @@ def _builtin_plugins() -> dict[str, Any]:
     return {name: load(info) for name, info in sorted(infos.items())}
 
 
-def _rbac_module(plugin: Any) -> ModuleType:
-    """The module that declares the plugin's ``RBAC_RULES``: its class's module or the
-    nearest package above it."""
-    name = type(plugin).__module__
-    while name:
-        module = importlib.import_module(name)
-        if hasattr(module, "RBAC_RULES"):
-            return module
-        name = name.rpartition(".")[0]
-    raise AssertionError(f"{type(plugin).__qualname__}: no RBAC_RULES in {type(plugin).__module__}")
-
-
 def _deployed_controller_configs(objs: list[Obj], plugins: dict[str, Any]) -> dict[str, Any]:
     """Per controller, (settings, own config) as the ConfigMap's file configures it."""
     from manager.config import parse
@@ -590,11 +573,55 @@ def _deployed_controller_configs(objs: list[Obj], plugins: dict[str, Any]) -> di
     return controllers
 
 
-def _declared_rules(module: ModuleType, own_config: Any) -> list[Obj]:
-    """``rbac_rules(config)`` when the controller's needs depend on its configuration
-    (podport with ``installCrd``), else ``RBAC_RULES``."""
-    rules_for = getattr(module, "rbac_rules", None)
-    return list(rules_for(own_config) if callable(rules_for) else module.RBAC_RULES)
+def _declared_rules(name: str, plugin: Any, own_config: Any) -> list[Obj]:
+    """The plugin's ``rbac_rules`` for its configuration (the plugin contract)."""
+    from manager.plugins import declared_rbac_rules
+
+    rules = declared_rbac_rules(name, plugin, own_config)
+    assert rules is not None, f"{name} declares no rbac_rules"
+    return list(rules)
+
+
+def builtin_rbac() -> str:
+    """What ``overseer rbac --config deploy/config/overseer.yaml`` prints where only the
+    built-in controllers are installed (in the image)."""
+    from manager.config import load_config
+    from manager.plugins import PluginSet
+    from manager.rbac import for_controllers
+
+    plugins = _builtin_plugins()
+    found = PluginSet(plugins=plugins)
+    _, config = config_of(rendered(BASE))
+    settings, controllers, _ = load_config(config, found)
+    text, silent = for_controllers(plugins, settings, controllers)
+    assert not silent
+    return text
+
+
+def test_rbac_yaml_is_the_output_of_overseer_rbac() -> None:
+    """deploy/base/rbac.yaml is generated; ``overseer rbac`` prints the same for the same
+    controllers (here: every installed one, the built-ins among them)."""
+    from manager.config import load_config
+    from manager.plugins import load_plugins
+    from manager.rbac import for_controllers
+
+    assert (DEPLOY / "base" / "rbac.yaml").read_text() == builtin_rbac(), (
+        "deploy/base/rbac.yaml is stale: run `.venv/bin/python -m tests.test_manifests`"
+    )
+    config_path = DEPLOY / "config" / "overseer.yaml"
+    result = subprocess.run(
+        [sys.executable, "-m", "manager", "rbac", "--config", str(config_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    installed = load_plugins()
+    settings, controllers, _ = load_config(yaml.safe_load(config_path.read_text()), installed)
+    expected, _ = for_controllers(installed.plugins, settings, controllers)
+    assert result.stdout == expected
 
 
 @pytest.mark.parametrize("name", BUILTIN_CONTROLLERS)
@@ -605,7 +632,7 @@ def test_clusterrole_grants_each_builtin_controllers_rbac_rules(name: str) -> No
     plugins = _builtin_plugins()
     settings, own = _deployed_controller_configs(objs, plugins)[name]
     assert settings.enabled
-    declared = grants(_declared_rules(_rbac_module(plugins[name]), own))
+    declared = grants(_declared_rules(name, plugins[name], own))
     assert declared
     missing = declared - bound_grants(objs, "ClusterRole")
     assert not missing, f"ClusterRole lacks {name}'s rules: {sorted(missing, key=str)}"
@@ -621,54 +648,29 @@ def test_clusterrole_grants_nothing_the_controllers_do_not_declare() -> None:
     configs = _deployed_controller_configs(objs, plugins)
     declared: set[Grant] = set()
     for name, plugin in plugins.items():
-        declared |= grants(_declared_rules(_rbac_module(plugin), configs[name][1]))
+        declared |= grants(_declared_rules(name, plugin, configs[name][1]))
     extra = bound_grants(objs, "ClusterRole") - declared
     assert not extra, f"ClusterRole grants what no controller declares: {sorted(extra, key=str)}"
 
 
 @contextlib.contextmanager
 def _running_builtins(server: Any, objs: list[Obj]) -> Iterator[Any]:
-    """A manager with the built-in controllers as the ConfigMap configures them, leader
-    election on (Lease in ``overseer-system``), against ``server``; stopped gracefully."""
-    from manager.kube import ClientOptions, KubeClient
-    from manager.manager import Manager, ManagerOptions
-    from manager.plugins import PluginContext
+    """A manager with the built-in controllers, configured by the ConfigMap's file (leader
+    election on, the Lease in ``overseer-system``, with short timings), against
+    ``server``; stopped gracefully."""
+    from manager.testing import run_manager
 
-    plugins = _builtin_plugins()
-    configs = _deployed_controller_configs(objs, plugins)
-    client = KubeClient.from_kubeconfig(
-        str(server.kubeconfig_path), options=ClientOptions(qps=200.0, burst=400)
-    )
-    mgr = Manager(
-        client,
-        ManagerOptions(
-            metrics_bind_address="0",
-            health_probe_bind_address="0",
-            leader_election=True,
-            leader_election_namespace=NAMESPACE,
-            identity="overseer-0_rbac",
-            lease_duration=2.0,
-            renew_deadline=1.5,
-            retry_period=0.2,
-            graceful_shutdown_timeout=10.0,
-        ),
-    )
-    for name, (settings, own) in configs.items():
-        if settings.enabled:
-            plugins[name].setup(mgr, PluginContext(name, own, settings, mgr))
-    stop = threading.Event()
-    result: list[int] = []
-    thread = threading.Thread(target=lambda: result.append(mgr.run(stop)), name="test-manager")
-    thread.start()
-    try:
-        _wait("leadership", mgr.is_leader)
-        yield mgr
-    finally:
-        stop.set()
-        thread.join(30)
-        assert mgr.join(30)
-        client.close()
-    assert result == [0], "the manager did not stop cleanly"
+    _, config = config_of(objs)
+    lease = {"namespace": NAMESPACE, "leaseDuration": 2.0, "renewDeadline": 1.5, "retryPeriod": 0.2}
+    doc = {
+        **config,
+        "client": {"qps": 200.0, "burst": 400},
+        "leaderElection": {**config["leaderElection"], **lease},
+        "gracefulShutdownTimeout": 10.0,
+    }
+    with run_manager(server.kubeconfig_path, _builtin_plugins(), doc) as running:
+        assert running.manager.is_leader()
+        yield running.manager
 
 
 def test_rbac_grants_every_request_the_running_controllers_make() -> None:
@@ -833,3 +835,8 @@ def test_dockerfile_final_stage_is_slim_nonroot_and_pinned() -> None:
             for src in instruction.split()[1:-1]:
                 assert (ROOT / src).exists(), src
                 assert src in allowed, f"{src} is excluded by .dockerignore"
+
+
+if __name__ == "__main__":
+    (DEPLOY / "base" / "rbac.yaml").write_text(builtin_rbac())
+    print(f"wrote {DEPLOY / 'base' / 'rbac.yaml'}")

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from controllers.exposer.config import ExposerConfig
+from controllers.exposer.rbac import RBAC_RULES
 from controllers.exposer.reconciler import DEPLOYMENTS, INGRESSES, SERVICES, ExposerReconciler
 from manager import (
     AnnotationChanged,
@@ -75,6 +76,7 @@ class ExposerPlugin:
     """Entry point ``exposer = "controllers.exposer:ExposerPlugin"``."""
 
     config_class = ExposerConfig
+    rbac_rules = RBAC_RULES  # what its ClusterRole must grant (`overseer rbac`)
 
     def setup(self, mgr: Manager, ctx: PluginContext[Any]) -> None:
         """Add the exposer controller to ``mgr``."""

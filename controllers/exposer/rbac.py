@@ -1,5 +1,5 @@
-"""The RBAC rules the exposer needs, as data (the deploy manifests derive ClusterRoles
-from the ``RBAC_RULES`` of every controller).
+"""The RBAC rules the exposer needs, as data: the plugin's ``rbac_rules`` (``overseer
+rbac`` and deploy/base/rbac.yaml are made from them).
 
 Least privilege (DESIGN.md §7): exactly the verbs the reconciler and its informers use.
 

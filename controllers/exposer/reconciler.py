@@ -194,7 +194,7 @@ class ExposerReconciler:
         except NotExposable as exc:
             # Keep what the last valid state produced; tell the user what to fix.
             self._recorder.event(deployment, WARNING, exc.reason, exc.message)
-            logger.info("not exposable", extra={"reason": exc.reason, "detail": exc.message})
+            logger.warning("not exposable", extra={"reason": exc.reason, "detail": exc.message})
             kept = all(o is not None and controller_uid(o) == uid for o in (service, ingress))
             self._set_exposed(request.key, kept)
             return Result()

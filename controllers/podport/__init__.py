@@ -16,15 +16,14 @@ Modules: :mod:`~controllers.podport.config` (settings), :mod:`~controllers.podpo
 view plus in-flight reservations), :mod:`~controllers.podport.crd` (the CRD),
 :mod:`~controllers.podport.reconciler`, :mod:`~controllers.podport.sweeper` (orphan
 collection), :mod:`~controllers.podport.metrics`, :mod:`~controllers.podport.plugin`
-(wiring).
+(wiring), :mod:`~controllers.podport.rbac` (the permissions it needs).
 """
 
 from __future__ import annotations
 
-from typing import Final
-
 from controllers.podport.config import Network, PodPortConfig
 from controllers.podport.plugin import PodPortPlugin
+from controllers.podport.rbac import INSTALL_CRD_RBAC_RULES, RBAC_RULES, rbac_rules
 
 __all__ = [
     "INSTALL_CRD_RBAC_RULES",
@@ -34,29 +33,3 @@ __all__ = [
     "PodPortPlugin",
     "rbac_rules",
 ]
-
-RBAC_RULES: Final[tuple[dict[str, list[str]], ...]] = (
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
-    {
-        "apiGroups": ["network.overseer.io"],
-        "resources": ["logicalports"],
-        "verbs": ["get", "list", "watch", "create", "patch", "delete"],
-    },
-    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
-)
-"""ClusterRole rules the controller needs (LogicalPorts are cluster-scoped; ``patch``
-keeps a port's ``nodeName`` current). Discovery, used to find the CRD, needs none."""
-
-INSTALL_CRD_RBAC_RULES: Final[tuple[dict[str, list[str]], ...]] = (
-    {
-        "apiGroups": ["apiextensions.k8s.io"],
-        "resources": ["customresourcedefinitions"],
-        "verbs": ["get", "create"],
-    },
-)
-"""Added to :data:`RBAC_RULES` only with ``installCrd: true``."""
-
-
-def rbac_rules(config: PodPortConfig) -> list[dict[str, list[str]]]:
-    """The rules for ``config``."""
-    return [*RBAC_RULES, *(INSTALL_CRD_RBAC_RULES if config.install_crd else ())]

@@ -25,6 +25,7 @@ from controllers.podport.allocator import Allocator
 from controllers.podport.config import PodPortConfig
 from controllers.podport.crd import CRD_NAME, LOGICAL_PORTS, crd_served, install_crd
 from controllers.podport.metrics import PORT_METRICS
+from controllers.podport.rbac import rbac_rules
 from controllers.podport.reconciler import (
     POD_BY_UID,
     PODS,
@@ -216,6 +217,10 @@ class PodPortPlugin:
     """The ``podport`` controller plugin (entry point ``controllers.podport:PodPortPlugin``)."""
 
     config_class = PodPortConfig
+
+    def rbac_rules(self, config: PodPortConfig) -> list[dict[str, list[str]]]:
+        """What its ClusterRole must grant: more with ``installCrd``."""
+        return rbac_rules(config)
 
     def setup(self, mgr: Manager, ctx: PluginContext[PodPortConfig]) -> None:
         cfg = ctx.config

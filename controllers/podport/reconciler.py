@@ -7,7 +7,9 @@ the LogicalPorts that name it from the caches and converges:
    same name: deleted (precondition: the port's own UID, so a port re-created meanwhile
    under the same name is never hit).
 2. No pod, or a pod that wants no port (hostNetwork, ``overseer.io/skip-port: "true"``,
-   outside the configured namespaces or label selector): its ports are deleted. A port
+   outside the configured namespaces or label selector): its ports are deleted. A
+   skip-port value other than "true"/"false" (any case) changes nothing: a Warning
+   ``InvalidAnnotation`` (Event and log), like the exposer's ``expose: yes``. A port
    is only deleted for a missing pod once the pod is known gone: either its deletion
    came through the pod informer, or a live GET says so (a replica whose pod cache lags
    must not delete the port another replica just made for a new pod).
@@ -28,6 +30,7 @@ state lives in the caches and the thread-safe allocator.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -71,6 +74,7 @@ __all__ = [
     "index_pod_uid",
     "index_port_pod",
     "index_port_pod_uid",
+    "skip_port",
 ]
 
 logger = logging.getLogger(__name__)
@@ -133,8 +137,9 @@ class Scope:
             return False
         if (pod.get("spec") or {}).get("hostNetwork"):
             return False
-        if (meta.get("annotations") or {}).get(ANNOTATION_SKIP) == "true":
-            return False
+        with contextlib.suppress(ValueError):  # invalid: reconcile warns and changes nothing
+            if skip_port(pod):
+                return False
         return self._selector is None or self._selector.matches(meta.get("labels") or {})
 
     def port(self, port: JsonDict) -> bool:
@@ -175,6 +180,21 @@ class DeletedPods:
         with self._lock:
             deadline = self._uids.get(str(uid))
         return deadline is not None and deadline > self._clock()
+
+
+def skip_port(pod: JsonDict) -> bool:
+    """Whether ``overseer.io/skip-port`` opts the pod out ("true"/"false", any case).
+
+    Raises:
+        ValueError: any other value (the message names the annotation and the value).
+    """
+    value = ((pod.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_SKIP)
+    if value is None:
+        return False
+    text = str(value).strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    raise ValueError(f'{ANNOTATION_SKIP}: expected "true" or "false", got {str(value)[:64]!r}')
 
 
 def _meta(obj: JsonDict) -> JsonDict:
@@ -242,6 +262,14 @@ class PodPortReconciler:
             pending = self._allocator.pending_port(uid)
             if pending is not None:
                 mine = [pending]
+        try:
+            skip_port(pod)
+        except ValueError as exc:
+            # neither opt-out nor opt-in: change nothing until it says (like expose: yes)
+            self._allocator.unwait(request)
+            self._event(pod, WARNING, "InvalidAnnotation", f"{exc}; port left as it is")
+            logger.warning("invalid annotation", extra={"pod": request.key, "error": str(exc)})
+            return Result()
         if not self._scope.wants_port(pod):
             self._allocator.unwait(request)
             for port in mine:
@@ -333,13 +361,12 @@ class PodPortReconciler:
         pool = self._allocator.pools.get(str(network))
         if pool is None:
             self._allocator.unwait(request)
-            self._event(
-                pod,
-                WARNING,
-                "InvalidNetwork",
+            message = (
                 f"{ANNOTATION_NETWORK}: {str(network)[:64]!r} is not a configured network "
-                f"(known: {', '.join(sorted(self._allocator.pools))}); no port allocated",
+                f"(known: {', '.join(sorted(self._allocator.pools))}); no port allocated"
             )
+            self._event(pod, WARNING, "InvalidNetwork", message)
+            logger.warning("invalid annotation", extra={"pod": request.key, "error": message})
             return Result()
         uid = str(meta["uid"])
         for _ in range(MAX_CREATE_ATTEMPTS):

@@ -13,7 +13,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -21,6 +21,7 @@ from controllers.exposer import ExposerConfig, NamespaceScope, TLSConfig
 from manager import REGISTRY, JsonDict, KubeClient, Manager, ManagerOptions, NotFound, builtin
 from manager.kube import ClientOptions
 from manager.plugins import ControllerSettings, PluginContext, load_path
+from manager.testing import eventually
 
 DEPLOYMENTS = builtin("apps/v1", "deployments")
 SERVICES = builtin("v1", "services")
@@ -32,27 +33,7 @@ URL = "overseer.io/exposed-url"
 DOMAIN = "apps.example.test"
 FAST = ClientOptions(qps=1000.0, burst=2000)  # test-side writes; not the subject
 
-T = TypeVar("T")
-
-
 # -- helpers ----------------------------------------------------------------------------
-
-
-def eventually(fn: Callable[[], T], timeout: float = 5.0, interval: float = 0.05) -> T:
-    """``fn()`` once it returns a truthy value without raising AssertionError/NotFound."""
-    deadline = time.monotonic() + timeout
-    last: BaseException | None = None
-    while True:
-        try:
-            value = fn()
-            if value:
-                return value
-            last = None
-        except (AssertionError, NotFound) as exc:
-            last = exc
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {last!r}") from last
-        time.sleep(interval)
 
 
 def deployment(
@@ -569,7 +550,13 @@ def test_match_expressions_only_selector_warns_and_writes_nothing(
     ],
 )
 def test_bad_annotation_warns_and_writes_nothing(
-    client: KubeClient, namespace: str, start_exposer: Starter, annotation: str, value: str
+    client: KubeClient,
+    namespace: str,
+    start_exposer: Starter,
+    annotation: str,
+    value: str,
+    *,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     start_exposer()
     client.create(DEPLOYMENTS, deployment("bad", annotations={annotation: value}), namespace)
@@ -577,6 +564,9 @@ def test_bad_annotation_warns_and_writes_nothing(
     assert event["type"] == "Warning"
     assert annotation in event["message"]
     assert_nothing_written(client, namespace, "bad")
+    # a Warning Event is a warning in the log too
+    logged = [r for r in caplog.records if r.getMessage() == "not exposable"]
+    assert logged and {r.levelname for r in logged} == {"WARNING"}
 
 
 def test_bad_annotation_on_exposed_deployment_keeps_last_good_objects(

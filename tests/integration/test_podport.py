@@ -263,6 +263,37 @@ def test_host_network_and_skip_get_no_port(
         wait_for("PortReleased", lambda: events(client, namespace, "later", "PortReleased"))
 
 
+def test_invalid_skip_annotation_is_rejected_and_changes_nothing(
+    kubeconfig_path: str,
+    namespace: str,
+    client: KubeClient,
+    net: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``overseer.io/skip-port: "maybe"`` is neither opt-out nor opt-in: a Warning (Event
+    and log), no port made, and a port a pod has is kept; "True"/"FALSE" count."""
+    skip = "overseer.io/skip-port"
+    with running(kubeconfig_path, namespace, cfg(net)):
+        make_pod(client, namespace, "maybe", {skip: "maybe"})
+        make_pod(client, namespace, "had", {skip: "FALSE"})
+        wait_for("had allocated", lambda: allocated(client, namespace, "had"))
+        event = wait_for(
+            "a warning", lambda: events(client, namespace, "maybe", "InvalidAnnotation")
+        )
+        assert event[0]["type"] == "Warning"
+        assert event[0]["message"].startswith(f'{skip}: expected "true" or "false", got \'maybe\'')
+        assert allocated(client, namespace, "maybe") is None
+        client.patch(PODS, "had", {"metadata": {"annotations": {skip: "yes"}}}, namespace=namespace)
+        wait_for("a warning", lambda: events(client, namespace, "had", "InvalidAnnotation"))
+        assert allocated(client, namespace, "had") is not None  # kept
+        client.patch(
+            PODS, "had", {"metadata": {"annotations": {skip: "True"}}}, namespace=namespace
+        )
+        wait_for("had released", lambda: allocated(client, namespace, "had") is None)
+    logged = [r for r in caplog.records if r.getMessage() == "invalid annotation"]
+    assert logged and {r.levelname for r in logged} == {"WARNING"}
+
+
 def test_network_selection_ipv6_and_invalid_network(
     kubeconfig_path: str, namespace: str, client: KubeClient, net: str
 ) -> None:

@@ -1,128 +1,273 @@
 """The README's "Write your own controller" works as printed.
 
-The code blocks marked with a ``title=`` (```python title=overseer_hello/__init__.py,
-```toml title=pyproject.toml, ```yaml title=overseer.yaml) are written into a temporary
-directory; a ``.dist-info`` made from the pyproject's name, version and entry points puts
-the plugin on ``sys.path`` the way ``pip install`` would. Then it is discovered, its
-section is validated, and it reconciles against the API server.
+The code blocks marked with a ``title=`` (```python title=overseer_teaminfo/__init__.py,
+```python title=tests/test_teaminfo.py, ```toml title=pyproject.toml, the Dockerfile,
+``deploy/``) are written into a temporary project directory; a ``.dist-info`` made from
+the pyproject's name, version and entry points puts the plugin on ``sys.path`` the way
+``pip install`` would. Then: it is discovered and configured; its own tests pass (pytest
+in a subprocess, against the same API server as this suite: the local one or
+``OVERSEER_TEST_KUBECONFIG``); mypy finds ``manager`` in its directory;
+``overseer run --embedded --plugin`` as printed reconciles; the Dockerfile's build
+command installs it into a virtualenv without pip next to ``kube-overseer``, where
+``overseer plugins`` and ``overseer rbac`` see it; ``kubectl kustomize deploy/`` renders
+the install with its image, its configuration and its ClusterRole.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
+import shutil
+import signal
+import subprocess
 import sys
-import threading
 import tomllib
-import uuid
+import venv
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
-from e2e.processes import wait_for
-from manager.config import parse
-from manager.errors import ConfigError
-from manager.kube import KubeClient
-from manager.manager import Manager, ManagerOptions
-from manager.plugins import ENTRY_POINT_GROUP, PluginContext, discover, load
-from manager.resources import builtin
+from e2e.test_cli import Process
+from manager import KubeClient, builtin
+from manager.plugins import ENTRY_POINT_GROUP, declared_rbac_rules, discover, load
+from manager.testing import ConfigError, eventually, validate_section
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+NAMESPACES = builtin("v1", "namespaces")
 CONFIGMAPS = builtin("v1", "configmaps")
 BLOCK = re.compile(r"^```(\w+) title=(\S+)\n(.*?)^```$", re.M | re.S)
+FILES = {
+    "pyproject.toml",
+    "overseer_teaminfo/__init__.py",
+    "tests/test_teaminfo.py",
+    "deploy/overseer.yaml",
+    "deploy/kustomization.yaml",
+    "Dockerfile",
+}
+
+
+def section() -> str:
+    text = README.read_text()
+    return text[text.index("## Write your own controller") :]
 
 
 def readme_files() -> dict[str, str]:
-    text = README.read_text()
-    section = text[text.index("## Write your own controller") :]
-    return {title: body for _lang, title, body in BLOCK.findall(section)}
+    return {title: body for _lang, title, body in BLOCK.findall(section())}
+
+
+def readme_command(prefix: str) -> list[str]:
+    """The README's shell command that starts with ``prefix`` (continuations joined)."""
+    text = section().replace("\\\n", " ")
+    line = next(li.strip() for li in text.splitlines() if li.strip().startswith(prefix))
+    return shlex.split(line.split("  #")[0])
 
 
 @pytest.fixture
-def hello(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    files = readme_files()
-    for name in ("pyproject.toml", "overseer_hello/__init__.py"):
-        path = tmp_path / name
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The plugin's project directory, as if ``pip install -e``'d."""
+    root = tmp_path / "overseer-teaminfo"
+    for name, body in readme_files().items():
+        path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(files[name])
-    project = tomllib.loads(files["pyproject.toml"])["project"]
-    dist = tmp_path / f"{project['name'].replace('-', '_')}-{project['version']}.dist-info"
+        path.write_text(body)
+    meta = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    dist = root / f"{meta['name'].replace('-', '_')}-{meta['version']}.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n"
+        f"Metadata-Version: 2.1\nName: {meta['name']}\nVersion: {meta['version']}\n"
     )
-    entry_points = project["entry-points"][ENTRY_POINT_GROUP]
+    entry_points = meta["entry-points"][ENTRY_POINT_GROUP]
     (dist / "entry_points.txt").write_text(
         f"[{ENTRY_POINT_GROUP}]\n" + "".join(f"{k} = {v}\n" for k, v in entry_points.items())
     )
-    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(root))
     try:
-        yield files
+        yield root
     finally:
-        sys.modules.pop("overseer_hello", None)
+        sys.modules.pop("overseer_teaminfo", None)
 
 
-@pytest.fixture
-def client(kubeconfig_path: str) -> Iterator[KubeClient]:
-    with KubeClient.from_kubeconfig(kubeconfig_path) as c:
-        yield c
+def _env(project: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(project), str(ROOT)])}
 
 
 def test_the_readme_has_the_plugin_files() -> None:
-    assert set(readme_files()) == {"pyproject.toml", "overseer_hello/__init__.py", "overseer.yaml"}
+    assert set(readme_files()) == FILES
 
 
-def test_readme_plugin_is_discovered_configured_and_reconciles(
-    hello: dict[str, str], client: KubeClient, namespace: str, kubeconfig_path: str
-) -> None:
+def test_discovered_configured_and_declaring_its_rbac(project: Path) -> None:
     infos = {i.name: i for i in discover()}
-    assert (infos["hello"].distribution, infos["hello"].version) == ("overseer-hello", "0.1.0")
-    plugin = load(infos["hello"])
-    schemas: dict[str, type[Any]] = {"hello": plugin.config_class}
-
-    _, controllers = parse(yaml.safe_load(hello["overseer.yaml"]), schemas)
-    settings, own = controllers["hello"]
-    assert (settings.workers, own.greeting, own.key) == (2, "Bonjour", "greeting")
-    with pytest.raises(ConfigError) as info:
-        parse({"controllers": {"hello": {"greting": "x", "workers": 0}}}, schemas)
-    assert info.value.problems == [
-        "controllers.hello.workers: expected integer >= 1 and <= 256, got 0",
-        "controllers.hello.greting: unknown key (known keys: greeting, key)",
+    info = infos["teaminfo"]
+    assert (info.distribution, info.version) == ("overseer-teaminfo", "0.1.0")
+    plugin = load(info)
+    deployed = yaml.safe_load((project / "deploy" / "overseer.yaml").read_text())
+    settings, own = validate_section(plugin, deployed["controllers"]["teaminfo"])
+    assert (settings.workers, own.contact, own.label) == (2, "{team}@corp.example", "team")
+    with pytest.raises(ConfigError) as info_:
+        validate_section(plugin, {"contct": "x", "workers": 0})
+    assert info_.value.problems == [
+        "controllers.teaminfo.workers: expected integer >= 1 and <= 256, got 0",
+        "controllers.teaminfo.contct: unknown key, did you mean contact? (known keys: "
+        "contact, label)",
     ]
+    rules = declared_rbac_rules("teaminfo", plugin, own)
+    assert rules is not None
+    assert {r["resources"][0] for r in rules} == {"namespaces", "configmaps"}
 
-    with KubeClient.from_kubeconfig(kubeconfig_path) as mgr_client:
-        mgr = Manager(
-            mgr_client,
-            ManagerOptions(
-                leader_election=False,
-                metrics_bind_address="0",
-                health_probe_bind_address="0",
-                namespace=namespace,
-                graceful_shutdown_timeout=5.0,
-                identity=f"readme-{uuid.uuid4().hex[:6]}",
-            ),
-        )
-        plugin.setup(mgr, PluginContext("hello", own, settings, mgr))
-        stop = threading.Event()
-        thread = threading.Thread(target=mgr.run, args=(stop,), name="test/manager")
-        thread.start()
-        try:
-            labels = {"hello.example.com/greet": "true"}
-            client.create(CONFIGMAPS, {"metadata": {"name": "world", "labels": labels}}, namespace)
-            client.create(CONFIGMAPS, {"metadata": {"name": "quiet"}}, namespace)
-            wait_for(
-                lambda: (
-                    (client.get(CONFIGMAPS, "world", namespace).get("data") or {}).get("greeting")
-                    == "Bonjour, world!"
-                ),
-                10,
-                "the README plugin's greeting",
-            )
-            assert "data" not in client.get(CONFIGMAPS, "quiet", namespace)
-        finally:
-            stop.set()
-            thread.join(15)
-            assert mgr.join(10)
-        assert not thread.is_alive()
+
+@pytest.mark.slow
+def test_its_own_tests_pass_with_the_kit(project: Path) -> None:
+    """pytest in the project's directory: the kit's fixtures come from the installed
+    pytest plugin; OVERSEER_TEST_KUBECONFIG, when set, is inherited."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        capture_output=True,
+        text=True,
+        cwd=project,
+        env=_env(project),
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 passed" in result.stdout
+
+
+@pytest.mark.slow
+def test_mypy_finds_manager_from_the_plugins_directory(project: Path, tmp_path: Path) -> None:
+    """No MYPYPATH, not from Overseer's directory: ``manager`` comes from the install."""
+    env = {k: v for k, v in _env(project).items() if k not in ("MYPYPATH", "PYTHONPATH")}
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--cache-dir",
+            str(tmp_path / "mypy-cache"),
+            "overseer_teaminfo",
+            "tests",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=project,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_overseer_run_embedded_plugin_as_printed(project: Path) -> None:
+    command = readme_command("overseer run --embedded --plugin")
+    assert command[:2] == ["overseer", "run"]
+    p = Process(*command[1:], cwd=project, env=_env(project))
+    try:
+        p.wait_for_output("probes: http://127.0.0.1:", timeout=40)
+        found = re.search(r"^kubeconfig: (\S+)", p.output, re.M)
+        assert found, p.output
+        with KubeClient.from_kubeconfig(found.group(1)) as c:
+            c.create(NAMESPACES, {"metadata": {"name": "payments", "labels": {"team": "pay"}}})
+            made = eventually(lambda: c.get(CONFIGMAPS, "team-info", "payments"), timeout=20)
+        assert made["data"] == {"team": "pay", "contact": "pay@corp.example"}
+        assert p.stop(signal.SIGINT) == 0, p.output
+    finally:
+        p.close()
+    assert "Traceback" not in p.output
+
+
+def _dockerfile_run(dockerfile: str) -> str:
+    """The builder stage's RUN command (continuation lines joined)."""
+    text = re.sub(r"\\\n\s*", " ", dockerfile)
+    runs = [line.strip()[4:] for line in text.splitlines() if line.strip().startswith("RUN ")]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+@pytest.mark.slow
+def test_image_recipe_in_a_plain_virtualenv_and_the_kustomization(
+    project: Path, tmp_path: Path
+) -> None:
+    """What the Dockerfile does, without docker: Overseer installed (not editable, no pip)
+    in a virtualenv standing for the image's /opt/overseer; the builder's RUN command with
+    that path; then the image's view of the plugin, and the install kustomize renders."""
+    image = tmp_path / "opt-overseer"
+    venv.EnvBuilder(with_pip=False).create(image)
+    python = image / "bin" / "python"
+    pip = [sys.executable, "-m", "pip", "--python", str(python), "--disable-pip-version-check"]
+    subprocess.run(
+        [*pip, "install", "--quiet", "--constraint", str(ROOT / "constraints.txt"), str(ROOT)],
+        check=True,
+        timeout=600,
+        capture_output=True,
+    )
+    dockerfile = (project / "Dockerfile").read_text()
+    assert "COPY --from=overseer /opt/overseer /opt/overseer" in dockerfile
+    assert "COPY . /src" in dockerfile
+    command = _dockerfile_run(dockerfile)
+    command = command.replace("/opt/overseer", str(image)).replace(" /src", f" {project}")
+    command = re.sub(r"^python ", f"{shlex.quote(sys.executable)} ", command)
+    built = subprocess.run(
+        ["bash", "-c", command], capture_output=True, text=True, timeout=600, check=False
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    rows = [line.split(None, 4) for line in built.stdout.splitlines()]
+    assert ["teaminfo", "overseer-teaminfo", "0.1.0", "yes", "ok"] in rows, built.stdout
+    assert not (image / "bin" / "pip").exists()  # the image stays without pip
+
+    overseer = str(image / "bin" / "overseer")
+    config = str(project / "deploy" / "overseer.yaml")
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    valid = subprocess.run(
+        [overseer, "config", "validate", config],
+        capture_output=True,
+        text=True,
+        env=clean,
+        check=False,
+    )
+    assert valid.returncode == 0, valid.stderr
+    rbac = subprocess.run(
+        [overseer, "rbac", "--config", config],
+        capture_output=True,
+        text=True,
+        env=clean,
+        check=False,
+    )
+    assert rbac.returncode == 0, rbac.stderr
+    (project / "deploy" / "rbac.yaml").write_text(rbac.stdout)
+    cluster_role = next(d for d in yaml.safe_load_all(rbac.stdout) if d["kind"] == "ClusterRole")
+    assert {(r["apiGroups"][0], r["resources"][0]) for r in cluster_role["rules"]} == {
+        ("", "namespaces"),
+        ("", "configmaps"),
+        ("", "events"),  # the manager's event recorder
+    }
+
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl is not installed: cannot render deploy/ with kustomize")
+    kustomization = project / "deploy" / "kustomization.yaml"
+    text = kustomization.read_text()
+    where = os.path.relpath(ROOT / "deploy", kustomization.parent)
+    kustomization.write_text(text.replace("../../overseer/deploy", where))
+    rendered = subprocess.run(
+        ["kubectl", "kustomize", str(kustomization.parent)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    objs = [d for d in yaml.safe_load_all(rendered) if d]
+    role = next(o for o in objs if o["kind"] == "ClusterRole")
+    assert role["rules"] == cluster_role["rules"]
+    dep = next(o for o in objs if o["kind"] == "Deployment")
+    container = dep["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "registry.example.com/overseer-teaminfo:0.1.0"
+    (cm,) = [o for o in objs if o["kind"] == "ConfigMap"]
+    volume_names = {
+        v.get("configMap", {}).get("name") for v in dep["spec"]["template"]["spec"]["volumes"]
+    }
+    assert cm["metadata"]["name"] in volume_names
+    assert cm["data"]["overseer.yaml"] == (project / "deploy" / "overseer.yaml").read_text()

@@ -92,6 +92,10 @@ class SamplePlugin:
     """The ``sample`` entry point: ``overseer_sample_plugin:SamplePlugin``."""
 
     config_class = SampleConfig
+    # what its ClusterRole must grant (`overseer rbac`): the informer and the patch
+    rbac_rules = [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "patch"]}
+    ]
 
     def setup(self, mgr: Manager, ctx: PluginContext[SampleConfig]) -> None:
         reconciler = SampleReconciler(mgr, ctx.config)

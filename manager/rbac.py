@@ -1,0 +1,236 @@
+"""RBAC for an install: the ClusterRole of the enabled controllers and the manager's own
+Role, from the rules each controller declares (``rbac_rules``, see
+:mod:`manager.plugins`). ``overseer rbac`` prints :func:`render`.
+
+* ClusterRole ``<name>``: the union of the enabled controllers' rules, plus what the
+  framework needs cluster-wide (the event recorder writes Events in the namespace of the
+  object they are about). One rule per API group and resource, verbs merged, each
+  commented with who needs it. Rules with ``resourceNames`` or ``nonResourceURLs`` are
+  kept as declared.
+* Role ``<name>-leader-election`` in the manager's namespace (only with leader election
+  on): the Lease (get, create, update; ``manager/leaderelection.py``) and the Events
+  about it.
+* A binding of each to the ServiceAccount ``<name>`` in that namespace.
+
+The output is one YAML stream, ready to be a kustomize resource.
+
+Thread-safe: pure functions.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+import yaml
+
+from manager.plugins import ControllerPlugin, ControllerSettings, RbacRule, declared_rbac_rules
+
+if TYPE_CHECKING:
+    from manager.config import OverseerConfig
+
+__all__ = [
+    "EVENT_RULES",
+    "LEADER_ELECTION_RULES",
+    "RbacOptions",
+    "for_controllers",
+    "merge_rules",
+    "render",
+]
+
+EVENT_RULES: Final[tuple[RbacRule, ...]] = (
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+)
+"""The event recorder (``manager/events.py``): create an Event, patch a repeat's count."""
+
+LEADER_ELECTION_RULES: Final[tuple[RbacRule, ...]] = (
+    {
+        "apiGroups": ["coordination.k8s.io"],
+        "resources": ["leases"],
+        "verbs": ["get", "create", "update"],
+    },
+    *EVENT_RULES,
+)
+"""Leader election: GET the Lease, CREATE it, UPDATE it with the observed resourceVersion
+(acquire, renew, release); no list, watch, patch or delete."""
+
+MANAGER = "manager"  # who needs the framework's rules, in the comments
+_VERB_ORDER = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RbacOptions:
+    """Names in the rendered objects."""
+
+    name: str = "overseer"  # ClusterRole, Role prefix, ServiceAccount
+    namespace: str = "overseer-system"  # the ServiceAccount's and the Lease's namespace
+    leader_election: bool = True  # render the Lease Role and its binding
+    labels: Mapping[str, str] | None = None  # default: app.kubernetes.io name/part-of
+
+
+def _verbs(verbs: Iterable[str]) -> list[str]:
+    unique = set(verbs)
+    known = [v for v in _VERB_ORDER if v in unique]
+    return known + sorted(unique - set(_VERB_ORDER))
+
+
+def merge_rules(
+    declared: Sequence[tuple[str, Sequence[RbacRule]]],
+) -> list[tuple[RbacRule, list[str]]]:
+    """Merge ``(who, rules)`` pairs into one rule per (apiGroup, resource) in the order
+    first declared, with the names of who needs each; special rules stay as they are."""
+    order: list[tuple[str, str]] = []
+    verbs: dict[tuple[str, str], set[str]] = {}
+    needs: dict[tuple[str, str], list[str]] = {}
+    special: list[tuple[RbacRule, list[str]]] = []
+    for who, rules in declared:
+        for rule in rules:
+            if set(rule) - {"apiGroups", "resources", "verbs"}:
+                special.append((dict(rule), [who]))
+                continue
+            for group in rule.get("apiGroups", []):
+                for resource in rule.get("resources", []):
+                    key = (group, resource)
+                    if key not in verbs:
+                        order.append(key)
+                        verbs[key] = set()
+                        needs[key] = []
+                    verbs[key] |= set(rule["verbs"])
+                    if who not in needs[key]:
+                        needs[key].append(who)
+    merged = [
+        (
+            {
+                "apiGroups": [group],
+                "resources": [resource],
+                "verbs": _verbs(verbs[(group, resource)]),
+            },
+            needs[(group, resource)],
+        )
+        for group, resource in order
+    ]
+    return merged + special
+
+
+def _flow(values: Sequence[str]) -> str:
+    return "[" + ", ".join(yaml.safe_dump(v, default_style='"').strip() for v in values) + "]"
+
+
+def _rules_yaml(rules: list[tuple[RbacRule, list[str]]]) -> list[str]:
+    lines = ["rules:"]
+    for rule, who in rules:
+        lines.append(f"  # {', '.join(who)}")
+        first = True
+        for key, values in rule.items():
+            lines.append(f"  {'- ' if first else '  '}{key}: {_flow(values)}")
+            first = False
+    return lines
+
+
+def _meta(name: str, labels: Mapping[str, str], namespace: str | None = None) -> list[str]:
+    lines = ["metadata:", f"  name: {name}"]
+    if namespace is not None:
+        lines.append(f"  namespace: {namespace}")
+    lines.append("  labels:")
+    lines.extend(f"    {k}: {v}" for k, v in labels.items())
+    return lines
+
+
+def _binding(
+    kind: str, role_kind: str, name: str, opts: RbacOptions, labels: Mapping[str, str]
+) -> list[str]:
+    namespace = opts.namespace if kind == "RoleBinding" else None
+    return [
+        "apiVersion: rbac.authorization.k8s.io/v1",
+        f"kind: {kind}",
+        *_meta(name, labels, namespace),
+        "roleRef:",
+        "  apiGroup: rbac.authorization.k8s.io",
+        f"  kind: {role_kind}",
+        f"  name: {name}",
+        "subjects:",
+        "  - kind: ServiceAccount",
+        f"    name: {opts.name}",
+        f"    namespace: {opts.namespace}",
+    ]
+
+
+def render(
+    controllers: Sequence[tuple[str, Sequence[RbacRule]]],
+    options: RbacOptions | None = None,
+    *,
+    header: Sequence[str] = (),
+) -> str:
+    """The RBAC objects for ``(controller name, its rules)`` pairs, as YAML; ``header``
+    lines become comments at the top."""
+    opts = options or RbacOptions()
+    labels = dict(
+        opts.labels or {"app.kubernetes.io/name": opts.name, "app.kubernetes.io/part-of": opts.name}
+    )
+    lines = [f"# {line}".rstrip() for line in header]
+    lines += [
+        "---",
+        "# What the enabled controllers do, cluster-wide.",
+        "apiVersion: rbac.authorization.k8s.io/v1",
+        "kind: ClusterRole",
+        *_meta(opts.name, labels),
+        *_rules_yaml(merge_rules([*controllers, (MANAGER, EVENT_RULES)])),
+        "---",
+        *_binding("ClusterRoleBinding", "ClusterRole", opts.name, opts, labels),
+    ]
+    if opts.leader_election:
+        role = f"{opts.name}-leader-election"
+        lines += [
+            "---",
+            "# The manager itself, in its own namespace only: the leader-election Lease and",
+            "# the Events about it.",
+            "apiVersion: rbac.authorization.k8s.io/v1",
+            "kind: Role",
+            *_meta(role, labels, opts.namespace),
+            *_rules_yaml(merge_rules([(MANAGER, LEADER_ELECTION_RULES)])),
+            "---",
+            *_binding("RoleBinding", "Role", role, opts, labels),
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def for_controllers(
+    plugins: Mapping[str, ControllerPlugin],
+    config: OverseerConfig,
+    controllers: Mapping[str, tuple[ControllerSettings, Any]],
+    *,
+    name: str = "overseer",
+    namespace: str | None = None,
+) -> tuple[str, list[str]]:
+    """What ``overseer rbac`` prints for a validated configuration: the YAML, and the
+    enabled controllers that declare no ``rbac_rules`` (missing from it).
+
+    Raises:
+        PluginLoadError: a controller's ``rbac_rules`` is broken.
+    """
+    declared = []
+    silent = []
+    for controller, (settings, own) in sorted(controllers.items()):
+        if not settings.enabled:
+            continue
+        rules = declared_rbac_rules(controller, plugins[controller], own)
+        if rules is None:
+            silent.append(controller)
+        else:
+            declared.append((controller, rules))
+    le = config.leader_election
+    options = RbacOptions(
+        name=name,
+        namespace=namespace or le.namespace or "overseer-system",
+        leader_election=le.enabled,
+    )
+    names = ", ".join(n for n, _ in declared) or "none"
+    header = textwrap.wrap(
+        f"RBAC for Overseer with the controllers {names}. Generated by `overseer rbac` "
+        "from the rules each controller declares (rbac_rules) and the manager's own "
+        "needs: least privilege. Change those, then generate this again.",
+        width=86,
+    )
+    return render(declared, options, header=header), silent

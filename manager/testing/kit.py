@@ -1,0 +1,402 @@
+"""Test kit for controller plugins: run a manager inside a test, wait for what it does,
+check a configuration section exactly as ``overseer`` does.
+
+* :func:`run_manager` / :func:`run_plugin`: a context manager that runs a
+  :class:`~manager.manager.Manager` with the given plugins and configuration in a
+  thread, against an API server named by a kubeconfig (the local one, or a real
+  cluster), the way ``overseer run`` would: the same strict loader, the same
+  options, ``setup`` of each enabled controller. It returns once the caches have
+  synced and the controllers run; on exit it stops the manager gracefully and joins
+  every thread it started. If the manager stopped or failed on its own meanwhile, the
+  exit raises :class:`ManagerFailed` with the cause. Metrics and probes are off unless
+  asked for, and then on 127.0.0.1 with free ports; leader election is off unless the
+  configuration turns it on.
+* :func:`eventually`: poll a check until it holds, bounded; the failure says what was
+  awaited and what was last seen.
+* :func:`validate_section`: a plugin's section (``controllers.<name>``) through the
+  loader, with the loader's messages and paths.
+
+The pytest plugin (:mod:`manager.testing.pytest_plugin`) adds fixtures for the API
+server, a client and a namespace per test.
+
+Thread-safe: each call works on its own objects; a running manager is used from the
+test's thread only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
+
+import yaml
+
+from manager.config import OverseerConfig, load_config, manager_options
+from manager.errors import ConfigError, NotFound, OverseerError
+from manager.kube import ClientOptions, KubeClient
+from manager.manager import Manager
+from manager.plugins import (
+    ControllerPlugin,
+    ControllerSettings,
+    PluginInfo,
+    PluginSet,
+    load_path,
+    parse_spec,
+    setup_plugins,
+)
+
+__all__ = [
+    "ManagerFailed",
+    "PluginLike",
+    "RunningManager",
+    "eventually",
+    "plugin_name",
+    "run_manager",
+    "run_plugin",
+    "validate_section",
+]
+
+T = TypeVar("T")
+
+# a plugin object, its class or factory, or "module:attr" / "path/to/file.py:attr"
+PluginLike = ControllerPlugin | type | Callable[[], Any] | str
+
+# what a test manager differs in from `overseer run`'s defaults (the file may override)
+_TEST_DEFAULTS: dict[str, Any] = {
+    "leaderElection": {"enabled": False},
+    "gracefulShutdownTimeout": 10.0,
+    "cacheSyncTimeout": 30.0,
+}
+_LOOPBACK = "127.0.0.1:0"
+
+
+class ManagerFailed(OverseerError, AssertionError):
+    """The manager under test stopped by itself (an exception, lost leadership, caches
+    that never synced) or did not stop cleanly. An AssertionError, so that pytest
+    reports it as a test failure."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunningManager:
+    """A manager run by :func:`run_manager`."""
+
+    manager: Manager
+    config: OverseerConfig  # the validated file
+    controllers: Mapping[str, tuple[ControllerSettings, Any]]  # per controller, as loaded
+
+    @property
+    def client(self) -> KubeClient:
+        """The manager's own client (closed when the manager stops)."""
+        return self.manager.client
+
+    @property
+    def metrics_url(self) -> str | None:
+        """``http://127.0.0.1:PORT/metrics`` when metrics are on."""
+        address = self.manager.metrics_address
+        return None if address is None else f"http://{address[0]}:{address[1]}/metrics"
+
+    @property
+    def probes_url(self) -> str | None:
+        """``http://127.0.0.1:PORT`` (``/healthz``, ``/readyz``) when probes are on."""
+        address = self.manager.health_probe_address
+        return None if address is None else f"http://{address[0]}:{address[1]}"
+
+
+def plugin_name(plugin: PluginLike) -> str:
+    """The name ``--plugin`` would give ``plugin``: its class (or attribute) name in lower
+    case without a trailing ``Plugin`` (``TeamInfoPlugin`` → ``teaminfo``)."""
+    if isinstance(plugin, str):
+        return parse_spec(plugin).name
+    obj = plugin if isinstance(plugin, type) or inspect.isfunction(plugin) else type(plugin)
+    return parse_spec(f"x:{obj.__name__}").name
+
+
+def _plugin(name: str, plugin: PluginLike) -> ControllerPlugin:
+    if isinstance(plugin, str):
+        return load_path(name, plugin)
+    if isinstance(plugin, type) or inspect.isfunction(plugin):
+        plugin = plugin()
+    if not hasattr(plugin, "setup") or not hasattr(plugin, "config_class"):
+        raise TypeError(f"{name}: {plugin!r} is not a controller plugin (config_class, setup)")
+    return plugin  # type: ignore[return-value]
+
+
+def _document(config: Mapping[str, Any] | str | None) -> dict[str, Any]:
+    doc = yaml.safe_load(config) if isinstance(config, str) else config
+    if doc is None:
+        return {}
+    if not isinstance(doc, Mapping):
+        raise ConfigError([f"<test config>: expected a mapping at the top level, got {doc!r}"])
+    return dict(doc)
+
+
+def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def validate_section(
+    plugin: PluginLike,
+    section: Mapping[str, Any] | str | None = None,
+    *,
+    name: str | None = None,
+) -> tuple[ControllerSettings, Any]:
+    """Load ``section`` as ``controllers.<name>`` of a configuration file: the strict
+    loader ``overseer config validate`` uses, with its messages and paths.
+
+    Args:
+        plugin: the plugin (object, class, or ``module:attr`` / ``file.py:attr``).
+        section: the section as YAML text or a mapping (camelCase keys, as in the file).
+        name: the controller's name (default: :func:`plugin_name`).
+
+    Returns:
+        The common settings (``enabled``, ``workers``, ``rateLimiter``) and the plugin's
+        own ``config_class`` instance.
+
+    Raises:
+        ConfigError: ``problems`` lists every error, e.g.
+            ``controllers.teaminfo.workers: expected integer >= 1 and <= 256, got 0``.
+    """
+    name = name or plugin_name(plugin)
+    body = yaml.safe_load(section) if isinstance(section, str) else section
+    loaded = _plugin(name, plugin)
+    plugins = PluginSet({name: PluginInfo(name, "", "(test)", "-")}, {name: loaded})
+    _, controllers, _ = load_config({"controllers": {name: body}}, plugins, source="<test>")
+    return controllers[name]
+
+
+@contextlib.contextmanager
+def run_manager(
+    kubeconfig: str | os.PathLike[str],
+    plugins: Mapping[str, PluginLike],
+    config: Mapping[str, Any] | str | None = None,
+    *,
+    namespace: str | None = None,
+    metrics: bool = False,
+    probes: bool = False,
+    timeout: float = 30.0,
+) -> Iterator[RunningManager]:
+    """Run a manager with ``plugins`` (controller name → plugin) in a thread.
+
+    Args:
+        kubeconfig: the API server (the ``kubeconfig_path`` fixture).
+        plugins: the controllers to run, by name; installed plugins are not loaded.
+        config: the configuration file as YAML text or a mapping, validated exactly as
+            ``overseer`` validates it (sections under ``controllers:``). Test defaults
+            under it: leader election off, a 10 s graceful stop; its bind addresses are
+            replaced (``metrics`` and ``probes`` decide).
+        namespace: watch only this namespace (``watchNamespace``).
+        metrics: serve ``/metrics`` on 127.0.0.1, a free port (:attr:`RunningManager.
+            metrics_url`).
+        probes: serve ``/healthz`` and ``/readyz`` the same way.
+        timeout: seconds for the caches to sync and the controllers to start, and
+            again for the manager to stop.
+
+    Raises:
+        ConfigError: the configuration does not validate (every problem, with its path).
+        PluginSetupError: a plugin's ``setup`` raised.
+        ManagerFailed: the manager stopped or failed by itself, did not start in time,
+            or did not stop cleanly.
+    """
+    loaded = PluginSet()
+    for name, plugin in plugins.items():
+        loaded.infos[name] = PluginInfo(name, "", "(test)", "-")
+        loaded.plugins[name] = _plugin(name, plugin)
+    doc = _merge(_TEST_DEFAULTS, _document(config))
+    if namespace is not None:
+        doc["watchNamespace"] = namespace
+    # never a fixed port (a deploy config's ":8080"): off, or loopback and a free port
+    doc["metricsBindAddress"] = _LOOPBACK if metrics else "0"
+    doc["healthProbeBindAddress"] = _LOOPBACK if probes else "0"
+    settings, controllers, _ = load_config(doc, loaded, source="<test config>")
+    client = KubeClient.from_kubeconfig(
+        os.fspath(kubeconfig),
+        options=ClientOptions(
+            qps=settings.client.qps, burst=settings.client.burst, timeout=settings.client.timeout
+        ),
+    )
+    try:
+        mgr = Manager(client, manager_options(settings))
+        setup_plugins(mgr, loaded.plugins, controllers)
+    except BaseException:
+        client.close()
+        raise
+    runner = _Runner(mgr)
+    try:
+        runner.wait_started(timeout)
+        yield RunningManager(mgr, settings, controllers)
+    except BaseException as exc:
+        runner.stop(timeout)
+        client.close()
+        if not isinstance(exc, ManagerFailed):
+            # a manager that failed is the likelier cause of what failed in the test
+            runner.raise_failure()
+        raise
+    runner.stop(timeout)
+    client.close()
+    runner.raise_failure()
+
+
+@contextlib.contextmanager
+def run_plugin(
+    plugin: PluginLike,
+    kubeconfig: str | os.PathLike[str],
+    section: Mapping[str, Any] | str | None = None,
+    *,
+    name: str | None = None,
+    config: Mapping[str, Any] | str | None = None,
+    namespace: str | None = None,
+    metrics: bool = False,
+    probes: bool = False,
+    timeout: float = 30.0,
+) -> Iterator[RunningManager]:
+    """:func:`run_manager` with one plugin, configured by its own ``section``
+    (``controllers.<name>`` of the file: ``workers``, the plugin's settings, ...);
+    ``config`` holds the rest of the file. ``name`` defaults to :func:`plugin_name`."""
+    name = name or plugin_name(plugin)
+    body = yaml.safe_load(section) if isinstance(section, str) else section
+    doc = _document(config)
+    doc["controllers"] = {**(doc.get("controllers") or {}), name: body or {}}
+    with run_manager(
+        kubeconfig,
+        {name: plugin},
+        doc,
+        namespace=namespace,
+        metrics=metrics,
+        probes=probes,
+        timeout=timeout,
+    ) as running:
+        yield running
+
+
+class _Runner:
+    """``Manager.run`` in a thread, with its outcome kept for the test."""
+
+    def __init__(self, mgr: Manager) -> None:
+        self.mgr = mgr
+        self.stop_event = threading.Event()
+        self.rc: int | None = None
+        self.error: BaseException | None = None
+        self.problem: str | None = None
+        self.stopped = False
+        self.thread = threading.Thread(target=self._run, name="test/manager")
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.rc = self.mgr.run(self.stop_event)
+        except BaseException as exc:
+            self.error = exc
+
+    def _failed(self) -> str | None:
+        if self.error is not None:
+            return f"the manager failed: {type(self.error).__name__}: {self.error}"
+        if not self.thread.is_alive() and not self.stop_event.is_set():
+            return f"the manager stopped by itself with {self.rc} (see the log)"
+        return None
+
+    def _started(self) -> bool:
+        informers = self.mgr.factory.informers()
+        return self.mgr.is_leader() and all(i.has_synced() for i in informers)
+
+    def wait_started(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not self._started():
+            failure = self._failed()
+            if failure is None and time.monotonic() > deadline:
+                pending = [i.name for i in self.mgr.factory.informers() if not i.has_synced()]
+                failure = (
+                    f"the manager did not start within {timeout} s "
+                    f"(leading: {self.mgr.is_leader()}, not synced: {pending or 'none'})"
+                )
+            if failure is not None:
+                self.problem = failure
+                self.stop(timeout)
+                raise ManagerFailed(failure) from self.error
+            time.sleep(0.01)
+
+    def stop(self, timeout: float) -> None:
+        """Stop the manager (once) and note what went wrong, if anything."""
+        if self.stopped:
+            return
+        self.stopped = True
+        failure = self.problem or self._failed()
+        self.stop_event.set()
+        self.thread.join(timeout)
+        if failure is not None:
+            self.problem = failure
+        elif self.thread.is_alive():
+            self.problem = f"the manager did not stop within {timeout} s"
+        elif self.error is not None or self.rc != 0:
+            self.problem = self._failed() or f"the manager stopped with {self.rc}"
+        if self.thread.is_alive():
+            return
+        if self.rc != 0:
+            # lost leadership leaves the informers to the process exit (``overseer run``
+            # exits): a test process goes on, so they are shut down here
+            self.mgr.events.shutdown(timeout=2.0)
+            self.mgr.factory.shutdown(timeout=timeout)
+        if not self.mgr.join(timeout) and self.problem is None:
+            self.problem = f"the manager's threads did not end within {timeout} s"
+
+    def raise_failure(self) -> None:
+        if self.problem is not None:
+            raise ManagerFailed(self.problem) from self.error
+
+
+def _describe(check: Callable[..., Any]) -> str:
+    name = getattr(check, "__name__", "") or repr(check)
+    if name != "<lambda>":
+        return name
+    try:
+        source = inspect.getsource(check).strip()
+    except (OSError, TypeError):
+        return "a lambda"
+    start = source.find("lambda")
+    return " ".join(source[start:].split()) if start >= 0 else source
+
+
+def eventually(
+    check: Callable[[], T],
+    *,
+    timeout: float = 10.0,
+    interval: float = 0.05,
+    what: str | None = None,
+) -> T:
+    """Call ``check`` until it returns a truthy value, and return that value.
+
+    An ``AssertionError`` or :class:`~manager.errors.NotFound` from ``check`` counts as
+    "not yet" (so a check may assert, and ``client.get`` of an object still to come is
+    fine); any other exception is a failure at once. A check that asserts should end
+    with ``return True``.
+
+    Raises:
+        AssertionError: ``timeout`` seconds passed: names ``what`` (default: the check's
+            name or the lambda's source) and the last value or exception seen.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        last_error: BaseException | None = None
+        try:
+            value = check()
+            if value:
+                return value
+            last = f"last returned {value!r}"
+        except (AssertionError, NotFound) as exc:
+            last_error = exc
+            last = f"last raised {type(exc).__name__}: {exc}"
+        if time.monotonic() >= deadline:
+            raise AssertionError(
+                f"not within {timeout} s: {what or _describe(check)}; {last}"
+            ) from last_error
+        time.sleep(interval)

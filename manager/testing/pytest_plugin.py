@@ -1,0 +1,152 @@
+"""The pytest plugin of the test kit: fixtures for testing controllers against an API
+server. Registered through the ``pytest11`` entry point ``overseer``, so it is active in
+every pytest run of an environment where Overseer is installed (``-p no:overseer``
+turns it off).
+
+The API server is the local one (:class:`~manager.testing.LocalApiServer`, started once
+per session, in process) unless ``OVERSEER_TEST_KUBECONFIG`` names the kubeconfig of a
+real cluster; then every fixture below talks to that cluster, and tests marked
+``local_only`` (they need the local server's knobs: fault injection, compaction) are
+skipped with the reason.
+
+Fixtures:
+
+* ``kubeconfig_path`` (session): the kubeconfig of the API server, as a string.
+* ``local_server``: the local API server, its fault injection cleared before and after
+  the test; skips the test against a real cluster.
+* ``kube_client``: a :class:`~manager.kube.KubeClient` for the API server, closed after
+  the test.
+* ``namespace``: the name of a namespace made for this test (its ``default``
+  ServiceAccount exists, so pods can be created) and deleted afterwards.
+
+Marker: ``local_only``.
+
+Nothing heavy is imported until a fixture is used: the plugin costs nothing to test
+suites that do not use it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from manager.kube import KubeClient
+    from manager.testing.server import LocalApiServer
+
+__all__ = [
+    "ENV_KUBECONFIG",
+    "kube_client",
+    "kubeconfig_path",
+    "local_server",
+    "namespace",
+    "real_cluster",
+]
+
+ENV_KUBECONFIG = "OVERSEER_TEST_KUBECONFIG"
+NAMESPACE_PREFIX = "ovs-test-"
+_SERVICE_ACCOUNT_TIMEOUT = 30.0  # seconds for a real cluster to make "default"
+
+
+def real_cluster() -> str:
+    """The kubeconfig of the real cluster the tests run against, or "" (local)."""
+    return os.environ.get(ENV_KUBECONFIG, "")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "local_only: needs the local API server's knobs (fault injection, compaction); "
+        f"skipped when {ENV_KUBECONFIG} names a real cluster",
+    )
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    target = real_cluster()
+    where = f"the cluster of {target}" if target else "the local API server (in process)"
+    return f"overseer: API server: {where}"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not real_cluster():
+        return
+    skip = pytest.mark.skip(
+        reason=f"local_only: needs the local API server's knobs; {ENV_KUBECONFIG} is set"
+    )
+    for item in items:
+        if "local_only" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def _overseer_local_server() -> Iterator[LocalApiServer | None]:
+    if real_cluster():
+        yield None
+        return
+    from manager.testing.server import LocalApiServer
+
+    server = LocalApiServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def kubeconfig_path(_overseer_local_server: LocalApiServer | None) -> str:
+    """The API server's kubeconfig: the local server's, or ``$OVERSEER_TEST_KUBECONFIG``."""
+    if _overseer_local_server is None:
+        return real_cluster()
+    return str(_overseer_local_server.kubeconfig_path)
+
+
+@pytest.fixture
+def local_server(_overseer_local_server: LocalApiServer | None) -> Iterator[LocalApiServer]:
+    """The local API server, with fault injection cleared before and after the test."""
+    if _overseer_local_server is None:
+        pytest.skip(f"needs the local API server; {ENV_KUBECONFIG} is set")
+    _overseer_local_server.faults.clear()
+    yield _overseer_local_server
+    _overseer_local_server.faults.clear()
+
+
+@pytest.fixture
+def kube_client(kubeconfig_path: str) -> Iterator[KubeClient]:
+    """A client for the API server (the test's own: not a manager's)."""
+    from manager.kube import KubeClient
+
+    with KubeClient.from_kubeconfig(kubeconfig_path) as client:
+        yield client
+
+
+@pytest.fixture
+def namespace(kube_client: KubeClient) -> Iterator[str]:
+    """A namespace of this test's own, deleted afterwards (with what is in it)."""
+    from manager.errors import NotFound
+    from manager.resources import builtin
+
+    namespaces = builtin("v1", "namespaces")
+    accounts = builtin("v1", "serviceaccounts")
+    name = f"{NAMESPACE_PREFIX}{uuid.uuid4().hex[:8]}"
+    kube_client.create(namespaces, {"metadata": {"name": name}})
+    try:
+        # a real cluster makes the "default" ServiceAccount shortly after; pods need it
+        deadline = time.monotonic() + _SERVICE_ACCOUNT_TIMEOUT
+        while True:
+            try:
+                kube_client.get(accounts, "default", name)
+                break
+            except NotFound:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        yield name
+    finally:
+        with contextlib.suppress(NotFound):  # deleted by the test itself
+            kube_client.delete(namespaces, name)

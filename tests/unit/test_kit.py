@@ -1,0 +1,120 @@
+"""The test kit's pieces that need no API server: ``eventually``, ``validate_section``,
+plugin names, and a configuration refused before anything starts."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from manager import Manager, NotFound, PluginContext
+from manager.errors import ConfigError
+from manager.testing import eventually, plugin_name, run_manager, run_plugin, validate_section
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TeamConfig:
+    label: str = field(default="team", metadata={"help": "the Namespace label"})
+    replicas: int = field(default=1, metadata={"min": 1})
+
+    def validate(self) -> list[str]:
+        return [] if self.label.strip() else ["must name a label"]
+
+
+class TeamInfoPlugin:
+    config_class = TeamConfig
+
+    def setup(self, mgr: Manager, ctx: PluginContext[TeamConfig]) -> None:
+        raise AssertionError("not called")
+
+
+def make_plugin() -> TeamInfoPlugin:
+    return TeamInfoPlugin()
+
+
+def test_eventually_returns_the_first_truthy_value() -> None:
+    calls = iter([None, 0, "", "done", "later"])
+    assert eventually(lambda: next(calls), interval=0) == "done"
+
+
+def test_eventually_treats_assertion_errors_and_not_found_as_not_yet() -> None:
+    seen = []
+
+    def check() -> int:
+        seen.append(1)
+        if len(seen) == 1:
+            raise NotFound('configmaps "x" not found')
+        assert len(seen) > 2, "not three yet"
+        return len(seen)
+
+    assert eventually(check, interval=0) == 3
+
+
+def test_eventually_fails_at_once_on_any_other_exception() -> None:
+    def check() -> bool:
+        raise KeyError("a bug in the check")
+
+    with pytest.raises(KeyError):
+        eventually(check, timeout=60)
+
+
+def test_eventually_says_what_it_waited_for_and_what_it_saw_last() -> None:
+    data: dict[str, Any] = {"owner": "nobody"}
+    with pytest.raises(AssertionError) as info:
+        eventually(lambda: data["owner"] == "payments", timeout=0.05, interval=0.01)
+    assert re.fullmatch(
+        r"not within 0\.05 s: lambda: data\[\"owner\"\] == \"payments\", timeout=.*; "
+        r"last returned False",
+        str(info.value),
+    ), str(info.value)
+
+    def missing() -> bool:
+        raise NotFound('configmaps "team-info" not found')
+
+    with pytest.raises(AssertionError) as info:
+        eventually(missing, timeout=0.05, interval=0.01, what="the ConfigMap")
+    assert str(info.value) == (
+        'not within 0.05 s: the ConfigMap; last raised NotFound: 404: configmaps "team-info" '
+        "not found"
+    )
+    assert isinstance(info.value.__cause__, NotFound)
+
+
+def test_validate_section_is_the_loader_with_its_paths() -> None:
+    settings, own = validate_section(TeamInfoPlugin, "workers: 3\nlabel: squad\n")
+    assert (settings.workers, settings.enabled, own) == (3, True, TeamConfig(label="squad"))
+    assert validate_section(TeamInfoPlugin) == validate_section(TeamInfoPlugin(), {})
+    with pytest.raises(ConfigError) as info:
+        validate_section(TeamInfoPlugin, {"workers": 0, "lable": "x", "replicas": 0})
+    assert info.value.problems == [
+        "controllers.teaminfo.workers: expected integer >= 1 and <= 256, got 0",
+        "controllers.teaminfo.lable: unknown key, did you mean label? (known keys: label, "
+        "replicas)",
+        "controllers.teaminfo.replicas: expected integer >= 1, got 0",
+    ]
+    with pytest.raises(ConfigError) as info:
+        validate_section(TeamInfoPlugin, {"label": " "}, name="teams")
+    assert info.value.problems == ["controllers.teams: must name a label"]
+
+
+def test_plugin_names_follow_the_plugin_flag() -> None:
+    assert plugin_name(TeamInfoPlugin) == "teaminfo"
+    assert plugin_name(TeamInfoPlugin()) == "teaminfo"
+    assert plugin_name(make_plugin) == "make_plugin"
+    assert plugin_name("overseer_teaminfo:TeamInfoPlugin") == "teaminfo"
+    assert plugin_name("x=overseer_teaminfo:TeamInfoPlugin") == "x"
+
+
+def test_a_bad_configuration_starts_nothing() -> None:
+    with pytest.raises(ConfigError) as info:  # noqa: SIM117 - the inner one must not run
+        with run_plugin(TeamInfoPlugin, "/nonexistent/kubeconfig", {"replicas": 0}):
+            raise AssertionError("not reached")
+    assert info.value.problems == ["controllers.teaminfo.replicas: expected integer >= 1, got 0"]
+    with pytest.raises(ConfigError) as info:  # noqa: SIM117
+        with run_manager(
+            "/nonexistent/kubeconfig", {"teaminfo": TeamInfoPlugin}, {"controllers": {"tm": {}}}
+        ):
+            raise AssertionError("not reached")
+    assert info.value.problems == ["controllers.tm: unknown controller (installed: teaminfo)"]
