@@ -223,10 +223,18 @@ class Controller:
         return self.watch(informer, EnqueueRequestForObject(), *predicates)
 
     def owns(
-        self, informer: SharedInformer, owner_group: str, owner_kind: str, *predicates: Predicate
+        self,
+        informer: SharedInformer,
+        owner_group: str,
+        owner_kind: str,
+        *predicates: Predicate,
+        owner_namespaced: bool = True,
     ) -> Controller:
-        """Watch an owned resource: an event wakes the object's controller owner."""
-        return self.watch(informer, EnqueueRequestForOwner(owner_group, owner_kind), *predicates)
+        """Watch an owned resource: an event wakes the object's controller owner (in the
+        object's namespace; with ``owner_namespaced=False`` a cluster-scoped owner,
+        requested with namespace "")."""
+        mapper = EnqueueRequestForOwner(owner_group, owner_kind, owner_namespaced=owner_namespaced)
+        return self.watch(informer, mapper, *predicates)
 
     @property
     def queue(self) -> RateLimitingQueue[Request]:
@@ -251,6 +259,12 @@ class Controller:
             registrations.append((w.informer, w.informer.add_event_handler(_Enqueuer(queue, w))))
         MAX_CONCURRENT.labels(self.name).set(self.workers)
         ACTIVE_WORKERS.labels(self.name).set(0)
+        if not self._wait_for_sync(stop):
+            self._stopping.set()
+            for informer, reg in registrations:
+                informer.remove_event_handler(reg)
+            queue.shut_down()
+            return
         threads = [
             threading.Thread(
                 target=contextvars.copy_context().run,
@@ -272,6 +286,24 @@ class Controller:
             for t in threads:
                 t.join()
             logger.info("controller stopped", extra={"controller": self.name})
+
+    def _wait_for_sync(self, stop: threading.Event) -> bool:
+        """Workers start once every watched informer that runs has synced
+        (controller-runtime's WaitForSync): at once for a controller started with the
+        manager, later for one whose watches were added while the manager runs. False if
+        ``stop`` came first."""
+        pending = [
+            w.informer for w in self._watches if w.informer.started and not w.informer.has_synced()
+        ]
+        if pending:
+            logger.info(
+                "waiting for caches to sync",
+                extra={"controller": self.name, "informers": ",".join(i.name for i in pending)},
+            )
+        while not all(i.has_synced() for i in pending):
+            if stop.wait(0.02):
+                return False
+        return True
 
     def _worker(self) -> None:
         queue = self.queue

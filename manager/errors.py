@@ -16,6 +16,7 @@ __all__ = [
     "AlreadyExists",
     "ApiError",
     "BadRequest",
+    "CacheNotSynced",
     "ConfigError",
     "Conflict",
     "Forbidden",
@@ -72,6 +73,10 @@ class PluginSetupError(PluginLoadError):
 
 class TerminalError(OverseerError):
     """Raised by a reconciler for a failure that retrying cannot fix: no requeue."""
+
+
+class CacheNotSynced(OverseerError):
+    """A cache read waited for its informer's first sync, and it did not come in time."""
 
 
 class LeaderElectionLost(OverseerError):

@@ -132,11 +132,19 @@ class ControllerBuilder:
         return self
 
     def owns(self, resource: Resource, *predicates: Predicate) -> ControllerBuilder:
-        """Objects of ``resource`` controlled by a primary object wake that object."""
+        """Objects of ``resource`` controlled by a primary object wake that object; the
+        request follows the owner's scope (a cluster-scoped owner such as a Namespace is
+        requested with namespace "")."""
         if self._primary is None:
             raise RuntimeError("owns() needs for_() first: the owner kind comes from it")
         informer = self._mgr.informer(resource)
-        self._controller.owns(informer, self._primary.group, self._primary.kind, *predicates)
+        self._controller.owns(
+            informer,
+            self._primary.group,
+            self._primary.kind,
+            *predicates,
+            owner_namespaced=self._primary.namespaced,
+        )
         return self
 
     def watches(
@@ -150,7 +158,9 @@ class ControllerBuilder:
         return self
 
     def complete(self) -> Controller:
-        """Add the controller to the manager (it runs only while leading)."""
+        """Add the controller to the manager (it runs only while leading). After
+        :meth:`Manager.run` has started this works too: the controller starts at once
+        if this replica leads (its informers first sync), else when it does."""
         self._mgr.add(self._controller, leader_only=True)
         return self._controller
 
@@ -185,6 +195,10 @@ class Manager:
         self._leader_stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._informers_started = threading.Event()
+        self._informer_stop = threading.Event()
+        self._wiring = threading.Lock()  # runnables added while running
+        self._leader_threads: list[threading.Thread] = []
+        self._controllers_started = False
         self._elector: LeaderElector | None = None
         self._elector_thread: threading.Thread | None = None
         self._health.add("ping", lambda: None)
@@ -211,14 +225,24 @@ class Manager:
         field_selector: str | None = None,
         indexers: Mapping[str, IndexFunc] | None = None,
     ) -> SharedInformer:
-        """The shared informer for this scope (one per scope for the whole manager)."""
-        return self.factory.informer(
+        """The shared informer for this scope (one per scope for the whole manager).
+
+        Asked for after the manager's informers started (a watch added while running),
+        it is started at once; readers wait for its first sync (see :class:`Lister`) and
+        ``/readyz`` reports it until it has synced, as controller-runtime's cache does.
+        """
+        informer = self.factory.informer(
             resource,
             namespace=namespace,
             label_selector=label_selector,
             field_selector=field_selector,
             indexers=indexers,
         )
+        if self._informers_started.is_set() and not informer.started:
+            self.factory.start(self._informer_stop)
+            with self._wiring:
+                self._threads.extend(t for t in self.factory.threads() if t not in self._threads)
+        return informer
 
     def lister(
         self,
@@ -230,18 +254,25 @@ class Manager:
     ) -> Lister:
         """A lister over the shared informer of this scope: the same informer that
         ``for_``/``owns``/``watches`` use for the same resource, namespace and selectors,
-        so a reconcile reads the cache whose event woke it.
+        so a reconcile reads the cache whose event woke it. A read waits (up to the cache
+        sync timeout) for that informer's first sync once it runs.
 
         Raises:
             ValueError: a namespace given for a cluster-scoped resource.
         """
         if namespace and not resource.namespaced:
             raise ValueError(f"{resource} is cluster-scoped: a lister for it takes no namespace")
-        return self.factory.lister(
+        informer = self.informer(
             resource,
             namespace=namespace,
             label_selector=label_selector,
             field_selector=field_selector,
+        )
+        return Lister(
+            informer.indexer,
+            resource,
+            informer=informer,
+            sync_timeout=self.options.cache_sync_timeout,
         )
 
     def recorder(self, component: str | None = None) -> EventRecorder:
@@ -260,10 +291,30 @@ class Manager:
         return ControllerBuilder(self, name, reconciler, workers=workers, rate_limiter=rate_limiter)
 
     def add(self, runnable: Runnable, *, leader_only: bool = True) -> None:
-        """Run ``runnable`` (only while leading, unless ``leader_only=False``)."""
-        if self._started:
-            raise RuntimeError("Manager.add after run()")
-        (self._leader_runnables if leader_only else self._runnables).append(runnable)
+        """Run ``runnable`` (only while leading, unless ``leader_only=False``).
+
+        Allowed while the manager runs: a runnable for every replica starts at once; a
+        leader-only one starts at once if this replica's controllers run, else when they
+        start. Nothing starts once the manager is stopping.
+        """
+        with self._wiring:
+            if not self._started:
+                (self._leader_runnables if leader_only else self._runnables).append(runnable)
+                return
+            if self._stopping or self._finished or self._lost.is_set():
+                logger.warning(
+                    "manager stopping: runnable not started", extra={"runnable": runnable.name}
+                )
+                return
+            if not leader_only:
+                self._runnables.append(runnable)
+                self._spawn(
+                    f"runnable/{runnable.name}", runnable.run, self._informer_stop, fence=UNFENCED
+                )
+                return
+            self._leader_runnables.append(runnable)
+            if self._controllers_started:
+                self._start_leader_runnable(runnable)
 
     def add_health_check(self, name: str, check: object) -> None:
         """Add a liveness check: a callable returning None (healthy) or a reason."""
@@ -395,11 +446,10 @@ class Manager:
             raise RuntimeError("Manager.run may be called once")
         self._started = True
         opts = self.options
-        informer_stop = threading.Event()
+        informer_stop = self._informer_stop
         leader_stop = self._leader_stop
         elector_stop = threading.Event()
         events_stop = threading.Event()
-        leader_threads: list[threading.Thread] = []
         leaving_now = True  # skip the flushes on the way out (lost, overrun, failed)
         try:
             # inside the try: a probe address in use stops the metrics server again
@@ -454,15 +504,17 @@ class Manager:
                         return 1
                     if stop.is_set():
                         leaving_now = False
-                        return self._graceful(leader_threads, elector_stop)
+                        return self._graceful(elector_stop)
                     logger.error(
                         "caches did not sync in time", extra={"timeout": opts.cache_sync_timeout}
                     )
                     return 1
                 if self._lease_lost():
                     return 1
-                for r in self._leader_runnables:
-                    leader_threads.append(self._spawn(f"controller/{r.name}", r.run, leader_stop))
+                with self._wiring:
+                    self._controllers_started = True
+                    for r in self._leader_runnables:
+                        self._start_leader_runnable(r)
                 logger.info(
                     "leading: controllers started",
                     extra={"after_acquire_seconds": round(time.monotonic() - acquired, 3)},
@@ -471,7 +523,7 @@ class Manager:
                 stop.wait(0.05)
             if self._lost.is_set():
                 return 1  # at once; no drain: the process must exit now
-            rc = self._graceful(leader_threads, elector_stop)
+            rc = self._graceful(elector_stop)
             leaving_now = rc != 0
             return rc
         finally:
@@ -485,6 +537,11 @@ class Manager:
             self._finished = True
             self._probe_server.stop()
             self._metrics_server.stop()
+
+    def _start_leader_runnable(self, runnable: Runnable) -> None:
+        # Caller holds self._wiring.
+        thread = self._spawn(f"controller/{runnable.name}", runnable.run, self._leader_stop)
+        self._leader_threads.append(thread)
 
     def _run_elector(self, elector_stop: threading.Event) -> None:
         """The election thread: any way it ends other than by ``elector_stop`` is a lost
@@ -502,13 +559,13 @@ class Manager:
             reason = "the leader election failed"
         self._on_lost(reason)
 
-    def _graceful(
-        self, leader_threads: list[threading.Thread], elector_stop: threading.Event
-    ) -> int:
+    def _graceful(self, elector_stop: threading.Event) -> int:
         """Stop taking work, let in-flight reconciles finish within the timeout, flush
         their Events, then release the Lease. Losing the Lease meanwhile ends it at once
         (1); reconciles outlasting the timeout end it without a release (1)."""
-        self._stopping = True
+        with self._wiring:
+            self._stopping = True  # from now on nothing new starts
+            leader_threads = list(self._leader_threads)
         timeout = self.options.graceful_shutdown_timeout
         logger.info("stopping: finishing in-flight reconciles", extra={"timeout": timeout})
         self._leader_stop.set()

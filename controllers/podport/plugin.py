@@ -1,22 +1,22 @@
 """Wiring of the podport controller into a manager: the plugin and its two runnables.
 
 The LogicalPort CRD may be missing when the manager starts (or be installed later), and a
-manager whose informers do not sync gives up. So the LogicalPort informer is not created
-at setup, but by :class:`PortCache`, a runnable of every replica (warm standby): it polls
-discovery until ``logicalports.network.overseer.io`` is served (installing the CRD first
-when ``installCrd`` is set), then creates and starts the informer with the allocator as
-one of its handlers. Until then the readiness check ``podport-crd`` reports why.
+manager whose informers do not sync gives up. So nothing that needs the CRD is wired at
+setup. :class:`PortCache`, a runnable of every replica (warm standby), polls discovery
+until ``logicalports.network.overseer.io`` is served (installing the CRD first when
+``installCrd`` is set), then asks the manager for the LogicalPort informer — started at
+once, the manager already runs — with the allocator as one of its handlers, and once it
+has synced wires the controller through the ordinary builder (pods as the primary
+resource, LogicalPorts mapped to their pod) and adds the :class:`SweeperRunner`. Both are
+leader-only: they start when this replica leads (at once if it already does). Until the
+cache has synced the readiness check ``podport-crd`` reports why.
 
-:class:`PodPortController` runs in the leader only: it waits for the port cache, then
-runs the controller (pods as primary resource, LogicalPorts mapped to their pod) and the
-:class:`~controllers.podport.sweeper.Sweeper` beside it.
-
-Thread-safe: wiring happens once, in ``setup``; each runnable runs in its own thread.
+Thread-safe: wiring happens in ``setup`` and in the port cache's thread (the manager's
+``add`` is safe while it runs); each runnable runs in its own thread.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 from typing import Final
@@ -43,14 +43,13 @@ from controllers.podport.sweeper import Sweeper
 from manager import (
     ApiError,
     Controller,
-    EnqueueRequestsFromMapFunc,
     Manager,
     PluginContext,
     Request,
     SharedInformer,
 )
 
-__all__ = ["PodPortController", "PodPortPlugin", "PortCache"]
+__all__ = ["PodPortPlugin", "PortCache", "SweeperRunner"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,17 +58,33 @@ WAIT_STEP: Final = 0.05  # seconds between looks at a condition
 
 
 class PortCache:
-    """Waits for the CRD, then runs the LogicalPort informer (every replica)."""
+    """Waits for the CRD, runs the LogicalPort informer, then wires the controller and the
+    sweeper (every replica; the controller and sweeper run only in the leader)."""
 
     name = "podport-ports"
 
-    def __init__(self, mgr: Manager, config: PodPortConfig, allocator: Allocator) -> None:
+    def __init__(
+        self,
+        mgr: Manager,
+        ctx: PluginContext[PodPortConfig],
+        *,
+        scope: Scope,
+        pods: SharedInformer,
+        allocator: Allocator,
+        deleted_pods: DeletedPods,
+    ) -> None:
         self._mgr = mgr
-        self._config = config
+        self._ctx = ctx
+        self._config = ctx.config
+        self._scope = scope
+        self._pods = pods
         self._allocator = allocator
+        self._deleted = deleted_pods
         self._reason: str | None = f"CRD {CRD_NAME} is not installed"
         self._lock = threading.Lock()
         self.informer: SharedInformer | None = None
+        self.controller: Controller | None = None
+        self.sweeper: Sweeper | None = None
         self.synced = threading.Event()
 
     def ready_reason(self) -> str | None:
@@ -86,6 +101,25 @@ class PortCache:
         return opts.warm_standby or not opts.leader_election or self._mgr.is_leader()
 
     def run(self, stop: threading.Event) -> None:
+        if not self._wait_for_crd(stop):
+            return
+        self._set_reason("LogicalPort cache not synced")
+        informer = self._mgr.informer(
+            LOGICAL_PORTS,
+            indexers={PORT_BY_POD: index_port_pod, PORT_BY_POD_UID: index_port_pod_uid},
+        )
+        registration = informer.add_event_handler(self._allocator)
+        self.informer = informer
+        while not (informer.has_synced() and registration.has_synced()):
+            if stop.wait(WAIT_STEP):
+                return
+        self._set_reason(None)
+        self.synced.set()
+        logger.info("LogicalPort cache synced", extra={"ports": len(informer.indexer)})
+        self._wire(informer)
+        stop.wait()
+
+    def _wait_for_crd(self, stop: threading.Event) -> bool:
         client = self._mgr.client
         while not stop.is_set():
             if not self._may_start():
@@ -102,105 +136,60 @@ class PortCache:
                 stop.wait(CRD_POLL)
                 continue
             if served:
-                break
+                return True
             self._set_reason(f"CRD {CRD_NAME} is not installed")
             stop.wait(CRD_POLL)
-        if stop.is_set():
-            return
-        self._set_reason("LogicalPort cache not synced")
-        informer = self._mgr.informer(
-            LOGICAL_PORTS,
-            indexers={PORT_BY_POD: index_port_pod, PORT_BY_POD_UID: index_port_pod_uid},
-        )
-        registration = informer.add_event_handler(self._allocator)
-        self.informer = informer
-        self._mgr.factory.start(stop)  # the manager's informers may have started already
-        while not stop.is_set():
-            if informer.has_synced() and registration.has_synced():
-                self._set_reason(None)
-                self.synced.set()
-                logger.info("LogicalPort cache synced", extra={"ports": len(informer.indexer)})
-                break
-            stop.wait(WAIT_STEP)
-        stop.wait()
+        return False
 
-
-class PodPortController:
-    """The controller and the sweeper (leader only), once the port cache is ready."""
-
-    name = "podport"
-
-    def __init__(
-        self,
-        mgr: Manager,
-        ctx: PluginContext[PodPortConfig],
-        *,
-        pods: SharedInformer,
-        cache: PortCache,
-        allocator: Allocator,
-        scope: Scope,
-        deleted_pods: DeletedPods,
-    ) -> None:
-        self._mgr = mgr
-        self._ctx = ctx
-        self._pods = pods
-        self._cache = cache
-        self._allocator = allocator
-        self._scope = scope
-        self._deleted = deleted_pods
-        self.controller: Controller | None = None
-        self.sweeper: Sweeper | None = None
-
-    def run(self, stop: threading.Event) -> None:
-        while not (stop.is_set() or self._cache.synced.is_set()):
-            stop.wait(WAIT_STEP)
-        ports = self._cache.informer
-        if stop.is_set() or ports is None:
-            return
-        ctx, cfg = self._ctx, self._ctx.config
+    def _wire(self, ports: SharedInformer) -> None:
+        """The controller and the sweeper, through the manager's ordinary API."""
+        mgr, cfg = self._mgr, self._config
         reconciler = PodPortReconciler(
-            self._mgr.client,
+            mgr.client,
             cfg,
             scope=self._scope,
             pods=self._pods,
             ports=ports,
             allocator=self._allocator,
-            recorder=self._mgr.recorder(),
+            recorder=mgr.recorder(),
             deleted_pods=self._deleted,
         )
-        controller = Controller(
-            ctx.name,
-            reconciler,
-            workers=ctx.settings.workers,
-            rate_limiter=ctx.settings.rate_limiter.build(),
+        self.controller = (
+            self._ctx.controller(reconciler)
+            .for_(PODS)
+            .watches(LOGICAL_PORTS, requests_for_port(self._scope))
+            .complete()
         )
-        controller.for_(self._pods)
-        controller.watch(ports, EnqueueRequestsFromMapFunc(requests_for_port(self._scope)))
-        self.controller = controller
-        sweeper = Sweeper(self._mgr.client, self._scope, self._pods, ports, cfg.gc_interval)
-        self.sweeper = sweeper
+        self.sweeper = Sweeper(mgr.client, self._scope, self._pods, ports, cfg.gc_interval)
+        mgr.add(SweeperRunner(self.controller, self.sweeper, self._allocator), leader_only=True)
+
+
+class SweeperRunner:
+    """The sweeper beside the controller (leader only): once the controller runs, it
+    sweeps orphaned ports now and every ``gcInterval``, and lets the allocator wake pods
+    waiting for an address."""
+
+    name = "podport-sweeper"
+
+    def __init__(self, controller: Controller, sweeper: Sweeper, allocator: Allocator) -> None:
+        self._controller = controller
+        self._sweeper = sweeper
+        self._allocator = allocator
+
+    def run(self, stop: threading.Event) -> None:
+        while not _started(self._controller):
+            if stop.wait(WAIT_STEP):
+                return
+        controller = self._controller
 
         def enqueue(req: Request) -> None:
-            # not started yet: its start enqueues every pod anyway
-            with contextlib.suppress(RuntimeError):
-                controller.queue.add(req)
-
-        done = threading.Event()
-
-        def sweep() -> None:
-            while not (done.is_set() or _started(controller)):
-                done.wait(WAIT_STEP)
-            sweeper.run(done, enqueue)
+            controller.queue.add(req)
 
         self._allocator.set_waker(enqueue)
         PORT_METRICS.attach(self._allocator)
-        gc = threading.Thread(target=sweep, name=f"sweeper/{ctx.name}")
-        gc.start()
         try:
-            controller.run(stop)
+            self._sweeper.run(stop, enqueue)
         finally:
-            done.set()
-            gc.join()
             self._allocator.set_waker(None)
             PORT_METRICS.detach(self._allocator)
 
@@ -232,13 +221,11 @@ class PodPortPlugin:
         deleted = DeletedPods()
         pods = mgr.informer(PODS, indexers={POD_BY_UID: index_pod_uid})
         pods.add_event_handler(deleted)
-        cache = PortCache(mgr, cfg, allocator)
+        cache = PortCache(
+            mgr, ctx, scope=scope, pods=pods, allocator=allocator, deleted_pods=deleted
+        )
         mgr.add(cache, leader_only=False)
         mgr.add_ready_check(f"{ctx.name}-crd", cache.ready_reason)
-        runner = PodPortController(
-            mgr, ctx, pods=pods, cache=cache, allocator=allocator, scope=scope, deleted_pods=deleted
-        )
-        mgr.add(runner, leader_only=True)
         if cfg.install_crd:
             try:
                 install_crd(mgr.client)

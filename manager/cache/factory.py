@@ -105,15 +105,17 @@ class InformerFactory:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        sync_timeout: float = 120.0,
     ) -> Lister:
-        """A lister over the shared informer's cache for this scope."""
+        """A lister over the shared informer's cache for this scope; once that informer
+        runs, reads wait up to ``sync_timeout`` seconds for its first sync."""
         informer = self.informer(
             resource,
             namespace=namespace,
             label_selector=label_selector,
             field_selector=field_selector,
         )
-        return Lister(informer.indexer, resource)
+        return Lister(informer.indexer, resource, informer=informer, sync_timeout=sync_timeout)
 
     def informers(self) -> list[SharedInformer]:
         with self._lock:

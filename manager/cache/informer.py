@@ -237,6 +237,12 @@ class SharedInformer:
         return self._indexer
 
     @property
+    def started(self) -> bool:
+        """Whether :meth:`run` has been called."""
+        with self._lock:
+            return self._started
+
+    @property
     def last_sync_resource_version(self) -> str:
         return self._reflector.last_sync_resource_version
 

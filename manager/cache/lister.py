@@ -3,6 +3,12 @@
 A lister answers from memory: ``get`` by name, ``list`` by namespace and label selector,
 ``by_index`` by a named index. Objects are the cached dicts: shared and read-only.
 
+A lister made with its informer (as :meth:`Manager.lister <manager.manager.Manager.lister>`
+makes them) does not answer from a cache that is still filling: once the informer runs, a
+read waits for its first sync (up to ``sync_timeout``, then
+:class:`~manager.errors.CacheNotSynced`), as controller-runtime's cache-backed client
+does. Before the informer runs, reads answer from the (empty) cache at once.
+
 Thread-safe: reads go through the thread-safe indexer.
 """
 
@@ -11,7 +17,9 @@ from __future__ import annotations
 import builtins
 from collections.abc import Mapping
 
+from manager.cache.informer import SharedInformer, wait_for_cache_sync
 from manager.cache.store import BY_NAMESPACE, Indexer
+from manager.errors import CacheNotSynced
 from manager.keys import JsonDict
 from manager.labels import LabelSelector, label_selector_from_dict
 from manager.resources import Resource
@@ -20,11 +28,45 @@ __all__ = ["Lister"]
 
 
 class Lister:
-    """Reads one resource's objects from an informer's cache."""
+    """Reads one resource's objects from an informer's cache.
 
-    def __init__(self, indexer: Indexer, resource: Resource) -> None:
+    Args:
+        indexer: the cache.
+        resource: what it holds.
+        informer: the informer filling ``indexer``; reads wait for its first sync once it
+            runs (None: never wait).
+        sync_timeout: seconds a read waits for that sync at most.
+    """
+
+    def __init__(
+        self,
+        indexer: Indexer,
+        resource: Resource,
+        *,
+        informer: SharedInformer | None = None,
+        sync_timeout: float = 120.0,
+    ) -> None:
         self._indexer = indexer
         self.resource = resource
+        self._informer = informer
+        self._sync_timeout = sync_timeout
+        self._synced = informer is None
+
+    def _wait_synced(self) -> None:
+        if self._synced:
+            return
+        informer = self._informer
+        assert informer is not None
+        if informer.has_synced():
+            self._synced = True
+            return
+        if not informer.started:
+            return  # nothing fills it yet: answer from what is there
+        if not wait_for_cache_sync(self._sync_timeout, informer):
+            raise CacheNotSynced(
+                f"{self.resource}: the cache has not synced within {self._sync_timeout:g} s"
+            )
+        self._synced = True
 
     def get(self, name: str, namespace: str | None = None) -> JsonDict | None:
         """The cached object, or None. Namespaced resources need ``namespace``.
@@ -36,6 +78,7 @@ class Lister:
             raise ValueError(f"{self.resource}: namespace required")
         if not self.resource.namespaced and namespace:
             raise ValueError(f"{self.resource} is cluster-scoped: no namespace")
+        self._wait_synced()
         return self._indexer.get_by_key(f"{namespace}/{name}" if namespace else name)
 
     def list(
@@ -48,6 +91,7 @@ class Lister:
         The selector is the Kubernetes text form (``app=web,tier in (a,b)``), a mapping of
         required labels, or a parsed :class:`~manager.labels.LabelSelector`.
         """
+        self._wait_synced()
         objs = (
             self._indexer.by_index(BY_NAMESPACE, namespace)
             if namespace and BY_NAMESPACE in self._indexer.indexer_names()
@@ -69,4 +113,5 @@ class Lister:
 
     def by_index(self, index_name: str, value: str) -> builtins.list[JsonDict]:
         """Cached objects whose index ``index_name`` has ``value``."""
+        self._wait_synced()
         return self._indexer.by_index(index_name, value)
