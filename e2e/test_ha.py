@@ -1,8 +1,8 @@
 """High availability with real processes: three ``overseer run`` replicas, one Lease.
 
 Exactly one leads; kill -9 of the leader hands over within lease duration + 2 retry
-periods and the new leader reconciles within a second of acquiring (warm caches);
-SIGTERM hands over within 3 s; no key is ever reconciled by two processes at once.
+periods and the new leader reconciles within 0.5 s of acquiring (warm caches);
+SIGTERM hands over within 1 s; no key is ever reconciled by two processes at once.
 Runs against the local API server, or a real cluster with OVERSEER_TEST_KUBECONFIG.
 """
 
@@ -104,7 +104,7 @@ def test_failover_kill9_and_sigterm(
             f"first reconcile {first_reconcile - acquired:.3f} s after acquiring"
         )
         assert failover <= LEASE_DURATION + 2 * RETRY + 1.0, replicas.logs()
-        assert first_reconcile - acquired <= 1.0, replicas.logs()
+        assert first_reconcile - acquired <= 0.5, replicas.logs()  # warm caches
 
         # SIGTERM of the new leader: it releases the Lease; the last replica leads at once.
         new_leader = replicas.by_identity(second)
@@ -122,7 +122,7 @@ def test_failover_kill9_and_sigterm(
         handover = time.time() - termed_at
         print(f"SIGTERM handover: {handover:.2f} s")
         assert new_leader.wait(20) == 0, new_leader.tail()
-        assert handover <= 3.0, replicas.logs()
+        assert handover <= 1.0, replicas.logs()  # the release: about one retry period
         assert third
         wait_for(lambda: _all_at(client, namespace, "3"), 30, "tick 3 reconciled")
 
