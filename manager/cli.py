@@ -221,7 +221,7 @@ def _run(args: argparse.Namespace) -> int:
         # After a SIGTERM, retries still honour Retry-After, within the shutdown budget.
         retry_sleep = StopAwareSleep(stop, config.graceful_shutdown_timeout)
         client = KubeClient.load(kubeconfig, args.context, options=options, retry_sleep=retry_sleep)
-        mgr = Manager(client, manager_options(config))
+        mgr = Manager(client, manager_options(config, controllers))
         if args.embedded:
             # a fresh embedded server has no CRDs: let the plugins install their own
             controllers = {

@@ -93,6 +93,34 @@ class LeaderElectionSettings:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ShardingSettings:
+    """The ring of sharded controllers (``sharded: true`` in a controller's section):
+    every replica holds a shard Lease and reconciles its share of the keys."""
+
+    ring_name: str = _f("overseer", "the ring: label value and name prefix of the shard Leases")
+    namespace: str = _f("", 'namespace of the shard Leases ("" = the leader election one)')
+    virtual_nodes: int = _f(100, "points per replica on the hash ring", min=1, max=1000)
+    lease_duration: float = _f(15.0, "seconds without a renew after which a shard is gone", min=1.0)
+    renew_deadline: float = _f(
+        10.0, "seconds a replica keeps trying to renew its shard Lease", min=0.5
+    )
+    retry_period: float = _f(2.0, "seconds between shard Lease renewals", min=0.1)
+    drain_timeout: float = _f(
+        30.0, "seconds a ring change waits for reconciles of keys that move away", min=0.0
+    )
+
+    def validate(self) -> list[str]:
+        problems = []
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", self.ring_name):
+            problems.append("ringName: must be a DNS label value (a-z, 0-9, '-', '.')")
+        if not self.lease_duration > self.renew_deadline:
+            problems.append("renewDeadline: must be less than leaseDuration")
+        if not self.renew_deadline > 1.2 * self.retry_period:
+            problems.append("retryPeriod: renewDeadline must be greater than 1.2 x retryPeriod")
+        return problems
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class LogConfig:
     """Logging."""
 
@@ -118,6 +146,9 @@ class OverseerConfig:
     client: ClientConfig = field(default_factory=ClientConfig, metadata={"help": "API client"})
     leader_election: LeaderElectionSettings = field(
         default_factory=LeaderElectionSettings, metadata={"help": "leader election"}
+    )
+    sharding: ShardingSettings = field(
+        default_factory=ShardingSettings, metadata={"help": "sharding (sharded controllers)"}
     )
     warm_standby: bool = _f(True, "standbys run informers too, for a fast takeover")
     metrics_bind_address: str = _f(":8080", 'address of /metrics ("0" disables it)')
@@ -396,12 +427,21 @@ def load_config(
     return config, controllers, warnings
 
 
-def manager_options(config: OverseerConfig, **overrides: Any) -> ManagerOptions:
+def manager_options(
+    config: OverseerConfig,
+    controllers: Mapping[str, tuple[ControllerSettings, Any]] | None = None,
+    **overrides: Any,
+) -> ManagerOptions:
     """The :class:`~manager.manager.ManagerOptions` a configuration describes (what
-    ``overseer run`` gives its manager); ``overrides`` replace single options."""
+    ``overseer run`` gives its manager); ``overrides`` replace single options. With
+    ``controllers`` (as :func:`parse` returns them), the sharding ring is set up when an
+    enabled one is ``sharded``."""
     from manager.manager import ManagerOptions
+    from manager.sharding import ShardingOptions
 
     le = config.leader_election
+    sharded = any(s.enabled and s.sharded for s, _ in (controllers or {}).values())
+    sh = config.sharding
     options: dict[str, Any] = {
         "metrics_bind_address": config.metrics_bind_address,
         "health_probe_bind_address": config.health_probe_bind_address,
@@ -415,6 +455,17 @@ def manager_options(config: OverseerConfig, **overrides: Any) -> ManagerOptions:
         "graceful_shutdown_timeout": config.graceful_shutdown_timeout,
         "cache_sync_timeout": config.cache_sync_timeout,
         "namespace": config.watch_namespace or None,
+        "sharding": ShardingOptions(
+            ring_name=sh.ring_name,
+            namespace=sh.namespace,
+            virtual_nodes=sh.virtual_nodes,
+            lease_duration=sh.lease_duration,
+            renew_deadline=sh.renew_deadline,
+            retry_period=sh.retry_period,
+            drain_timeout=sh.drain_timeout,
+        )
+        if sharded
+        else None,
     }
     options.update(overrides)
     return ManagerOptions(**options)

@@ -243,6 +243,14 @@ class Controller:
             raise RuntimeError(f"controller {self.name} has not started")
         return self._queue
 
+    def enqueue(self, request: Request) -> bool:
+        """Add ``request`` to the queue (False, and nothing done, before :meth:`run`)."""
+        queue = self._queue
+        if queue is None or self._stopping.is_set():
+            return False
+        queue.add(request)
+        return True
+
     # -- running ---------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:

@@ -75,7 +75,7 @@ import random
 import secrets
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, TypeGuard
@@ -139,6 +139,8 @@ class LeaderElectionConfig:
     (default 1.2)."""
     release_on_cancel: bool = True
     """Release the Lease when ``stop`` ends leading (default True)."""
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Labels the Lease is created with (shard Leases carry their ring's)."""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -493,10 +495,13 @@ class LeaderElector:
             renew_time=now,
             transitions=0,
         )
+        metadata: JsonDict = {"name": cfg.lease_name, "namespace": cfg.namespace}
+        if cfg.labels:
+            metadata["labels"] = dict(cfg.labels)
         body: JsonDict = {
             "apiVersion": LEASES.api_version,
             "kind": LEASES.kind,
-            "metadata": {"name": cfg.lease_name, "namespace": cfg.namespace},
+            "metadata": metadata,
             "spec": record.to_spec(),
         }
         try:
@@ -531,20 +536,30 @@ class LeaderElector:
         return True
 
     def _release(self) -> None:
-        """Give the Lease up if we still hold it (best effort)."""
-        lease, record = self._observed_lease, self._observed_record
-        if lease is None or record is None or record.holder != self._config.identity:
-            return
-        released = dataclasses.replace(
-            record,
-            holder="",
-            duration_seconds=_RELEASED_DURATION_SECONDS,
-            renew_time=self._micro_time(),
-        )
-        if self._write(lease, released, None):
-            logger.info("released lease", extra=self._context())
-        else:
-            logger.warning("lease not released", extra=self._context())
+        """Give the Lease up if we still hold it (best effort). A write that meets a newer
+        version (another writer changed only metadata, such as a shard ring's published
+        annotation) is tried once more on a fresh read."""
+        cfg = self._config
+        for attempt in range(2):
+            lease, record = self._observed_lease, self._observed_record
+            if lease is None or record is None or record.holder != cfg.identity:
+                return
+            released = dataclasses.replace(
+                record,
+                holder="",
+                duration_seconds=_RELEASED_DURATION_SECONDS,
+                renew_time=self._micro_time(),
+            )
+            if self._write(lease, released, None):
+                logger.info("released lease", extra=self._context())
+                return
+            if attempt == 0:
+                try:
+                    self._observe(self._api.get(LEASES, cfg.lease_name, cfg.namespace))
+                except ApiError as exc:
+                    self._log_api_error("cannot read the lease", exc)
+                    break
+        logger.warning("lease not released", extra=self._context())
 
     # -- state ----------------------------------------------------------------------------
 

@@ -52,11 +52,12 @@ from manager.fencing import UNFENCED, Fence, ValidityFence, fenced
 from manager.handler import EnqueueRequestsFromMapFunc, EventMapper, MapFunc
 from manager.healthz import Checks, EndpointServer
 from manager.kube import KubeClient
-from manager.leaderelection import LeaderElectionConfig, LeaderElector, default_identity
+from manager.leaderelection import LEASES, LeaderElectionConfig, LeaderElector, default_identity
 from manager.metrics import metrics_route
 from manager.predicate import Predicate
 from manager.reconcile import Reconciler
 from manager.resources import Resource
+from manager.sharding import RING_LABEL, ShardedReconciler, ShardingOptions, ShardRing
 from manager.workqueue import RateLimiter
 
 __all__ = ["ControllerBuilder", "Manager", "ManagerOptions", "Runnable"]
@@ -82,6 +83,7 @@ class ManagerOptions:
     graceful_shutdown_timeout: float = 30.0  # seconds for in-flight reconciles on stop
     cache_sync_timeout: float = 120.0  # seconds to wait for informers to sync
     namespace: str | None = None  # restrict namespaced informers to one namespace
+    sharding: ShardingOptions | None = None  # the ring of sharded controllers (None: none)
 
     def __post_init__(self) -> None:
         problems = []
@@ -113,10 +115,19 @@ class ControllerBuilder:
         *,
         workers: int,
         rate_limiter: RateLimiter[Hashable] | None,
+        sharded: bool = False,
     ) -> None:
         self._mgr = mgr
+        self._sharded = sharded
+        if sharded:
+            if mgr.shards is None:
+                raise ValueError(
+                    f"controller {name} is sharded, but the manager has no sharding options"
+                )
+            reconciler = ShardedReconciler(mgr.shards, reconciler)
         self._controller = Controller(name, reconciler, workers=workers, rate_limiter=rate_limiter)
         self._primary: Resource | None = None
+        self._primary_informer: SharedInformer | None = None
 
     def for_(
         self,
@@ -129,6 +140,7 @@ class ControllerBuilder:
         informer = self._mgr.informer(resource, namespace=namespace, label_selector=label_selector)
         self._controller.for_(informer, *predicates)
         self._primary = resource
+        self._primary_informer = informer
         return self
 
     def owns(self, resource: Resource, *predicates: Predicate) -> ControllerBuilder:
@@ -158,10 +170,17 @@ class ControllerBuilder:
         return self
 
     def complete(self) -> Controller:
-        """Add the controller to the manager (it runs only while leading). After
-        :meth:`Manager.run` has started this works too: the controller starts at once
-        if this replica leads (its informers first sync), else when it does."""
-        self._mgr.add(self._controller, leader_only=True)
+        """Add the controller to the manager. Leader-elected (the default), it runs only
+        while leading; sharded, it runs on every replica for the keys the ring gives it
+        (:mod:`manager.sharding`). After :meth:`Manager.run` has started this works too:
+        the controller starts at once if it may (its informers first sync), else as soon
+        as it may."""
+        if not self._sharded:
+            self._mgr.add(self._controller, leader_only=True)
+            return self._controller
+        if self._primary_informer is None:
+            raise RuntimeError("a sharded controller needs for_(): its keys come from it")
+        self._mgr._add_sharded(self._controller, self._primary_informer)
         return self._controller
 
 
@@ -199,12 +218,24 @@ class Manager:
         self._wiring = threading.Lock()  # runnables added while running
         self._leader_threads: list[threading.Thread] = []
         self._controllers_started = False
+        self._ring_started = False
         self._elector: LeaderElector | None = None
         self._elector_thread: threading.Thread | None = None
+        self._shard_stop = threading.Event()  # sharded controllers stop taking work
+        self._ring_stop = threading.Event()  # the ring stops (and may release its Lease)
+        self._sharded: list[Controller] = []
+        self._shard_threads: list[threading.Thread] = []
+        self.shards: ShardRing | None = None
+        """The ring of this manager's sharded controllers (None without sharding)."""
+        if self.options.sharding is not None:
+            self.shards = self._shard_ring(self.options.sharding)
         self._health.add("ping", lambda: None)
         self._health.add("informers", self._informers_alive)
         self._health.add("leader-election", self._elector_alive)
         self._ready.add("informers-synced", self._informers_synced)
+        if self.shards is not None:
+            self._health.add("shard-lease", self.shards.elector_alive)
+            self._ready.add("sharding", self.shards.ready_reason)
         self._metrics_server = EndpointServer(
             "metrics", self.options.metrics_bind_address, {"/metrics": metrics_route}
         )
@@ -286,9 +317,17 @@ class Manager:
         *,
         workers: int = 1,
         rate_limiter: RateLimiter[Hashable] | None = None,
+        sharded: bool = False,
     ) -> ControllerBuilder:
-        """Start wiring a controller; finish with ``.complete()``."""
-        return ControllerBuilder(self, name, reconciler, workers=workers, rate_limiter=rate_limiter)
+        """Start wiring a controller; finish with ``.complete()``. ``sharded``: run it on
+        every replica, each for its share of the keys (needs ``options.sharding``).
+
+        Raises:
+            ValueError: sharded without sharding options.
+        """
+        return ControllerBuilder(
+            self, name, reconciler, workers=workers, rate_limiter=rate_limiter, sharded=sharded
+        )
 
     def add(self, runnable: Runnable, *, leader_only: bool = True) -> None:
         """Run ``runnable`` (only while leading, unless ``leader_only=False``).
@@ -383,18 +422,57 @@ class Manager:
         on our clock even if the election thread has not noticed yet (a stuck request)."""
         if self._lost.is_set():
             return True
+        if self.shards is not None and self.shards.lost:
+            self._on_lost("the shard Lease was lost")
+            return True
         elector = self._elector
         if elector is not None and self._leading.is_set() and not elector.is_leader():
             self._on_lost("the renew deadline passed")
             return True
         return False
 
+    def _shard_ring(self, options: ShardingOptions) -> ShardRing:
+        namespace = (
+            options.namespace
+            or self.options.leader_election_namespace
+            or os.environ.get("POD_NAMESPACE", "")
+            or "default"
+        )
+        leases = self.informer(
+            LEASES, namespace=namespace, label_selector=f"{RING_LABEL}={options.ring_name}"
+        )
+        return ShardRing(
+            self._election_client,
+            leases,
+            options,
+            identity=self.identity,
+            namespace=namespace,
+            on_lost=self._on_lost,
+        )
+
+    def _add_sharded(self, controller: Controller, primary: SharedInformer) -> None:
+        """A sharded controller: on every replica, started with the ring (or at once when
+        added while running)."""
+        assert self.shards is not None
+        self.shards.add_controller(controller, primary)
+        with self._wiring:
+            self._sharded.append(controller)
+            if self._ring_started and not (self._stopping or self._lost.is_set()):
+                self._start_sharded(controller)
+
+    def _start_sharded(self, controller: Controller) -> None:
+        # Caller holds self._wiring.
+        thread = self._spawn(f"controller/{controller.name}", controller.run, self._shard_stop)
+        self._shard_threads.append(thread)
+
     def _on_lost(self, reason: str) -> None:
-        """Leadership is gone: leader-only work stops now (no drain)."""
+        """A Lease (the leader's, or this replica's shard Lease) is gone: leader-only and
+        sharded work stops now (no drain)."""
         if self._lost.is_set():
             return
         self._lost.set()
         self._leader_stop.set()
+        self._shard_stop.set()
         logger.error("leadership lost: stopping leader-only work", extra={"reason": reason})
 
     # -- running ---------------------------------------------------------------------
@@ -459,7 +537,8 @@ class Manager:
             for r in self._runnables:
                 # they run on every replica: leadership does not fence their writes
                 self._spawn(f"runnable/{r.name}", r.run, informer_stop, fence=UNFENCED)
-            warm = opts.warm_standby or not opts.leader_election
+            # sharded controllers work on every replica: they need the caches everywhere
+            warm = opts.warm_standby or not opts.leader_election or self.shards is not None
             if warm and not self._start_informers(informer_stop, stop):
                 if stop.is_set():
                     leaving_now = False
@@ -468,6 +547,15 @@ class Manager:
                     "caches did not sync in time", extra={"timeout": opts.cache_sync_timeout}
                 )
                 return 1
+            if self.shards is not None:
+                ring = self.shards
+                self._spawn(
+                    ring.name, lambda s: ring.run(s, release=lambda: self._drained), self._ring_stop
+                )
+                with self._wiring:
+                    self._ring_started = True
+                    for controller in self._sharded:
+                        self._start_sharded(controller)
             if opts.leader_election:
                 self._elector = LeaderElector(
                     self._election_client,
@@ -528,6 +616,8 @@ class Manager:
             return rc
         finally:
             leader_stop.set()
+            self._shard_stop.set()
+            self._ring_stop.set()
             elector_stop.set()
             informer_stop.set()
             events_stop.set()
@@ -565,10 +655,11 @@ class Manager:
         (1); reconciles outlasting the timeout end it without a release (1)."""
         with self._wiring:
             self._stopping = True  # from now on nothing new starts
-            leader_threads = list(self._leader_threads)
+            leader_threads = list(self._leader_threads) + list(self._shard_threads)
         timeout = self.options.graceful_shutdown_timeout
         logger.info("stopping: finishing in-flight reconciles", extra={"timeout": timeout})
         self._leader_stop.set()
+        self._shard_stop.set()
         deadline = time.monotonic() + timeout
         while True:
             alive = [t for t in leader_threads if t.is_alive()]
@@ -589,13 +680,18 @@ class Manager:
                 extra={"threads": [t.name for t in alive]},
             )
             elector_stop.set()  # no renew, no release: writes stop being allowed now
+            self._ring_stop.set()  # the shard Lease too: kept, not released
             return 1
         # Events their reconciles recorded go out while the Lease is still ours.
         self.events.flush(max(deadline - time.monotonic(), 1.0))
         self._drained = True
         elector_stop.set()  # the elector releases the Lease now that nothing writes
+        self._ring_stop.set()  # and the ring its shard Lease
         if self._elector_thread is not None:
             self._elector_thread.join(max(1.0, self.options.retry_period * 2))
+        for thread in self._threads:
+            if thread.name.startswith("shard-ring/"):
+                thread.join(max(2.0, self.options.retry_period * 2))
         logger.info("stopped cleanly")
         return 0
 

@@ -138,6 +138,13 @@ class ControllerSettings:
         default=1, metadata={"min": 1, "max": 256, "help": "concurrent reconciles"}
     )
     rate_limiter: RateLimiterSettings = dataclasses.field(default_factory=RateLimiterSettings)
+    sharded: bool = dataclasses.field(
+        default=False,
+        metadata={
+            "help": "run on every replica, each for its share of the keys (see sharding); "
+            "else only in the leader"
+        },
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,12 +157,14 @@ class PluginContext(Generic[C]):
     manager: Manager
 
     def controller(self, reconciler: Reconciler) -> ControllerBuilder:
-        """A controller builder named after the plugin, with its workers and rate limiter."""
+        """A controller builder named after the plugin, with its workers, rate limiter
+        and ``sharded`` setting."""
         return self.manager.controller(
             self.name,
             reconciler,
             workers=self.settings.workers,
             rate_limiter=self.settings.rate_limiter.build(),
+            sharded=self.settings.sharded,
         )
 
 

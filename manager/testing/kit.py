@@ -226,7 +226,7 @@ def run_manager(
         ),
     )
     try:
-        mgr = Manager(client, manager_options(settings))
+        mgr = Manager(client, manager_options(settings, controllers))
         setup_plugins(mgr, loaded.plugins, controllers)
     except BaseException:
         client.close()

@@ -1,0 +1,620 @@
+"""Sharding: every replica reconciles its own share of a controller's keys, and a key is
+worked on by one replica at a time, moves included.
+
+Membership is in the Kubernetes API and nowhere else: each replica holds a shard Lease of
+its own (named ``<ring>-<identity>``, labelled ``sharding.overseer.io/ring=<ring>``),
+acquired, renewed, fenced and released by the same :class:`~manager.leaderelection.
+LeaderElector` rules as the leader Lease. Every replica watches the ring's Leases; a shard
+is a *member* while its Lease is held and, on the watcher's own monotonic clock, has
+changed within its ``leaseDurationSeconds``. A consistent-hash ring
+(:class:`~manager.hashring.HashRing`, virtual nodes) over the members assigns each key —
+the primary object's ``namespace/name``; owned objects follow their owner because their
+events become their owner's requests — to one member.
+
+Moves without overlap (the handshake):
+
+* A replica whose view of the members changes *drains* first: from that moment it starts
+  no key it would lose, and it waits for the reconciles of such keys in flight (at most
+  ``drain_timeout``; after that their writes are refused by the fence).
+* Then it *applies* the new ring and *publishes* it on its Lease (annotation
+  ``sharding.overseer.io/applied``: the virtual nodes and the members). Its writes for a
+  key are allowed only while the applied ring gives it the key.
+* It starts a key it *gains* only once (a) its publication is visible in its own cache —
+  so every claim published before it is visible too, the API server orders them — and
+  (b) no other member's published ring gives that member the key. A member whose Lease
+  expired (on our clock) or was released claims nothing: its own fence closed before
+  (renew deadline < lease duration), or it drained before releasing.
+
+So key ``k`` goes from A to B only after A published a ring without ``k`` (A acknowledged
+it, having stopped working on ``k``) or A's Lease expired. Two replicas that publish
+claims on the same key concurrently are ordered by the API server: the later one sees the
+earlier claim and waits; both converge once their member views agree.
+
+Writes are fenced per key (:meth:`ShardRing.fence`): allowed while this replica's shard
+Lease is valid on its clock and its applied ring gives it the key — a paused replica that
+wakes up, or a reconcile that outlasted a drain, writes nothing. Losing the shard Lease is
+losing the process: the manager stops and exits 1, as for the leader Lease.
+
+Costs, first version: every replica caches every object of a sharded controller and
+reconciles only its share (DESIGN.md §3.7a; README "Sharding"). Dead shard Leases are
+deleted by the lowest member once dead for ``max(60 s, 4 x lease duration)``.
+
+Thread-safety: :meth:`ShardRing.begin`, :meth:`ShardRing.end`, :meth:`ShardRing.owns` and
+fences are called from worker threads; the ring's own thread does the rest. One
+condition guards the state.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from prometheus_client import Counter as PromCounter
+from prometheus_client import Gauge, Histogram
+
+from manager.cache.informer import SharedInformer
+from manager.clock import Clock, RealClock
+from manager.controller import Controller
+from manager.errors import ApiError, Conflict, NotFound
+from manager.fencing import Fence, ValidityFence, fenced
+from manager.hashring import DEFAULT_VIRTUAL_NODES, HashRing, ring_hash
+from manager.keys import JsonDict
+from manager.kube import KubeClient
+from manager.leaderelection import LEASES, LeaderElectionConfig, LeaderElector
+from manager.metrics import REGISTRY
+from manager.reconcile import Reconciler, Request, Result
+
+__all__ = [
+    "APPLIED_ANNOTATION",
+    "RING_LABEL",
+    "ShardRing",
+    "ShardedReconciler",
+    "ShardingOptions",
+    "shard_lease_name",
+]
+
+logger = logging.getLogger(__name__)
+
+RING_LABEL: Final = "sharding.overseer.io/ring"
+APPLIED_ANNOTATION: Final = "sharding.overseer.io/applied"
+
+KEYS_OWNED = Gauge(
+    "shard_keys_owned",
+    "Keys of sharded controllers this replica owns.",
+    ["ring"],
+    registry=REGISTRY,
+)
+RING_MEMBERS = Gauge(
+    "shard_ring_members", "Members of the ring this replica applied.", ["ring"], registry=REGISTRY
+)
+RING_INFO = Gauge(
+    "shard_ring_info",
+    "The ring version this replica applied (value 1; the version is a label).",
+    ["ring", "version"],
+    registry=REGISTRY,
+)
+RING_CHANGES = PromCounter(
+    "shard_ring_changes_total", "Ring versions applied.", ["ring"], registry=REGISTRY
+)
+MOVES = PromCounter(
+    "shard_moves_total",
+    "Keys that moved to (in) or away from (out) this replica at a ring change.",
+    ["ring", "direction"],
+    registry=REGISTRY,
+)
+DRAINS = PromCounter(
+    "shard_drains_total",
+    "Drains before a ring change, by result (ok, timeout).",
+    ["ring", "result"],
+    registry=REGISTRY,
+)
+DRAIN_SECONDS = Histogram(
+    "shard_drain_seconds",
+    "Time to drain the keys this replica loses at a ring change.",
+    ["ring"],
+    buckets=(0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+    registry=REGISTRY,
+)
+
+_DNS_SUBDOMAIN_INVALID = re.compile(r"[^a-z0-9.-]+")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ShardingOptions:
+    """The ring sharded controllers share (``sharding:`` in the configuration)."""
+
+    ring_name: str = "overseer"  # names the ring: the Lease label value and name prefix
+    namespace: str = ""  # "" = the leader election namespace ($POD_NAMESPACE, else default)
+    virtual_nodes: int = DEFAULT_VIRTUAL_NODES  # points per member on the ring
+    lease_duration: float = 15.0  # seconds
+    renew_deadline: float = 10.0  # seconds
+    retry_period: float = 2.0  # seconds
+    drain_timeout: float = 30.0  # seconds a ring change waits for lost keys' reconciles
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", self.ring_name or ""):
+            problems.append(f"ring_name: not a DNS label value: {self.ring_name!r}")
+        if self.virtual_nodes < 1:
+            problems.append("virtual_nodes: must be >= 1")
+        if self.drain_timeout < 0:
+            problems.append("drain_timeout: must be >= 0")
+        if problems:
+            raise ValueError("invalid ShardingOptions: " + "; ".join(problems))
+
+
+def shard_lease_name(ring: str, identity: str) -> str:
+    """The shard Lease of ``identity`` in ``ring``: a DNS subdomain name."""
+    base = _DNS_SUBDOMAIN_INVALID.sub("-", f"{ring}-{identity}".lower()).strip("-.")
+    return base[:253].rstrip("-.")
+
+
+def _encode(ring: HashRing) -> str:
+    return f"{ring.virtual_nodes}|{','.join(ring.members)}"
+
+
+def _decode(text: str) -> tuple[int, tuple[str, ...]] | None:
+    vnodes, sep, members = text.partition("|")
+    if not sep or not vnodes.isdigit() or int(vnodes) < 1:
+        return None
+    return int(vnodes), tuple(m for m in members.split(",") if m)
+
+
+class _Seen:
+    """What this replica saw of one shard Lease, and when (its monotonic clock)."""
+
+    __slots__ = ("changed_at", "record")
+
+    def __init__(self, record: tuple[Any, ...], now: float) -> None:
+        self.record = record
+        self.changed_at = now
+
+
+class ShardRing:
+    """This replica's membership in one ring, and which keys it may work on now.
+
+    Args:
+        client: an unfenced client (the shard Lease and its publications are membership,
+            not controller writes).
+        leases: an informer of the ring's Leases (label ``RING_LABEL=<ring>``, namespace).
+        options: the ring.
+        identity: this replica's identity (the shard Lease's holder).
+        namespace: where the shard Leases live.
+        on_lost: called once if this replica loses its shard Lease while running.
+        clock: monotonic time (membership expiry, fences).
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        leases: SharedInformer,
+        options: ShardingOptions,
+        *,
+        identity: str,
+        namespace: str,
+        on_lost: Callable[[str], None],
+        clock: Clock | None = None,
+    ) -> None:
+        self.options = options
+        self.name = f"shard-ring/{options.ring_name}"
+        self.identity = identity
+        self.namespace = namespace
+        self.lease_name = shard_lease_name(options.ring_name, identity)
+        self._client = client
+        self._leases = leases
+        self._on_lost = on_lost
+        self._clock: Clock = clock or RealClock()
+        self._ring_label = options.ring_name
+        self._elector = LeaderElector(
+            client,
+            LeaderElectionConfig(
+                lease_name=self.lease_name,
+                namespace=namespace,
+                identity=identity,
+                lease_duration=options.lease_duration,
+                renew_deadline=options.renew_deadline,
+                retry_period=options.retry_period,
+                labels={RING_LABEL: options.ring_name},
+            ),
+            on_stopped_leading=self._stopped_leading,
+            clock=self._clock,
+        )
+        self._cond = threading.Condition()
+        self._wake = False
+        self._stopping = False
+        self._lost = False
+        self._applied: HashRing | None = None  # the ring we act on (writes allowed by it)
+        self._desired: HashRing | None = None  # during a drain: the ring we move to
+        self._visible: HashRing | None = None  # applied and seen in our own cache
+        self._published_rv = 0
+        self._claims: dict[str, HashRing] = {}  # other live members' published rings
+        self._inflight: Counter[str] = Counter()
+        self._controllers: list[tuple[Controller, SharedInformer]] = []
+        self._seen: dict[str, _Seen] = {}
+        self._rings: dict[tuple[int, tuple[str, ...]], HashRing] = {}
+        self._elector_thread: threading.Thread | None = None
+        self._released_ok: Callable[[], bool] = lambda: False
+
+    # -- what workers ask ------------------------------------------------------------------
+
+    def begin(self, key: str) -> bool:
+        """Whether this replica may start work on ``key`` now; if so it is in flight until
+        :meth:`end`."""
+        h = ring_hash(key)
+        with self._cond:
+            if not self._may_work(h):
+                return False
+            self._inflight[key] += 1
+            return True
+
+    def end(self, key: str) -> None:
+        with self._cond:
+            self._inflight[key] -= 1
+            if self._inflight[key] <= 0:
+                del self._inflight[key]
+            self._cond.notify_all()
+
+    def owns(self, key: str) -> bool:
+        """Whether the applied ring gives ``key`` to this replica (whatever its handshake)."""
+        with self._cond:
+            ring = self._applied
+        return ring is not None and ring.owner(key) == self.lease_name
+
+    def fence(self, key: str) -> Fence:
+        """Writes for ``key`` are allowed while the shard Lease is valid on our clock and
+        the applied ring gives us ``key``."""
+
+        def valid_for() -> float:
+            if not self.owns(key):
+                return 0.0
+            return self._elector.valid_for()
+
+        return ValidityFence(
+            valid_for, reason="not_owner", message=f"this replica does not own the key {key}"
+        )
+
+    def _may_work(self, h: int) -> bool:
+        # Caller holds the condition.
+        me = self.lease_name
+        applied, visible = self._applied, self._visible
+        if self._lost or self._stopping or applied is None or visible is None:
+            return False
+        if not self._elector.is_leader():
+            return False
+        if _owner(applied, h) != me or _owner(visible, h) != me:
+            return False  # not ours, or gained but our claim is not visible yet
+        if self._desired is not None and _owner(self._desired, h) != me:
+            return False  # being drained
+        return all(_owner(ring, h) != name for name, ring in self._claims.items())
+
+    # -- wiring --------------------------------------------------------------------------
+
+    def add_controller(self, controller: Controller, primary: SharedInformer) -> None:
+        """Requeue ``controller``'s keys (from ``primary``) whenever ownership changes."""
+        with self._cond:
+            self._controllers.append((controller, primary))
+
+    def wake(self) -> None:
+        with self._cond:
+            self._wake = True
+            self._cond.notify_all()
+
+    def ready_reason(self) -> str | None:
+        """Readiness: None once this replica is a member that has published a ring."""
+        with self._cond:
+            if self._visible is not None and self._elector.is_leader():
+                return None
+            if not self._elector.is_leader():
+                return f"shard Lease {self.lease_name} not held yet"
+            return "ring not published yet"
+
+    def elector_alive(self) -> str | None:
+        thread = self._elector_thread
+        if thread is None or thread.is_alive() or self._stopping:
+            return None
+        return "the shard Lease thread has ended"
+
+    @property
+    def lost(self) -> bool:
+        return self._lost
+
+    # -- running -------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event, *, release: Callable[[], bool]) -> None:
+        """Hold the shard Lease and follow the ring until ``stop``; the Lease is released
+        if ``release()`` says so then (every sharded reconcile has ended)."""
+        self._released_ok = release
+        elector_stop = threading.Event()
+        self._elector_thread = threading.Thread(
+            target=self._run_elector,
+            args=(elector_stop,),
+            name=f"shard-lease/{self.options.ring_name}",
+        )
+        self._elector_thread.start()
+        registration = self._leases.add_event_handler(_Waker(self))
+        try:
+            while not stop.is_set() and not self._lost:
+                with self._cond:
+                    if not self._wake:
+                        self._cond.wait(min(self.options.retry_period / 2, 0.5))
+                    self._wake = False
+                if stop.is_set():
+                    break
+                try:
+                    self._step(stop)
+                except ApiError as exc:
+                    logger.warning(
+                        "ring step failed",
+                        extra={"ring": self.options.ring_name, "error": str(exc)},
+                    )
+        finally:
+            with self._cond:
+                self._stopping = True
+                self._cond.notify_all()
+            self._leases.remove_event_handler(registration)
+            elector_stop.set()
+            self._elector_thread.join(max(2.0, self.options.retry_period * 2))
+
+    def _run_elector(self, elector_stop: threading.Event) -> None:
+        try:
+            self._elector.run(elector_stop, release=self._released_ok)
+        except BaseException:
+            logger.exception("shard Lease election failed")
+            if not elector_stop.is_set():
+                self._lose("the shard Lease election failed")
+
+    def _stopped_leading(self) -> None:
+        with self._cond:
+            stopping = self._stopping
+        if not stopping:
+            self._lose("the shard Lease was lost")
+
+    def _lose(self, reason: str) -> None:
+        with self._cond:
+            if self._lost:
+                return
+            self._lost = True
+            self._cond.notify_all()
+        self._on_lost(reason)
+
+    # -- one step of the ring thread ------------------------------------------------------
+
+    def _step(self, stop: threading.Event) -> None:
+        if not self._elector.is_leader():
+            return  # not a member yet (or no more: the elector reports the loss)
+        members, claims, own = self._observe()
+        desired = self._ring(self.options.virtual_nodes, (*members, self.lease_name))
+        with self._cond:
+            changed_claims = claims != self._claims
+            self._claims = claims
+            current = self._applied
+        if desired != current:
+            self._apply(desired, stop)
+            return
+        if own is not None and self._visible != current and self._is_published(own):
+            with self._cond:
+                self._visible = current
+            self._requeue()
+        elif changed_claims:
+            self._requeue()  # a key another member held may be ours to start now
+        self._collect_garbage(members)
+
+    def _observe(self) -> tuple[list[str], dict[str, HashRing], JsonDict | None]:
+        """Live members other than us, their published rings, and our own Lease as cached."""
+        now = self._clock.now()
+        members: list[str] = []
+        claims: dict[str, HashRing] = {}
+        own: JsonDict | None = None
+        seen: dict[str, _Seen] = {}
+        for lease in self._leases.indexer.list():
+            meta = lease.get("metadata") or {}
+            name = str(meta.get("name") or "")
+            if name == self.lease_name:
+                own = lease
+                continue
+            spec = lease.get("spec") or {}
+            record = (
+                spec.get("holderIdentity") or "",
+                spec.get("renewTime"),
+                spec.get("leaseDurationSeconds"),
+                (meta.get("annotations") or {}).get(APPLIED_ANNOTATION),
+            )
+            previous = self._seen.get(name)
+            entry = previous if previous is not None and previous.record == record else None
+            seen[name] = entry or _Seen(record, now)
+            duration = record[2] if isinstance(record[2], int) and record[2] > 0 else None
+            expired = now - seen[name].changed_at >= (duration or self.options.lease_duration)
+            if not record[0] or expired:
+                continue  # released or expired: not a member, claims nothing
+            members.append(name)
+            decoded = _decode(str(record[3] or ""))
+            if decoded is not None:
+                claims[name] = self._ring(*decoded)
+        self._seen = seen
+        return members, claims, own
+
+    def _ring(self, vnodes: int, members: tuple[str, ...]) -> HashRing:
+        key = (vnodes, tuple(sorted(set(members))))
+        ring = self._rings.get(key)
+        if ring is None:
+            if len(self._rings) > 64:
+                self._rings.clear()
+            ring = self._rings[key] = HashRing(key[1], vnodes)
+        return ring
+
+    def _apply(self, desired: HashRing, stop: threading.Event) -> None:
+        """Drain what we lose, apply and publish ``desired``."""
+        me = self.lease_name
+        started = time.monotonic()
+        with self._cond:
+            previous = self._applied
+            self._desired = desired
+            deadline = started + self.options.drain_timeout
+
+            def draining() -> list[str]:
+                return [k for k in self._inflight if desired.owner(k) != me]
+
+            while (left := draining()) and not stop.is_set():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(min(remaining, 0.1))
+            timed_out = bool(draining())
+            self._applied = desired  # from now on writes are judged by the new ring
+            self._desired = None
+        waited = time.monotonic() - started
+        ring = self.options.ring_name
+        DRAIN_SECONDS.labels(ring).observe(waited)
+        DRAINS.labels(ring, "timeout" if timed_out else "ok").inc()
+        if timed_out:
+            logger.warning(
+                "drain timed out: the remaining reconciles' writes are refused",
+                extra={"ring": ring, "keys": ",".join(sorted(left)[:10])},
+            )
+        gained, lost, owned = self._moves(previous, desired)
+        MOVES.labels(ring, "in").inc(gained)
+        MOVES.labels(ring, "out").inc(lost)
+        RING_CHANGES.labels(ring).inc()
+        RING_MEMBERS.labels(ring).set(len(desired))
+        RING_INFO.clear()
+        RING_INFO.labels(ring, desired.version).set(1)
+        KEYS_OWNED.labels(ring).set(owned)
+        logger.info(
+            "ring changed",
+            extra={
+                "ring": ring,
+                "version": desired.version,
+                "members": ",".join(desired.members),
+                "keys_in": gained,
+                "keys_out": lost,
+                "keys_owned": owned,
+                "drain_seconds": round(waited, 3),
+            },
+        )
+        patch = {"metadata": {"annotations": {APPLIED_ANNOTATION: _encode(desired)}}}
+        written = self._client.patch(LEASES, self.lease_name, patch, namespace=self.namespace)
+        rv = str((written.get("metadata") or {}).get("resourceVersion") or "0")
+        with self._cond:
+            self._published_rv = int(rv) if rv.isdigit() else 0
+        self.wake()  # the next step sees our publication in the cache and starts gained keys
+
+    def _is_published(self, own: JsonDict) -> bool:
+        """Our applied ring, as cached, at or after the revision that published it."""
+        meta = own.get("metadata") or {}
+        applied = self._applied
+        if applied is None or (meta.get("annotations") or {}).get(APPLIED_ANNOTATION) != _encode(
+            applied
+        ):
+            return False
+        rv = str(meta.get("resourceVersion") or "0")
+        return (int(rv) if rv.isdigit() else 0) >= self._published_rv
+
+    def _moves(self, before: HashRing | None, after: HashRing) -> tuple[int, int, int]:
+        me = self.lease_name
+        gained = lost = owned = 0
+        for key in self._keys():
+            now = after.owner(key) == me
+            was = before is not None and before.owner(key) == me
+            owned += now
+            gained += now and not was
+            lost += was and not now
+        return gained, lost, owned
+
+    def _keys(self) -> list[str]:
+        with self._cond:
+            controllers = list(self._controllers)
+        keys = set()
+        for _, informer in controllers:
+            for obj in informer.indexer.list():
+                meta = obj.get("metadata") or {}
+                ns, name = meta.get("namespace"), meta.get("name")
+                keys.add(f"{ns}/{name}" if ns else str(name))
+        return sorted(keys)
+
+    def _requeue(self) -> None:
+        """Every key of every sharded controller back in its queue: the reconcile wrapper
+        decides; keys that are not ours cost one lookup."""
+        with self._cond:
+            controllers = list(self._controllers)
+            ring = self._applied
+        owned = 0
+        for controller, informer in controllers:
+            for obj in informer.indexer.list():
+                meta = obj.get("metadata") or {}
+                ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+                key = f"{ns}/{name}" if ns else name
+                if ring is not None and ring.owner(key) == self.lease_name:
+                    owned += 1
+                    controller.enqueue(Request(ns, name))
+        KEYS_OWNED.labels(self.options.ring_name).set(owned)
+
+    def _collect_garbage(self, members: list[str]) -> None:
+        """The lowest member deletes shard Leases dead for a while (pods come and go with
+        new identities); rv-checked, so a Lease renewed meanwhile stays."""
+        if min([*members, self.lease_name]) != self.lease_name:
+            return
+        after = max(60.0, 4 * self.options.lease_duration)
+        now = self._clock.now()
+        for lease in self._leases.indexer.list():
+            meta = lease.get("metadata") or {}
+            name = str(meta.get("name") or "")
+            seen = self._seen.get(name)
+            if name == self.lease_name or name in members or seen is None:
+                continue
+            if now - seen.changed_at < after:
+                continue
+            try:
+                self._client.delete(
+                    LEASES,
+                    name,
+                    self.namespace,
+                    preconditions={"resourceVersion": meta.get("resourceVersion")},
+                )
+                logger.info("deleted a dead shard Lease", extra={"lease": name})
+            except (NotFound, Conflict):
+                pass
+
+
+def _owner(ring: HashRing, h: int) -> str:
+    return ring.owner_of_hash(h)
+
+
+class _Waker:
+    """The Lease informer's handler: any change wakes the ring thread."""
+
+    def __init__(self, ring: ShardRing) -> None:
+        self._ring = ring
+
+    def on_add(self, obj: JsonDict, is_in_initial_list: bool) -> None:
+        self._ring.wake()
+
+    def on_update(self, old: JsonDict, new: JsonDict) -> None:
+        self._ring.wake()
+
+    def on_delete(self, obj: object) -> None:
+        self._ring.wake()
+
+
+class ShardedReconciler:
+    """Runs ``inner`` for the keys this replica may work on now, under the key's write
+    fence; any other key is skipped (it comes back when ownership changes)."""
+
+    def __init__(self, ring: ShardRing, inner: Reconciler) -> None:
+        self.ring = ring
+        self.inner = inner
+
+    def reconcile(self, request: Request) -> Result:
+        key = request.key
+        if not self.ring.begin(key):
+            return Result()
+        try:
+            with fenced(self.ring.fence(key)):
+                return self.inner.reconcile(request)
+        finally:
+            self.ring.end(key)

@@ -1,0 +1,210 @@
+"""The shard ring's handshake against an API server: another member's published claim
+holds a key back until that member publishes a ring without it, or its Lease expires;
+writes are fenced per key. The other member is played by the test, writing its Lease."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from manager.cache.factory import InformerFactory
+from manager.errors import WriteFenced
+from manager.hashring import HashRing
+from manager.kube import ClientOptions, KubeClient
+from manager.resources import builtin
+from manager.sharding import (
+    APPLIED_ANNOTATION,
+    RING_LABEL,
+    ShardingOptions,
+    ShardRing,
+    shard_lease_name,
+)
+
+LEASES = builtin("coordination.k8s.io/v1", "leases")
+KEYS = [f"ns/obj-{i}" for i in range(200)]
+WAIT = 10.0
+
+
+@pytest.fixture
+def client(kubeconfig_path: str) -> Iterator[KubeClient]:
+    with KubeClient.from_kubeconfig(kubeconfig_path, options=ClientOptions(qps=0)) as c:
+        yield c
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class Other:
+    """Another member: its shard Lease, renewed by a thread, with a published ring."""
+
+    def __init__(self, client: KubeClient, namespace: str, ring: str) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.name = shard_lease_name(ring, "other_1")
+        self.applied = f"100|{self.name}"
+        self.renewing = threading.Event()
+        self.renewing.set()
+        self.stop = threading.Event()
+        client.create(
+            LEASES,
+            {
+                "metadata": {
+                    "name": self.name,
+                    "labels": {RING_LABEL: ring},
+                    "annotations": {APPLIED_ANNOTATION: self.applied},
+                },
+                "spec": {
+                    "holderIdentity": "other_1",
+                    "leaseDurationSeconds": 2,
+                    "renewTime": _now(),
+                },
+            },
+            namespace,
+        )
+        self.thread = threading.Thread(target=self._renew, name="test-other-member")
+        self.thread.start()
+
+    def publish(self, members: list[str]) -> None:
+        self.applied = f"100|{','.join(sorted(members))}"
+        self.client.patch(
+            LEASES,
+            self.name,
+            {"metadata": {"annotations": {APPLIED_ANNOTATION: self.applied}}},
+            namespace=self.namespace,
+        )
+
+    def _renew(self) -> None:
+        while not self.stop.wait(0.3):
+            if self.renewing.is_set():
+                self.client.patch(
+                    LEASES, self.name, {"spec": {"renewTime": _now()}}, namespace=self.namespace
+                )
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(WAIT)
+
+
+def _until(check: Callable[[], Any], what: str, timeout: float = WAIT) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def test_a_key_moves_only_once_its_previous_owner_published_a_ring_without_it(
+    client: KubeClient, namespace: str
+) -> None:
+    ring_name = f"r{uuid.uuid4().hex[:6]}"
+    other = Other(client, namespace, ring_name)
+    factory = InformerFactory(client)
+    leases = factory.informer(
+        LEASES, namespace=namespace, label_selector=f"{RING_LABEL}={ring_name}"
+    )
+    lost: list[str] = []
+    options = ShardingOptions(
+        ring_name=ring_name, lease_duration=2.0, renew_deadline=1.5, retry_period=0.3
+    )
+    me = ShardRing(
+        client, leases, options, identity="me_1", namespace=namespace, on_lost=lost.append
+    )
+    both = HashRing([me.lease_name, other.name])
+    mine = [k for k in KEYS if both.owner(k) == me.lease_name]
+    assert 50 < len(mine) < 150
+    stop, ring_stop = threading.Event(), threading.Event()
+    factory.start(stop)
+    runner = threading.Thread(
+        target=me.run, args=(ring_stop,), kwargs={"release": lambda: True}, name="test-ring"
+    )
+    runner.start()
+    try:
+        # joined and published {me, other}; the other still claims everything
+        _until(lambda: me.ready_reason() is None, "membership")
+        assert me.owns(mine[0])
+        assert not any(me.begin(k) for k in mine), "started a key the other still claims"
+        with pytest.raises(WriteFenced):  # a key that is not ours is fenced
+            me.fence(next(k for k in KEYS if k not in mine)).check()
+        me.fence(mine[0]).check()  # ours: allowed (while our Lease is valid)
+
+        # the other acknowledges the ring with both: our keys are ours to start
+        other.publish([me.lease_name, other.name])
+        _until(lambda: me.begin(mine[0]), "the acknowledged key")
+        me.end(mine[0])
+        assert all(me.begin(k) for k in mine)
+        for k in mine:
+            me.end(k)
+
+        # the other's Lease expires (it stops renewing): everything is ours, its stale
+        # claim notwithstanding
+        other.renewing.clear()
+        theirs = next(k for k in KEYS if k not in mine)
+        _until(lambda: me.begin(theirs), "the expired member's keys", 15)
+        me.end(theirs)
+        assert all(me.owns(k) for k in KEYS)
+        assert lost == []
+    finally:
+        ring_stop.set()
+        runner.join(WAIT)
+        stop.set()
+        factory.shutdown(WAIT)
+        other.close()
+    released = client.get(LEASES, me.lease_name, namespace)
+    assert (released["spec"].get("holderIdentity") or "") == ""  # released on stop
+
+
+def test_a_drain_waits_for_the_reconciles_of_keys_that_move_away(
+    client: KubeClient, namespace: str
+) -> None:
+    ring_name = f"r{uuid.uuid4().hex[:6]}"
+    factory = InformerFactory(client)
+    leases = factory.informer(
+        LEASES, namespace=namespace, label_selector=f"{RING_LABEL}={ring_name}"
+    )
+    options = ShardingOptions(
+        ring_name=ring_name,
+        lease_duration=2.0,
+        renew_deadline=1.5,
+        retry_period=0.3,
+        drain_timeout=5.0,
+    )
+    me = ShardRing(client, leases, options, identity="me_1", namespace=namespace, on_lost=print)
+    stop, ring_stop = threading.Event(), threading.Event()
+    factory.start(stop)
+    runner = threading.Thread(
+        target=me.run, args=(ring_stop,), kwargs={"release": lambda: True}, name="test-ring"
+    )
+    runner.start()
+    other: Other | None = None
+    try:
+        _until(lambda: me.ready_reason() is None, "membership")
+        alone = KEYS[:]
+        assert all(me.owns(k) for k in alone)
+        # a reconcile of a key that will move is in flight when a member joins
+        newcomer_name = shard_lease_name(ring_name, "other_1")
+        moving = next(
+            k for k in KEYS if HashRing([me.lease_name, newcomer_name]).owner(k) != me.lease_name
+        )
+        assert me.begin(moving)
+        other = Other(client, namespace, ring_name)
+        time.sleep(1.0)
+        # still draining: the applied ring (and so the fence) still gives us the key
+        assert me.owns(moving)
+        me.fence(moving).check()
+        me.end(moving)  # the reconcile ends: the drain completes, the ring is applied
+        _until(lambda: not me.owns(moving), "the new ring applied")
+        with pytest.raises(WriteFenced):
+            me.fence(moving).check()
+    finally:
+        ring_stop.set()
+        runner.join(WAIT)
+        stop.set()
+        factory.shutdown(WAIT)
+        if other is not None:
+            other.close()
