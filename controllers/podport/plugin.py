@@ -117,7 +117,11 @@ class PortCache:
         self.synced.set()
         logger.info("LogicalPort cache synced", extra={"ports": len(informer.indexer)})
         self._wire(informer)
-        stop.wait()
+        try:
+            stop.wait()
+        finally:
+            self._allocator.set_waker(None)
+            PORT_METRICS.detach(self._allocator)
 
     def _wait_for_crd(self, stop: threading.Event) -> bool:
         client = self._mgr.client
@@ -154,27 +158,35 @@ class PortCache:
             recorder=mgr.recorder(),
             deleted_pods=self._deleted,
         )
-        self.controller = (
+        controller = (
             self._ctx.controller(reconciler)
             .for_(PODS)
             .watches(LOGICAL_PORTS, requests_for_port(self._scope))
             .complete()
         )
+        self.controller = controller
+
+        def wake(req: Request) -> None:
+            controller.enqueue(req)
+
+        # a freed address wakes the pods waiting here (every replica where it runs)
+        self._allocator.set_waker(wake)
+        PORT_METRICS.attach(self._allocator)
         self.sweeper = Sweeper(mgr.client, self._scope, self._pods, ports, cfg.gc_interval)
-        mgr.add(SweeperRunner(self.controller, self.sweeper, self._allocator), leader_only=True)
+        # one sweeper for the whole cluster, in the leader, sharded controller or not
+        mgr.add(SweeperRunner(controller, self.sweeper), leader_only=True)
 
 
 class SweeperRunner:
-    """The sweeper beside the controller (leader only): once the controller runs, it
-    sweeps orphaned ports now and every ``gcInterval``, and lets the allocator wake pods
-    waiting for an address."""
+    """The sweeper beside the controller (leader only): once the controller runs here, it
+    sweeps orphaned ports now and every ``gcInterval`` and enqueues every pod (a sharded
+    controller skips the pods another replica owns)."""
 
     name = "podport-sweeper"
 
-    def __init__(self, controller: Controller, sweeper: Sweeper, allocator: Allocator) -> None:
+    def __init__(self, controller: Controller, sweeper: Sweeper) -> None:
         self._controller = controller
         self._sweeper = sweeper
-        self._allocator = allocator
 
     def run(self, stop: threading.Event) -> None:
         while not _started(self._controller):
@@ -183,15 +195,9 @@ class SweeperRunner:
         controller = self._controller
 
         def enqueue(req: Request) -> None:
-            controller.queue.add(req)
+            controller.enqueue(req)
 
-        self._allocator.set_waker(enqueue)
-        PORT_METRICS.attach(self._allocator)
-        try:
-            self._sweeper.run(stop, enqueue)
-        finally:
-            self._allocator.set_waker(None)
-            PORT_METRICS.detach(self._allocator)
+        self._sweeper.run(stop, enqueue)
 
 
 def _started(controller: Controller) -> bool:

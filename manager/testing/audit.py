@@ -29,7 +29,7 @@ from typing import Any
 
 from manager.testing.storage import Event, Storage
 
-__all__ = ["SYSTEM_USER", "Audit", "AuditRecord"]
+__all__ = ["SYSTEM_USER", "Audit", "AuditRecord", "LeaseState"]
 
 SYSTEM_USER = "system:local-apiserver"
 LEASES_KEY = "coordination.k8s.io/leases"
@@ -50,6 +50,17 @@ class AuditRecord:
     name: str
 
 
+@dataclass(frozen=True, slots=True)
+class LeaseState:
+    """A Lease as it was right after one write to it."""
+
+    revision: int
+    time: float  # wall clock of the write
+    holder: str  # "" when free, released or deleted
+    labels: dict[str, str]
+    annotations: dict[str, str]
+
+
 class Audit:
     """The audit of one local API server's storage."""
 
@@ -59,8 +70,8 @@ class Audit:
         self._local = threading.local()
         self._enabled = False
         self._records: list[AuditRecord] = []
-        # (namespace, name) -> [(revision, holderIdentity)], in commit order
-        self._leases: dict[tuple[str, str], list[tuple[int, str]]] = {}
+        # (namespace, name) -> every state of the Lease, in commit order
+        self._leases: dict[tuple[str, str], list[LeaseState]] = {}
         storage.add_listener(self._on_commit)
 
     def start(self) -> None:
@@ -96,19 +107,38 @@ class Audit:
 
     def lease_holder(self, namespace: str, name: str, revision: int) -> str:
         """The Lease's ``holderIdentity`` right after ``revision`` ("" if free or absent)."""
+        state = self.lease_at(namespace, name, revision)
+        return "" if state is None else state.holder
+
+    def lease_at(self, namespace: str, name: str, revision: int) -> LeaseState | None:
+        """The Lease as it was right after ``revision`` (None: not there, or not recorded)."""
         with self._lock:
             history = list(self._leases.get((namespace, name), ()))
-        holder = ""
-        for rev, who in history:
-            if rev > revision:
+        found = None
+        for state in history:
+            if state.revision > revision:
                 break
-            holder = who
-        return holder
+            found = state
+        return found
 
     def lease_history(self, namespace: str, name: str) -> list[tuple[int, str]]:
-        """Every recorded change of the Lease's holder field: ``(revision, holder)``."""
+        """Every recorded change of the Lease's holder: ``(revision, holder)``."""
         with self._lock:
-            return list(self._leases.get((namespace, name), ()))
+            states = list(self._leases.get((namespace, name), ()))
+        out: list[tuple[int, str]] = []
+        for state in states:
+            if not out or out[-1][1] != state.holder:
+                out.append((state.revision, state.holder))
+        return out
+
+    def lease_states(self, namespace: str | None = None) -> dict[tuple[str, str], list[LeaseState]]:
+        """Every recorded state of every Lease (of ``namespace``), by (namespace, name)."""
+        with self._lock:
+            return {
+                key: list(states)
+                for key, states in self._leases.items()
+                if namespace is None or key[0] == namespace
+            }
 
     # -- internals (called under the storage lock) --------------------------------------
 
@@ -138,8 +168,12 @@ class Audit:
         meta = lease.get("metadata") or {}
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         spec = lease.get("spec") or {}
-        holder = "" if deleted else str(spec.get("holderIdentity") or "")
+        state = LeaseState(
+            revision=revision,
+            time=time.time(),
+            holder="" if deleted else str(spec.get("holderIdentity") or ""),
+            labels=dict(meta.get("labels") or {}),
+            annotations={} if deleted else dict(meta.get("annotations") or {}),
+        )
         with self._lock:
-            history = self._leases.setdefault(key, [])
-            if not history or history[-1][1] != holder:
-                history.append((revision, holder))
+            self._leases.setdefault(key, []).append(state)
