@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from bench import apiserver, exposer, exposure, failover, informers, podport, portburst, steady
+from bench import (
+    apiserver,
+    exposer,
+    exposure,
+    failover,
+    informers,
+    podport,
+    portburst,
+    sharding,
+    steady,
+)
 
 __all__ = [
     "apiserver",
@@ -12,5 +22,6 @@ __all__ = [
     "informers",
     "podport",
     "portburst",
+    "sharding",
     "steady",
 ]

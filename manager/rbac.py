@@ -10,6 +10,9 @@ Role, from the rules each controller declares (``rbac_rules``, see
 * Role ``<name>-leader-election`` in the manager's namespace (only with leader election
   on): the Lease (get, create, update; ``manager/leaderelection.py``) and the Events
   about it.
+* Role ``<name>-sharding`` there (only when a controller is ``sharded``): the shard
+  Leases (``manager/sharding.py``): each replica creates, renews and publishes on its own,
+  watches the others', and the lowest member deletes dead ones.
 * A binding of each to the ServiceAccount ``<name>`` in that namespace.
 
 The output is one YAML stream, ready to be a kustomize resource.
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EVENT_RULES",
     "LEADER_ELECTION_RULES",
+    "SHARDING_RULES",
     "RbacOptions",
     "for_controllers",
     "merge_rules",
@@ -56,6 +60,16 @@ LEADER_ELECTION_RULES: Final[tuple[RbacRule, ...]] = (
 """Leader election: GET the Lease, CREATE it, UPDATE it with the observed resourceVersion
 (acquire, renew, release); no list, watch, patch or delete."""
 
+SHARDING_RULES: Final[tuple[RbacRule, ...]] = (
+    {
+        "apiGroups": ["coordination.k8s.io"],
+        "resources": ["leases"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+    },
+)
+"""Sharding: its own shard Lease (get, create, update: the election rules; patch: the
+published ring), every shard Lease of the ring (list, watch), dead ones (delete)."""
+
 MANAGER = "manager"  # who needs the framework's rules, in the comments
 _VERB_ORDER = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
 
@@ -67,6 +81,7 @@ class RbacOptions:
     name: str = "overseer"  # ClusterRole, Role prefix, ServiceAccount
     namespace: str = "overseer-system"  # the ServiceAccount's and the Lease's namespace
     leader_election: bool = True  # render the Lease Role and its binding
+    sharding: bool = False  # render the shard Lease Role and its binding
     labels: Mapping[str, str] | None = None  # default: app.kubernetes.io name/part-of
 
 
@@ -193,6 +208,18 @@ def render(
             "---",
             *_binding("RoleBinding", "Role", role, opts, labels),
         ]
+    if opts.sharding:
+        role = f"{opts.name}-sharding"
+        lines += [
+            "---",
+            "# Sharded controllers, in the manager's namespace only: the shard Leases.",
+            "apiVersion: rbac.authorization.k8s.io/v1",
+            "kind: Role",
+            *_meta(role, labels, opts.namespace),
+            *_rules_yaml(merge_rules([(MANAGER, SHARDING_RULES)])),
+            "---",
+            *_binding("RoleBinding", "Role", role, opts, labels),
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -225,6 +252,7 @@ def for_controllers(
         name=name,
         namespace=namespace or le.namespace or "overseer-system",
         leader_election=le.enabled,
+        sharding=any(s.enabled and s.sharded for s, _ in controllers.values()),
     )
     names = ", ".join(n for n, _ in declared) or "none"
     header = textwrap.wrap(

@@ -45,7 +45,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 NAMESPACE = "overseer-system"
-BASE, DEV = "deploy", "deploy/overlays/dev"
+BASE, DEV, SHARDED = "deploy", "deploy/overlays/dev", "deploy/overlays/sharded"
 CONFIG_PATH = "/etc/overseer/overseer.yaml"
 BUILTIN_DISTRIBUTION = "kube-overseer"  # the built-in controllers' distribution (the image's)
 BUILTIN_CONTROLLERS = ("exposer", "podport")
@@ -185,7 +185,7 @@ def _port(address: str) -> int:
     return int(address.rsplit(":", 1)[1])
 
 
-@pytest.fixture(params=[BASE, DEV], ids=["base", "dev"])
+@pytest.fixture(params=[BASE, DEV, SHARDED], ids=["base", "dev", "sharded"])
 def install(request: pytest.FixtureRequest) -> tuple[str, list[Obj]]:
     return request.param, rendered(request.param)
 
@@ -582,20 +582,55 @@ def _declared_rules(name: str, plugin: Any, own_config: Any) -> list[Obj]:
     return list(rules)
 
 
-def builtin_rbac() -> str:
-    """What ``overseer rbac --config deploy/config/overseer.yaml`` prints where only the
-    built-in controllers are installed (in the image)."""
+def builtin_rbac(config_file: Path = DEPLOY / "config" / "overseer.yaml") -> str:
+    """What ``overseer rbac --config <config_file>`` prints where only the built-in
+    controllers are installed (in the image)."""
     from manager.config import load_config
     from manager.plugins import PluginSet
     from manager.rbac import for_controllers
 
     plugins = _builtin_plugins()
     found = PluginSet(plugins=plugins)
-    _, config = config_of(rendered(BASE))
-    settings, controllers, _ = load_config(config, found)
+    settings, controllers, _ = load_config(yaml.safe_load(config_file.read_text()), found)
     text, silent = for_controllers(plugins, settings, controllers)
     assert not silent
     return text
+
+
+SHARDED_RBAC = DEPLOY / "overlays" / "sharded" / "rbac-sharding.yaml"
+SHARDED_RBAC_MARK = "# Sharded controllers"
+
+
+def sharded_rbac() -> str:
+    """deploy/overlays/sharded/rbac-sharding.yaml: what ``overseer rbac`` prints for the
+    sharded overlay's configuration beyond base/rbac.yaml (the shard Lease Role)."""
+    text = builtin_rbac(DEPLOY / "overlays" / "sharded" / "overseer.yaml")
+    extra = text[text.index(SHARDED_RBAC_MARK) :]
+    return (
+        "# Generated: the part of `overseer rbac --config deploy/overlays/sharded/overseer.yaml`\n"
+        "# beyond base/rbac.yaml. Regenerate with `.venv/bin/python -m tests.test_manifests`.\n"
+        "---\n" + extra
+    )
+
+
+def test_the_sharded_overlay_grants_what_overseer_rbac_prints_for_it() -> None:
+    """base/rbac.yaml plus the overlay's rbac-sharding.yaml is exactly ``overseer rbac``
+    for the overlay's configuration: the Lease Role and the shard Lease Role."""
+    assert SHARDED_RBAC.read_text() == sharded_rbac(), (
+        f"{SHARDED_RBAC} is stale: run `.venv/bin/python -m tests.test_manifests`"
+    )
+    want = [
+        (o["kind"], o["metadata"]["name"], str(o.get("rules") or o.get("roleRef")))
+        for o in yaml.safe_load_all(builtin_rbac(DEPLOY / "overlays" / "sharded" / "overseer.yaml"))
+        if o
+    ]
+    rbac_kinds = {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+    have = [
+        (o["kind"], o["metadata"]["name"], str(o.get("rules") or o.get("roleRef")))
+        for o in rendered(SHARDED)
+        if o["kind"] in rbac_kinds
+    ]
+    assert sorted(have) == sorted(want)
 
 
 def test_rbac_yaml_is_the_output_of_overseer_rbac() -> None:
@@ -840,3 +875,5 @@ def test_dockerfile_final_stage_is_slim_nonroot_and_pinned() -> None:
 if __name__ == "__main__":
     (DEPLOY / "base" / "rbac.yaml").write_text(builtin_rbac())
     print(f"wrote {DEPLOY / 'base' / 'rbac.yaml'}")
+    SHARDED_RBAC.write_text(sharded_rbac())
+    print(f"wrote {SHARDED_RBAC}")
