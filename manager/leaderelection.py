@@ -27,10 +27,11 @@ Contract:
   further write.
 * **Deadline by the clock, not by the request**: the elector's requests go through a
   client of its own — no client-side rate limiter (it shares nothing with the
-  controllers' requests), no retries, and a timeout of at most ``retry_period / 2`` —
-  and while leading every request's timeout is also cut to what is left until the renew
-  deadline, which is checked again between the GET and the write: a round never outlasts
-  the deadline. :meth:`LeaderElector.is_leader` compares the clock with the deadline
+  controllers' requests), no retries, and a timeout of at most ``renew_deadline`` — and
+  while leading every request's timeout is cut to what is left until the renew deadline,
+  which is checked again between the GET and the write: a round never outlasts the
+  deadline, and a slow API server still gets the whole deadline to answer (client-go
+  gives a renew the same budget). :meth:`LeaderElector.is_leader` compares the clock with the deadline
   itself, so it turns False the moment the deadline passes, even while the elector's
   thread is stuck; and a round that returns after the deadline counts as lost even if its
   write succeeded.
@@ -235,7 +236,7 @@ class LeaderElector:
     Args:
         client: the API client. The elector's requests must be short, unretried and
             unthrottled: a client whose options have ``max_retries == 0``,
-            ``timeout <= retry_period / 2`` and ``qps <= 0`` is used as is; any other is
+            ``timeout <= renew_deadline`` and ``qps <= 0`` is used as is; any other is
             copied with such options (its own connections, no rate limiter) for the
             duration of :meth:`run`.
         config: the Lease and the timings.
@@ -592,11 +593,12 @@ class LeaderElector:
             self._on_stopped_leading()
 
     def _elector_client(self) -> tuple[KubeClient, bool]:
-        """The client for this run and whether we own it: short timeout, no retries and
-        no client-side rate limiter (a limiter's wait would come before the timeout
-        starts, and the controllers' requests must never delay a renew)."""
+        """The client for this run and whether we own it: a timeout within the renew
+        deadline, no retries and no client-side rate limiter (a limiter's wait would come
+        before the timeout starts, and the controllers' requests must never delay a
+        renew)."""
         options = self._client.options
-        limit = self._config.retry_period / 2
+        limit = self._config.renew_deadline
         if options.max_retries == 0 and options.timeout <= limit and options.qps <= 0:
             return self._client, False
         short = dataclasses.replace(
