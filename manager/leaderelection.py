@@ -31,10 +31,10 @@ Contract:
   while leading every request's timeout is cut to what is left until the renew deadline,
   which is checked again between the GET and the write: a round never outlasts the
   deadline, and a slow API server still gets the whole deadline to answer (client-go
-  gives a renew the same budget). :meth:`LeaderElector.is_leader` compares the clock with the deadline
-  itself, so it turns False the moment the deadline passes, even while the elector's
-  thread is stuck; and a round that returns after the deadline counts as lost even if its
-  write succeeded.
+  gives a renew the same budget). :meth:`LeaderElector.is_leader` compares the clock with
+  the deadline itself, so it turns False the moment the deadline passes, even while the
+  elector's thread is stuck; and a round that returns after the deadline counts as lost
+  even if its write succeeded.
 * **Write permission** (:meth:`LeaderElector.valid_for`): the seconds until the renew
   deadline while leading, else 0. It closes ``lease_duration - renew_deadline`` seconds
   before any other candidate may take the Lease over; the manager's write fence

@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from manager.cache.informer import SharedInformer, wait_for_cache_sync
-from manager.cache.lister import Lister
 from manager.cache.listwatch import ResourceListWatch
 from manager.cache.reflector import Transform, drop_managed_fields
 from manager.cache.store import IndexFunc
@@ -97,25 +96,6 @@ class InformerFactory:
             if missing:
                 informer.add_indexers(missing)
         return informer
-
-    def lister(
-        self,
-        resource: Resource,
-        *,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        sync_timeout: float = 120.0,
-    ) -> Lister:
-        """A lister over the shared informer's cache for this scope; once that informer
-        runs, reads wait up to ``sync_timeout`` seconds for its first sync."""
-        informer = self.informer(
-            resource,
-            namespace=namespace,
-            label_selector=label_selector,
-            field_selector=field_selector,
-        )
-        return Lister(informer.indexer, resource, informer=informer, sync_timeout=sync_timeout)
 
     def informers(self) -> list[SharedInformer]:
         with self._lock:

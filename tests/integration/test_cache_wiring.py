@@ -19,6 +19,7 @@ from manager.kube import ClientOptions, KubeClient
 from manager.manager import Manager, ManagerOptions
 from manager.reconcile import Request, Result
 from manager.resources import builtin
+from tests.integration.running import ManagerThread
 
 CONFIGMAPS = builtin("v1", "configmaps")
 NAMESPACES = builtin("v1", "namespaces")
@@ -42,25 +43,6 @@ def _manager(client: KubeClient, namespace: str | None) -> Manager:
             namespace=namespace,
         ),
     )
-
-
-class Running:
-    def __init__(self, mgr: Manager) -> None:
-        self.mgr = mgr
-        self.stop = threading.Event()
-        self.rc: int | None = None
-        self.thread = threading.Thread(target=self._run, name="test-manager")
-        self.thread.start()
-
-    def _run(self) -> None:
-        self.rc = self.mgr.run(self.stop)
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(30)
-        assert not self.thread.is_alive()
-        assert self.rc == 0
-        assert self.mgr.join(15)
 
 
 def _eventually(check: Callable[[], object], timeout: float = 30.0) -> None:
@@ -106,7 +88,7 @@ def test_a_thousand_rapid_creates_are_all_read_from_the_cache_that_woke_them(
     mgr.controller("wiring", seen, workers=4).for_(CONFIGMAPS, label_selector=SELECTOR).complete()
     assert len(mgr.factory.informers()) == 1  # one cache, not a second unfiltered one
     client.create(CONFIGMAPS, {"metadata": {"name": "unlabelled"}}, namespace)
-    running = Running(mgr)
+    running = ManagerThread(mgr)
     try:
         _eventually(lambda: _readyz(mgr) == 200)
         names = [f"cm-{i}" for i in range(1000)]
@@ -124,7 +106,7 @@ def test_a_thousand_rapid_creates_are_all_read_from_the_cache_that_woke_them(
         [informer] = mgr.factory.informers()
         assert informer.indexer.get_by_key(f"{namespace}/unlabelled") is None
     finally:
-        running.close()
+        assert running.close() == 0
 
 
 def test_owns_with_a_cluster_scoped_owner_requests_the_owner_in_its_own_scope(
@@ -137,7 +119,7 @@ def test_owns_with_a_cluster_scoped_owner_requests_the_owner_in_its_own_scope(
     mgr.controller("namespaces", seen).for_(NAMESPACES, label_selector=f"{SELECTOR}={team}").owns(
         CONFIGMAPS
     ).complete()
-    running = Running(mgr)
+    running = ManagerThread(mgr)
     try:
         owner = client.get(NAMESPACES, namespace)
         ref = {
@@ -157,7 +139,7 @@ def test_owns_with_a_cluster_scoped_owner_requests_the_owner_in_its_own_scope(
         assert seen.missing == set()
         assert all(r.namespace == "" for r in seen.found | seen.missing)
     finally:
-        running.close()
+        assert running.close() == 0
 
 
 def test_informers_and_controllers_added_while_running_start_sync_and_are_read(
@@ -169,7 +151,7 @@ def test_informers_and_controllers_added_while_running_start_sync_and_are_read(
         client.create(
             CONFIGMAPS, {"metadata": {"name": f"late-{i}", "labels": {"late": "yes"}}}, namespace
         )
-    running = Running(mgr)
+    running = ManagerThread(mgr)
     try:
         _eventually(lambda: _readyz(mgr) == 200)
         # a lister (and its informer) asked for after start: started, synced, read
@@ -187,4 +169,4 @@ def test_informers_and_controllers_added_while_running_start_sync_and_are_read(
         _eventually(lambda: Request(namespace, "late-5") in seen.found)
         assert seen.missing == set()
     finally:
-        running.close()
+        assert running.close() == 0

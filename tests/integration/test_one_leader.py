@@ -26,6 +26,7 @@ from manager.leaderelection import LeaderElector
 from manager.manager import Manager, ManagerOptions
 from manager.reconcile import Request, Result
 from manager.resources import Resource, builtin
+from tests.integration.running import ManagerThread
 
 CONFIGMAPS = builtin("v1", "configmaps")
 LEASES = builtin("coordination.k8s.io/v1", "leases")
@@ -86,32 +87,6 @@ class Blocker:
         finally:
             self.done.set()
         return Result()
-
-
-class Running:
-    """A manager's ``run`` in a thread, with its return code."""
-
-    def __init__(self, mgr: Manager) -> None:
-        self.mgr = mgr
-        self.stop = threading.Event()
-        self.rc: int | None = None
-        self.thread = threading.Thread(target=self._run, name="test-manager")
-        self.thread.start()
-
-    def _run(self) -> None:
-        self.rc = self.mgr.run(self.stop)
-
-    def ended_within(self, seconds: float) -> bool:
-        self.thread.join(seconds)
-        return not self.thread.is_alive()
-
-    def close(self, *releases: threading.Event) -> None:
-        for release in releases:
-            release.set()
-        self.stop.set()
-        self.thread.join(30)
-        assert not self.thread.is_alive(), "manager did not return"
-        assert self.mgr.join(15), "manager threads still running"
 
 
 def _wait(predicate: Callable[[], object], timeout: float = 15.0) -> bool:
@@ -177,7 +152,7 @@ def test_a_drain_that_overruns_keeps_the_lease_and_fences_the_stuck_reconcile(
     client: KubeClient, namespace: str
 ) -> None:
     mgr, blocker = _stuck_manager(client, namespace, graceful_shutdown_timeout=1.0)
-    running = Running(mgr)
+    running = ManagerThread(mgr)
     try:
         assert blocker.entered.wait(20), "the reconcile never started"
         stopped_at = time.monotonic()
@@ -202,7 +177,7 @@ def test_a_clean_stop_releases_the_lease_and_is_no_longer_leader(
     client: KubeClient, namespace: str
 ) -> None:
     mgr, blocker = _stuck_manager(client, namespace)
-    running = Running(mgr)
+    running = ManagerThread(mgr)
     try:
         assert blocker.entered.wait(20)
         assert mgr.is_leader()
@@ -227,7 +202,7 @@ def test_losing_the_lease_during_the_drain_stops_at_once(
     client: KubeClient, namespace: str
 ) -> None:
     mgr, blocker = _stuck_manager(client, namespace, graceful_shutdown_timeout=30.0)
-    running = Running(mgr)
+    running = ManagerThread(mgr)
     try:
         assert blocker.entered.wait(20)
         running.stop.set()
@@ -268,7 +243,7 @@ def test_an_election_failure_while_leading_is_a_lost_lease(
     client: KubeClient, namespace: str, failing_election: threading.Event
 ) -> None:
     mgr, blocker = _stuck_manager(client, namespace)
-    running = Running(mgr)
+    running = ManagerThread(mgr)
     try:
         assert blocker.entered.wait(20)
         failing_election.set()
@@ -287,7 +262,7 @@ def test_an_election_failure_in_a_standby_ends_it(
 ) -> None:
     failing_election.set()
     mgr = Manager(client, _options(namespace))
-    running = Running(mgr)
+    running = ManagerThread(mgr)
     try:
         assert running.ended_within(5), "a standby that cannot compete kept running"
         assert running.rc == 1
@@ -306,7 +281,7 @@ def test_healthz_fails_when_the_election_thread_is_gone(
     monkeypatch.setattr(Manager, "_on_lost", lambda self, reason: None)
     failing_election.set()
     mgr = Manager(client, _options(namespace))
-    running = Running(mgr)
+    running = ManagerThread(mgr)
     try:
         assert _wait(lambda: mgr.health_probe_address is not None)
         assert _wait(lambda: _http(mgr.health_probe_address, "/healthz")[0] == 500, 10)
@@ -327,7 +302,7 @@ def test_a_low_client_qps_does_not_starve_the_election(
     slow = ClientOptions(qps=1.0, burst=1)
     with KubeClient.from_kubeconfig(kubeconfig_path, options=slow) as client:
         mgr = Manager(client, _options(namespace))
-        running = Running(mgr)
+        running = ManagerThread(mgr)
         try:
             assert _wait(mgr.is_leader, 15)
             # 2 requests per 0.3 s round: at 1 qps a shared or copied limiter loses the Lease.
@@ -348,7 +323,7 @@ def test_a_cold_standby_losing_the_lease_while_syncing_starts_nothing(
     blocker = Blocker(mgr, namespace)
     mgr.controller("cold", blocker).for_(CONFIGMAPS).complete()
     mgr.informer(UNSERVED)  # never syncs: the sync outlasts the Lease
-    running = Running(mgr)
+    running = ManagerThread(mgr)
     try:
         assert _wait(lambda: _holder_or_none(client, mgr) == mgr.identity, 15)
         _steal(client, mgr)
@@ -395,13 +370,13 @@ def test_retry_after_is_honoured_while_stopping(kubeconfig_path: str, local_serv
 def test_a_standby_refuses_every_controller_write(client: KubeClient, namespace: str) -> None:
     lease_id = f"lease-{uuid.uuid4().hex[:6]}"
     leader = Manager(client, _options(namespace, leader_election_id=lease_id))
-    first = Running(leader)
+    first = ManagerThread(leader)
     try:
         assert _wait(leader.is_leader, 15)
         standby = Manager(client, _options(namespace, leader_election_id=lease_id))
         # set-up writes (before run) are allowed: plugins install what they need there
         standby.client.create(CONFIGMAPS, {"metadata": {"name": "setup"}}, namespace)
-        second = Running(standby)
+        second = ManagerThread(standby)
         try:
             assert _wait(lambda: _http(standby.health_probe_address, "/readyz")[0] == 200)
             with pytest.raises(WriteFenced):

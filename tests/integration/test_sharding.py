@@ -21,6 +21,7 @@ from manager.manager import Manager, ManagerOptions
 from manager.reconcile import Request, Result
 from manager.resources import builtin
 from manager.sharding import APPLIED_ANNOTATION, RING_LABEL, ShardingOptions
+from tests.integration.running import ManagerThread
 
 CONFIGMAPS = builtin("v1", "configmaps")
 LEASES = builtin("coordination.k8s.io/v1", "leases")
@@ -121,20 +122,10 @@ class Replica:
         self.mgr.controller("marker", self.marker, workers=2, sharded=True).for_(
             CONFIGMAPS, label_selector=LABEL
         ).complete()
-        self.stop = threading.Event()
-        self.rc: int | None = None
-        self.thread = threading.Thread(target=self._run, name=f"test-replica/{self.who}")
-        self.thread.start()
-
-    def _run(self) -> None:
-        self.rc = self.mgr.run(self.stop)
+        self.running = ManagerThread(self.mgr)
 
     def close(self) -> int | None:
-        self.stop.set()
-        self.thread.join(30)
-        assert not self.thread.is_alive()
-        assert self.mgr.join(15)
-        return self.rc
+        return self.running.close()
 
 
 def _eventually(check: Callable[[], Any], timeout: float = 30.0) -> Any:
