@@ -98,7 +98,9 @@ class PortCache:
 
     def _may_start(self) -> bool:
         opts = self._mgr.options
-        return opts.warm_standby or not opts.leader_election or self._mgr.is_leader()
+        if opts.warm_standby or not opts.leader_election or self._ctx.settings.sharded:
+            return True  # caches on every replica (a sharded controller works on every one)
+        return self._mgr.is_leader()
 
     def run(self, stop: threading.Event) -> None:
         if not self._wait_for_crd(stop):

@@ -199,3 +199,72 @@ def test_two_replicas_share_the_keys_and_a_graceful_stop_hands_them_over(
         for lease in client.list(LEASES, namespace, label_selector=f"{RING_LABEL}={ring}")["items"]:
             with contextlib.suppress(NotFound):
                 client.delete(LEASES, lease["metadata"]["name"], namespace)
+
+
+def test_podport_sharded_on_two_replicas_gives_every_pod_one_address(
+    kubeconfig_path: str, client: KubeClient, namespace: str
+) -> None:
+    """The pod port creator's allocation shards: two replicas each allocate for their
+    pods; an address is never held twice (LogicalPorts are named after it)."""
+    from controllers.podport import PodPortPlugin
+    from controllers.podport.crd import LOGICAL_PORTS
+    from manager.testing import eventually, run_manager
+
+    ring = f"t{uuid.uuid4().hex[:6]}"
+    network = f"net{uuid.uuid4().hex[:6]}"
+    config = {
+        "watchNamespace": namespace,
+        "sharding": {
+            "ringName": ring,
+            "namespace": namespace,
+            "leaseDuration": 2.0,
+            "renewDeadline": 1.5,
+            "retryPeriod": 0.3,
+        },
+        "controllers": {
+            "podport": {
+                "sharded": True,
+                "workers": 2,
+                "installCrd": True,
+                "networks": [{"name": network, "cidr": "10.254.0.0/24"}],
+                "defaultNetwork": network,
+            }
+        },
+    }
+
+    pods = builtin("v1", "pods")
+    with (
+        run_manager(kubeconfig_path, {"podport": PodPortPlugin}, config) as first,
+        run_manager(kubeconfig_path, {"podport": PodPortPlugin}, config) as second,
+    ):
+        shards = [m.manager.shards for m in (first, second)]
+        assert all(s is not None for s in shards)
+        eventually(lambda: all(s.ready_reason() is None for s in shards if s is not None))
+        names = [f"p-{i}" for i in range(40)]
+        for name in names:
+            body = {
+                "metadata": {"name": name},
+                "spec": {"containers": [{"name": "c", "image": "x"}]},
+            }
+            client.create(pods, body, namespace)
+
+        def allocated() -> list[str]:
+            mine = [
+                p["spec"]["ip"]
+                for p in client.list(LOGICAL_PORTS)["items"]
+                if p["spec"].get("network") == network
+            ]
+            assert len(mine) == len(names), len(mine)
+            return mine
+
+        addresses = eventually(allocated, timeout=60)
+        assert len(set(addresses)) == len(names)
+        owners = {
+            s.lease_name: sum(s.owns(f"{namespace}/{n}") for n in names)
+            for s in shards
+            if s is not None
+        }
+        assert all(n > 0 for n in owners.values()), owners  # both had pods to allocate for
+    for port in client.list(LOGICAL_PORTS)["items"]:
+        if port["spec"].get("network") == network:
+            client.delete(LOGICAL_PORTS, port["metadata"]["name"])
