@@ -1301,7 +1301,7 @@ def _qos_class(spec: Mapping[str, Any]) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
-def _default_pod(obj: dict[str, Any], suffix: Callable[[], str]) -> None:
+def _default_pod(obj: dict[str, Any], suffix: Callable[[], str], *, plugins: bool) -> None:
     spec = obj.setdefault("spec", {})
     if not isinstance(spec, dict):
         return
@@ -1314,6 +1314,8 @@ def _default_pod(obj: dict[str, Any], suffix: Callable[[], str]) -> None:
                 requests = resources.setdefault("requests", {})
                 for name, value in resources["limits"].items():
                     requests.setdefault(name, value)
+    if not plugins:
+        return
     # ServiceAccount admission
     if not spec.get("serviceAccountName"):
         spec["serviceAccountName"] = spec.get("serviceAccount") or "default"
@@ -1433,7 +1435,9 @@ def _default_service_ports(spec: dict[str, Any]) -> None:
             port["targetPort"] = port["port"]
 
 
-def _default_service(obj: dict[str, Any], allocate: Callable[[], str]) -> None:
+def _default_service(
+    obj: dict[str, Any], allocate: Callable[[], str], *, plugins: bool = True
+) -> None:
     spec = obj.setdefault("spec", {})
     if not isinstance(spec, dict):
         return
@@ -1447,6 +1451,8 @@ def _default_service(obj: dict[str, Any], allocate: Callable[[], str]) -> None:
         spec.setdefault("externalTrafficPolicy", "Cluster")
     if stype == "LoadBalancer":
         spec.setdefault("allocateLoadBalancerNodePorts", True)
+    if not plugins:
+        return
     cluster_ip = spec.get("clusterIP")
     if not cluster_ip:
         ips = spec.get("clusterIPs")
@@ -1502,6 +1508,7 @@ def default(
     allocate_cluster_ip: Callable[[], str],
     token_volume_suffix: Callable[[], str],
     old: dict[str, Any] | None = None,
+    plugins: bool = True,
 ) -> dict[str, Any]:
     """Return ``obj`` defaulted the way kube-apiserver stores it (``obj`` is not mutated).
 
@@ -1514,6 +1521,9 @@ def default(
             ``kubernetes`` finalizer and ``Active`` phase, the Pod status and admission
             plugins) run only when ``old`` is None *and* ``obj`` has no
             ``metadata.uid`` (an object with a uid has been stored before).
+        plugins: False stops after scheme defaulting (what decoding does, before the
+            admission plugins and the registry's allocations): the object the field
+            manager attributes to the writer.
     """
     out = copy.deepcopy(obj)
     meta = out.get("metadata")
@@ -1521,13 +1531,13 @@ def default(
     builtin = (kind, group)
     if builtin == ("Pod", ""):
         if creating:
-            _default_pod(out, token_volume_suffix)
+            _default_pod(out, token_volume_suffix, plugins=plugins)
         elif isinstance(out.get("spec"), dict):
             _default_pod_spec(out["spec"])
     elif builtin in (("Deployment", "apps"), ("ReplicaSet", "apps")):
         _default_workload(kind, out)
     elif builtin == ("Service", ""):
-        _default_service(out, allocate_cluster_ip)
+        _default_service(out, allocate_cluster_ip, plugins=plugins)
     elif builtin == ("Namespace", ""):
         _default_namespace(out, creating=creating)
     elif builtin == ("Secret", ""):

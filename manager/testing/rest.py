@@ -16,23 +16,31 @@ Thread-safe: every read-modify-write holds the storage lock.
 from __future__ import annotations
 
 import base64
+import builtins
 import copy
 import datetime as dt
 import secrets
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
 from manager.labels import LabelSelector
-from manager.testing import admission, patch, schema
+from manager.testing import admission, managedfields, patch, schema, typeinfo
 from manager.testing.registry import Generation, ResourceRegistry, ServedResource
 from manager.testing.selectors import FieldSelector, object_fields
 from manager.testing.storage import ObjectKey, Storage, TooOldResourceVersion
 
-__all__ = ["DeleteOptions", "ListOptions", "Rest", "StatusError", "status_object"]
+__all__ = [
+    "DeleteOptions",
+    "ListOptions",
+    "Rest",
+    "StatusError",
+    "check_write_options",
+    "status_object",
+]
 
 JsonDict = dict[str, Any]
 
@@ -104,6 +112,98 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+_OPTIONS_KIND: Final = {
+    "create": "CreateOptions",
+    "update": "UpdateOptions",
+    "patch": "PatchOptions",
+    "delete": "DeleteOptions",
+    "deletecollection": "DeleteOptions",
+}
+_FIELD_VALIDATION: Final = ("", "Ignore", "Strict", "Warn")
+
+
+def _go_quote(text: str) -> str:
+    return orjson.dumps(text).decode()
+
+
+def check_write_options(verb: str, query: dict[str, str], dry_run: list[str], ctype: str) -> None:
+    """``ValidateCreateOptions`` & co.: 422 for a bad ``dryRun``, ``fieldValidation``,
+    ``fieldManager`` (required for apply, at most 128 printable characters) or ``force``
+    on a non-apply patch."""
+    kind = _OPTIONS_KIND.get(verb)
+    if kind is None:
+        return
+    causes: list[tuple[str, str, str]] = []  # (reason, field, message)
+    apply = ctype.split(";", maxsplit=1)[0].strip().lower() == "application/apply-patch+yaml"
+    manager = query.get("fieldManager", "")
+    if verb == "patch":
+        if not apply and "force" in query:
+            causes.append(
+                (
+                    "FieldValueForbidden",
+                    "force",
+                    "Forbidden: may not be specified for non-apply patch",
+                )
+            )
+        if apply and not manager:
+            causes.append(
+                (
+                    "FieldValueRequired",
+                    "fieldManager",
+                    "Required value: is required for apply patch",
+                )
+            )
+    if verb not in {"delete", "deletecollection"}:
+        if len(manager) > 128:
+            causes.append(
+                ("FieldValueTooLong", "fieldManager", "Too long: may not be more than 128 bytes")
+            )
+        for i, ch in enumerate(manager):
+            if not ch.isprintable():
+                causes.append(
+                    (
+                        "FieldValueInvalid",
+                        "fieldManager",
+                        f"Invalid value: {_go_quote(manager)}: invalid character "
+                        f"U+{ord(ch):04X} (at position {i})",
+                    )
+                )
+    bad = [d for d in dry_run if d != "All"]
+    if bad:
+        shown = "[]string{" + ", ".join(_go_quote(d) for d in dry_run) + "}"
+        causes.append(
+            (
+                "FieldValueNotSupported",
+                "dryRun",
+                f'Unsupported value: {shown}: supported values: "All"',
+            )
+        )
+    validation = query.get("fieldValidation", "")
+    if verb not in ("delete", "deletecollection") and validation not in _FIELD_VALIDATION:
+        supported = ", ".join(_go_quote(v) for v in _FIELD_VALIDATION)
+        causes.append(
+            (
+                "FieldValueNotSupported",
+                "fieldValidation",
+                f"Unsupported value: {_go_quote(validation)}: supported values: {supported}",
+            )
+        )
+    if not causes:
+        return
+    errors = [f"{f}: {m}" for _, f, m in causes]
+    joined = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+    raise StatusError(
+        422,
+        "Invalid",
+        f'{kind}.meta.k8s.io "" is invalid: {joined}',
+        {
+            "group": "meta.k8s.io",
+            "kind": kind,
+            "causes": [{"reason": r, "message": m, "field": f} for r, f, m in causes],
+        },
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class ListOptions:
     """The query of a LIST (or the start of a WATCH)."""
@@ -127,19 +227,22 @@ class DeleteOptions:
     dry_run: bool = False
 
 
-def _fields_v1(value: Any) -> JsonDict:
-    """A ``FieldsV1`` set for a value, enough to give managedFields their real size."""
-    if isinstance(value, dict):
-        return {f"f:{k}": _fields_v1(v) for k, v in value.items()}
-    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-        out: JsonDict = {}
-        for item in value:
-            key = "name" if "name" in item else next(iter(item), "")
-            if key:
-                ident = orjson.dumps({key: item.get(key)}).decode()
-                out[f"k:{ident}"] = {".": {}, **_fields_v1(item)}
-        return out
-    return {}
+def _supplied_managed_fields(
+    served: ServedResource, name: str, supplied: list[Any]
+) -> list[JsonDict]:
+    """managedFields a client sent on an update: taken as the new base (``[{}]`` clears)."""
+    entries = [e for e in supplied if isinstance(e, dict) and e]
+    for i, e in enumerate(entries):
+        if e.get("operation") not in ("Apply", "Update"):
+            raise StatusError(
+                422,
+                "Invalid",
+                f'{served.qualified_kind} "{name}" is invalid: metadata.managedFields[{i}]'
+                f".operation: Invalid value: {orjson.dumps(e.get('operation') or '').decode()}"
+                ": must be `Apply` or `Update`",
+                {"name": name, "kind": served.resource.kind},
+            )
+    return entries
 
 
 def _strip_for_compare(obj: JsonDict) -> JsonDict:
@@ -159,6 +262,7 @@ class Rest:
         self.registry = registry
         self._cluster_ip_next = 10
         self.on_crd_change: list[Callable[[], None]] = []
+        self._types: dict[tuple[str, str, Any], typeinfo.TypeNode] = {}
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -326,32 +430,47 @@ class Rest:
                 "CustomResourceDefinition", "apiextensions.k8s.io", name, causes
             )
 
-    def _managed(
+    def _type(self, served: ServedResource) -> typeinfo.TypeNode | None:
+        """The schema the field manager walks for ``served``'s objects."""
+        r = served.resource
+        if not served.custom:
+            if r.group == "events.k8s.io":
+                return typeinfo.builtin("", "v1", "Event")  # stored as core Events
+            return typeinfo.builtin(r.group, r.version, r.kind)
+        crd = self.storage.get(
+            ("apiextensions.k8s.io/customresourcedefinitions", "", served.crd_name)
+        )
+        key = (served.crd_name, r.version, (crd or {}).get("metadata", {}).get("resourceVersion"))
+        cached = self._types.get(key)
+        if cached is None:
+            found = schema.version_schema(crd, r.version) if crd is not None else None
+            cached = typeinfo.from_crd_schema(found)
+            self._types = {k: v for k, v in self._types.items() if k[0] != served.crd_name}
+            self._types[key] = cached
+        return cached
+
+    def _record(
         self,
-        manager: str,
-        operation: str,
         served: ServedResource,
-        obj: JsonDict,
+        old: JsonDict | None,
+        new: JsonDict,
+        *,
+        entries: builtins.list[JsonDict],
+        manager: str,
         subresource: str | None = None,
-    ) -> list[JsonDict]:
-        body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "status")}
-        meta = {
-            k: v
-            for k, v in (obj.get("metadata") or {}).items()
-            if k in ("labels", "annotations", "ownerReferences", "finalizers")
-        }
-        body["metadata"] = meta
-        entry: JsonDict = {
-            "manager": manager or "unknown",
-            "operation": operation,
-            "apiVersion": served.resource.api_version,
-            "time": _now(),
-            "fieldsType": "FieldsV1",
-            "fieldsV1": _fields_v1(obj.get("status") if subresource == "status" else body),
-        }
-        if subresource:
-            entry["subresource"] = subresource
-        return [entry]
+    ) -> builtins.list[JsonDict]:
+        """managedFields after a non-apply write (see :func:`managedfields.record_update`)."""
+        r = served.resource
+        return managedfields.record_update(
+            old,
+            new,
+            entries,
+            manager=manager or "unknown",
+            api_version=r.api_version,
+            t=self._type(served),
+            subresource=subresource,
+            has_status=r.has_status,
+        )
 
     # -- reads -----------------------------------------------------------------------
 
@@ -559,7 +678,10 @@ class Rest:
         *,
         manager: str = "",
         dry_run: bool = False,
+        managed_fields: builtins.list[JsonDict] | None = None,
     ) -> JsonDict:
+        """Create an object; ``managed_fields`` (server-side apply) replaces the Update
+        entry a create otherwise records for ``manager``."""
         obj = copy.deepcopy(self._check_body_type(served, body))
         r = served.resource
         obj["apiVersion"] = r.api_version
@@ -598,6 +720,16 @@ class Rest:
                 obj["status"] = {}
         with self.storage.lock:
             self._check_namespace(served, namespace, creating=True)
+            decoded = obj
+            if not served.custom and managed_fields is None:
+                decoded = admission.default(
+                    r.kind,
+                    r.group,
+                    obj,
+                    allocate_cluster_ip=self._allocate_cluster_ip,
+                    token_volume_suffix=self._token_suffix,
+                    plugins=False,
+                )
             obj = self._admit(served, obj, None)
             meta = obj["metadata"]
             name = meta.get("name", "")
@@ -618,7 +750,11 @@ class Rest:
             meta["creationTimestamp"] = _now()
             if served.generation is not Generation.NONE:
                 meta["generation"] = 1
-            meta["managedFields"] = self._managed(manager, "Update", served, obj)
+            if managed_fields is None:
+                attributed = obj if served.custom else decoded
+                managed_fields = self._record(served, None, attributed, entries=[], manager=manager)
+            if managed_fields:
+                meta["managedFields"] = managed_fields
             if dry_run:
                 return self._render(served, obj)
             meta["resourceVersion"] = str(self.storage.next_revision())
@@ -716,8 +852,13 @@ class Rest:
         subresource: str | None = None,
         manager: str = "",
         dry_run: bool = False,
-        operation: str = "Update",
+        managed_fields: builtins.list[JsonDict] | None = None,
     ) -> JsonDict:
+        """Replace an object (or its ``status``/``finalize`` subresource).
+
+        ``managed_fields`` (server-side apply) replaces the Update entry an update
+        otherwise records for ``manager``.
+        """
         body = self._check_body_type(served, body)
         r = served.resource
         meta_in = body.get("metadata") or {}
@@ -801,10 +942,22 @@ class Rest:
                 if r.kind == "CustomResourceDefinition":
                     new["status"] = current.get("status", {})
             meta["resourceVersion"] = cur_meta["resourceVersion"]
-            meta["managedFields"] = cur_meta.get("managedFields", [])
-            if _strip_for_compare(new) == _strip_for_compare(current):
+            entries = list(cur_meta.get("managedFields") or [])
+            if managed_fields is None:
+                supplied = meta_in.get("managedFields")
+                if isinstance(supplied, list) and supplied and supplied != entries:
+                    entries = _supplied_managed_fields(served, name, supplied)
+                managed_fields = self._record(
+                    served, current, new, entries=entries, manager=manager, subresource=subresource
+                )
+            if managed_fields:
+                meta["managedFields"] = managed_fields
+            else:
+                meta.pop("managedFields", None)
+            if _strip_for_compare(new) == _strip_for_compare(current) and managed_fields == list(
+                cur_meta.get("managedFields") or []
+            ):
                 return self._render(served, current)
-            meta["managedFields"] = self._managed(manager, operation, served, new, subresource)
             if dry_run:
                 return self._render(served, new)
             meta["resourceVersion"] = str(self.storage.next_revision())
@@ -864,12 +1017,43 @@ class Rest:
         subresource: str | None = None,
         manager: str = "",
         dry_run: bool = False,
+        force: bool = False,
         view: Callable[[JsonDict], JsonDict] | None = None,
         unview: Callable[[JsonDict], JsonDict] | None = None,
     ) -> JsonDict:
         """Apply a patch. With ``view``/``unview``, the patch is applied to
         ``view(stored object)`` (another API's shape of the same object, e.g.
         events.k8s.io over core Events) and the result stored as ``unview(patched)``."""
+        return self.patch_with_status(
+            served,
+            namespace,
+            name,
+            body,
+            content_type,
+            subresource=subresource,
+            manager=manager,
+            dry_run=dry_run,
+            force=force,
+            view=view,
+            unview=unview,
+        )[1]
+
+    def patch_with_status(
+        self,
+        served: ServedResource,
+        namespace: str | None,
+        name: str,
+        body: bytes,
+        content_type: str,
+        *,
+        subresource: str | None = None,
+        manager: str = "",
+        dry_run: bool = False,
+        force: bool = False,
+        view: Callable[[JsonDict], JsonDict] | None = None,
+        unview: Callable[[JsonDict], JsonDict] | None = None,
+    ) -> tuple[int, JsonDict]:
+        """:meth:`patch`, with the HTTP status: 201 when an apply created the object."""
         ctype = content_type.split(";", maxsplit=1)[0].strip().lower()
         kinds = {
             "application/merge-patch+json": "merge",
@@ -893,14 +1077,27 @@ class Rest:
             else:
                 doc = orjson.loads(body)
         except Exception as exc:
+            if kind == "apply":
+                raise _bad_request(f"error decoding YAML: {exc}") from None
             raise _bad_request(f"error decoding patch: {exc}") from None
+        if kind == "apply":
+            return self._apply(
+                served,
+                namespace,
+                name,
+                doc,
+                subresource=subresource,
+                manager=manager,
+                dry_run=dry_run,
+                force=force,
+                view=view,
+                unview=unview,
+            )
         with self.storage.lock:
             current = self.storage.get(self._key(served, namespace, name))
             if current is not None and view is not None:
                 current = view(current)
             if current is None:
-                if kind == "apply" and subresource is None:
-                    return self.create(served, namespace, doc, manager=manager, dry_run=dry_run)
                 raise not_found(served, name)
             try:
                 if kind == "merge":
@@ -908,16 +1105,13 @@ class Rest:
                 elif kind == "json":
                     new = patch.json_patch(current, doc)
                 elif not served.strategic_merge:
-                    if kind == "apply":
-                        new = patch.json_merge_patch(current, doc)
-                    else:
-                        raise patch.PatchError(
-                            415,
-                            "UnsupportedMediaType",
-                            "the body of the request was in an unknown format - accepted media "
-                            "types include: application/json-patch+json, "
-                            "application/merge-patch+json, application/apply-patch+yaml",
-                        )
+                    raise patch.PatchError(
+                        415,
+                        "UnsupportedMediaType",
+                        "the body of the request was in an unknown format - accepted media "
+                        "types include: application/json-patch+json, "
+                        "application/merge-patch+json, application/apply-patch+yaml",
+                    )
                 else:
                     if not isinstance(doc, dict):
                         raise patch.PatchError(400, "BadRequest", "patch must be an object")
@@ -946,7 +1140,7 @@ class Rest:
             }
             if unview is not None:
                 new = unview(new)
-            return self.update(
+            return 200, self.update(
                 served,
                 namespace,
                 name,
@@ -954,7 +1148,114 @@ class Rest:
                 subresource=subresource,
                 manager=manager,
                 dry_run=dry_run,
-                operation="Apply" if kind == "apply" else "Update",
+            )
+
+    def _apply(
+        self,
+        served: ServedResource,
+        namespace: str | None,
+        name: str,
+        doc: Any,
+        *,
+        subresource: str | None,
+        manager: str,
+        dry_run: bool,
+        force: bool,
+        view: Callable[[JsonDict], JsonDict] | None,
+        unview: Callable[[JsonDict], JsonDict] | None,
+    ) -> tuple[int, JsonDict]:
+        """Server-side apply (``application/apply-patch+yaml``), as fieldmanager does it."""
+        r = served.resource
+        if not isinstance(doc, dict):
+            raise _bad_request(
+                "the body of the request was in an unknown format: expected an object"
+            )
+        if str(doc.get("apiVersion") or "") != r.api_version:
+            raise _bad_request(
+                "Incorrect version specified in apply patch. Specified patch version: "
+                f"{doc.get('apiVersion') or ''}, expected: {r.api_version}"
+            )
+        self._check_body_type(served, doc)
+        meta = doc.get("metadata") or {}
+        if meta.get("name") and meta["name"] != name:
+            raise _bad_request(
+                f"the name of the object ({meta['name']}) does not match the name on the "
+                f"URL ({name})"
+            )
+        if r.namespaced and meta.get("namespace") and meta["namespace"] != namespace:
+            raise _bad_request(
+                "the namespace of the provided object does not match the namespace sent on "
+                "the request"
+            )
+        config = {**doc, "metadata": {**meta, "name": name}}
+        if r.namespaced:
+            config["metadata"]["namespace"] = namespace or ""
+        with self.storage.lock:
+            current = self.storage.get(self._key(served, namespace, name))
+            if current is not None and view is not None:
+                current = view(current)
+            if current is None and subresource is not None:
+                raise not_found(served, name)
+            entries = list(((current or {}).get("metadata") or {}).get("managedFields") or [])
+            try:
+                merged, managed = managedfields.apply(
+                    current,
+                    config,
+                    entries,
+                    manager=manager,
+                    api_version=r.api_version,
+                    t=self._type(served),
+                    force=force,
+                    subresource=subresource,
+                    has_status=r.has_status,
+                )
+            except managedfields.ConflictError as exc:
+                raise StatusError(
+                    409,
+                    "Conflict",
+                    exc.message(),
+                    {
+                        "causes": [
+                            {
+                                "reason": "FieldManagerConflict",
+                                "message": f"conflict with {c.manager}",
+                                "field": c.path,
+                            }
+                            for c in exc.conflicts
+                        ]
+                    },
+                ) from None
+            if current is None:
+                merged["metadata"].pop("resourceVersion", None)
+                if unview is not None:
+                    merged = unview(merged)
+                created = self.create(
+                    served,
+                    namespace,
+                    merged,
+                    manager=manager,
+                    dry_run=dry_run,
+                    managed_fields=managed,
+                )
+                return 201, created
+            applied_rv = meta.get("resourceVersion")
+            if applied_rv and str(applied_rv) != current["metadata"]["resourceVersion"]:
+                raise self._conflict(served, name)
+            merged["metadata"] = {
+                **merged["metadata"],
+                "resourceVersion": current["metadata"]["resourceVersion"],
+            }
+            if unview is not None:
+                merged = unview(merged)
+            return 200, self.update(
+                served,
+                namespace,
+                name,
+                merged,
+                subresource=subresource,
+                manager=manager,
+                dry_run=dry_run,
+                managed_fields=managed,
             )
 
     # -- delete ----------------------------------------------------------------------

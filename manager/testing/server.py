@@ -38,7 +38,13 @@ from manager.testing.audit import Audit
 from manager.testing.faults import Faults
 from manager.testing.garbage import GarbageCollector
 from manager.testing.registry import ResourceRegistry, ServedResource
-from manager.testing.rest import DeleteOptions, ListOptions, Rest, StatusError
+from manager.testing.rest import (
+    DeleteOptions,
+    ListOptions,
+    Rest,
+    StatusError,
+    check_write_options,
+)
 from manager.testing.storage import Storage, TooOldResourceVersion
 from manager.testing.watch import Watcher
 
@@ -336,6 +342,17 @@ class _Handler(BaseHTTPRequestHandler):
             return "patch"
         return "delete" if route.name is not None else "deletecollection"
 
+    @staticmethod
+    def _dry_run(query: dict[str, str], body: bytes, verb: str) -> list[str]:
+        """Every ``dryRun`` value of the query (and of a DeleteOptions body)."""
+        values = [query["dryRun"]] if "dryRun" in query else []
+        if verb in ("delete", "deletecollection") and body.strip()[:1] == b"{":
+            with contextlib.suppress(ValueError):
+                sent = orjson.loads(body).get("dryRun")
+                if isinstance(sent, list):
+                    values += [str(v) for v in sent]
+        return values
+
     def _manager(self, query: dict[str, str]) -> str:
         agent = self.headers.get("User-Agent") or ""
         return query.get("fieldManager") or agent.split("/")[0] or "unknown"
@@ -349,6 +366,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self._handle_events_view(verb, route, query, body)
         manager = self._manager(query)
         dry_run = query.get("dryRun") == "All"
+        check_write_options(
+            verb, query, self._dry_run(query, body, verb), self.headers.get("Content-Type") or ""
+        )
         if verb == "get":
             assert name is not None
             return 200, rest.get(served, ns, name)
@@ -392,7 +412,7 @@ class _Handler(BaseHTTPRequestHandler):
                     "the server does not allow this method on the requested resource",
                 )
             ctype = self.headers.get("Content-Type") or ""
-            obj = rest.patch(
+            return rest.patch_with_status(
                 served,
                 ns,
                 name,
@@ -401,8 +421,8 @@ class _Handler(BaseHTTPRequestHandler):
                 subresource=route.subresource,
                 manager=manager,
                 dry_run=dry_run,
+                force=_truthy(query.get("force")),
             )
-            return 200, obj
         options = _delete_options(query, body)
         if verb == "delete":
             assert name is not None

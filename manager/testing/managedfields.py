@@ -1,0 +1,601 @@
+"""Field ownership: ``metadata.managedFields`` and server-side apply, as kube computes them.
+
+A port of the parts of ``sigs.k8s.io/structured-merge-diff`` (field sets, typed compare,
+merge, apply with conflicts and pruning) and of
+``k8s.io/apimachinery/pkg/util/managedfields/internal`` (manager identifiers, the
+``current-operation`` update rule, stripped metadata, sorting and encoding of
+``ManagedFieldsEntry``) that a client can observe.
+
+Field sets are kept in their wire form, ``FieldsV1``: a trie of path elements
+(``f:name``, ``k:{"name":"c"}``, ``v:"x"``, ``i:0``) where an empty child, or a child
+holding ``"."``, marks a member. The set operations here work on that form directly, so
+a write never converts managed fields back and forth; they return new dicts and never
+mutate their inputs (stored objects share subtrees).
+
+* Update operations (POST, PUT, non-apply PATCH): the writer's entry
+  ``(manager, Update, apiVersion, subresource)`` gains every field the write added or
+  changed, other entries lose them, and every entry loses removed fields
+  (:func:`record_update`). Nothing changed: no entry moves, no time is bumped.
+* Apply (:func:`apply`): the applied configuration is merged into the live object by
+  the schema's list/map semantics; fields another manager owns and the apply changes
+  are conflicts (409, one cause each) unless ``force``; fields this applier applied
+  before, applies no more and nobody else owns are removed from the object.
+
+Thread-safety: pure functions over JSON values; safe from any thread.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import orjson
+
+from manager.testing import typeinfo
+from manager.testing.typeinfo import LIST, MAP, STRUCT, TypeNode
+
+__all__ = [
+    "Conflict",
+    "ConflictError",
+    "apply",
+    "path_string",
+    "record_update",
+]
+
+JsonDict = dict[str, Any]
+Fields = dict[str, Any]  # a FieldsV1 trie
+
+DOT: Final = "."
+# Never owned (stripmeta.go): identity and server-set metadata.
+_STRIPPED_META: Final = frozenset(
+    {
+        "name",
+        "namespace",
+        "creationTimestamp",
+        "selfLink",
+        "uid",
+        "clusterName",
+        "generation",
+        "managedFields",
+        "resourceVersion",
+    }
+)
+
+
+# --- FieldsV1 set operations ----------------------------------------------------------
+
+
+def _member(node: Fields) -> bool:
+    return not node or DOT in node
+
+
+def _make(member: bool, children: Fields) -> Fields:
+    if member and children:
+        return {DOT: {}, **children}
+    return children if children else {}
+
+
+def _kids(node: Fields) -> Iterator[tuple[str, Fields]]:
+    for k, v in node.items():
+        if k != DOT:
+            yield k, v
+
+
+def union(a: Fields, b: Fields) -> Fields:
+    """Every member of ``a`` or ``b`` (root membership is not tracked)."""
+    if not a:
+        return b
+    if not b:
+        return a
+    out = {k: v for k, v in _kids(a)}
+    for k, v in _kids(b):
+        if k in out:
+            mine = out[k]
+            member = _member(mine) or _member(v)
+            out[k] = _make(member, dict(_kids(union(mine, v))))
+        else:
+            out[k] = v
+    return out
+
+
+def difference(a: Fields, b: Fields) -> Fields:
+    """The members of ``a`` that are not members of ``b``."""
+    if not a or not b:
+        return a
+    out: Fields = {}
+    for k, v in _kids(a):
+        other = b.get(k)
+        if other is None:
+            out[k] = v
+            continue
+        member = _member(v) and not _member(other)
+        kids = dict(_kids(difference(dict(_kids(v)), dict(_kids(other))))) if v else {}
+        if member or kids:
+            out[k] = _make(member, kids)
+    return out
+
+
+def intersection(a: Fields, b: Fields) -> Fields:
+    """The members of both ``a`` and ``b``."""
+    out: Fields = {}
+    if not a or not b:
+        return out
+    for k, v in _kids(a):
+        other = b.get(k)
+        if other is None:
+            continue
+        member = _member(v) and _member(other)
+        kids = intersection(dict(_kids(v)), dict(_kids(other))) if v and other else {}
+        if member or kids:
+            out[k] = _make(member, kids)
+    return out
+
+
+def leaves(node: Fields, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """Every member path of a set, parents before children, in key order."""
+    for k, v in sorted(_kids(node), key=lambda kv: _order(kv[0])):
+        path = (*prefix, k)
+        if _member(v):
+            yield path
+        yield from leaves(v, path)
+
+
+def _order(element: str) -> tuple[int, str]:
+    return ("fkvi".find(element[:1]), element[2:])
+
+
+# --- paths ----------------------------------------------------------------------------
+
+
+def _json(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def path_string(path: tuple[str, ...]) -> str:
+    """A path as kube prints it: ``.spec.containers[name="c"].image``, ``[="x"]``, ``[0]``."""
+    out = []
+    for element in path:
+        tag, text = element[:2], element[2:]
+        if tag == "f:":
+            out.append(f".{text}")
+        elif tag == "k:":
+            key = orjson.loads(text)
+            out.append("[" + ",".join(f"{k}={_json(key[k])}" for k in sorted(key)) + "]")
+        elif tag == "v:":
+            out.append(f"[={text}]")
+        else:
+            out.append(f"[{text}]")
+    return "".join(out)
+
+
+def _item_element(item: Any, t: TypeNode) -> str | None:
+    if t.list_type == "set":
+        return f"v:{_json(item)}"
+    if t.list_type == "map" and isinstance(item, dict):
+        key = {}
+        for k in t.keys:
+            if k in item:
+                key[k] = item[k]
+            elif k in t.key_defaults:
+                key[k] = t.key_defaults[k]
+        if not key:
+            return None
+        return f"k:{_json(key)}"
+    return None
+
+
+# --- typed walks ----------------------------------------------------------------------
+
+
+def _child_type(t: TypeNode | None, key: str) -> TypeNode | None:
+    if t is None:
+        return None
+    if t.kind == STRUCT:
+        return t.fields().get(key)
+    if t.kind == MAP:
+        return t.elem
+    return None
+
+
+def _is_map(value: Any, t: TypeNode | None) -> bool:
+    """Whether ``value`` is walked key by key (a granular struct or map)."""
+    if not isinstance(value, dict):
+        return False
+    if t is None:
+        return True  # deduced: maps are granular
+    return (t.kind in (STRUCT, MAP) and not t.atomic) or t.kind == "untyped"
+
+
+def _is_granular_list(value: Any, t: TypeNode | None) -> bool:
+    return isinstance(value, list) and t is not None and t.kind == LIST and t.list_type != "atomic"
+
+
+def to_set(value: Any, t: TypeNode | None) -> Fields:
+    """``ToFieldSet``: every leaf of ``value``; items of keyed lists are members too."""
+    out: Fields = {}
+    if _is_map(value, t):
+        for k, v in value.items():
+            ct = _child_type(t, k)
+            sub = to_set(v, ct) if _is_map(v, ct) or _is_granular_list(v, ct) else None
+            out[f"f:{k}"] = {} if sub is None else sub
+    elif _is_granular_list(value, t):
+        assert t is not None
+        for item in value:
+            element = _item_element(item, t)
+            if element is None:
+                continue
+            sub = to_set(item, t.elem) if _is_map(item, t.elem) else {}
+            out[element] = _make(True, sub)
+    return out
+
+
+def _subtree(value: Any, t: TypeNode | None) -> Fields:
+    """The node for a value added as a whole: a member (``.``) with its leaves."""
+    if _is_map(value, t) or _is_granular_list(value, t):
+        inner = to_set(value, t)
+        # A struct added as a whole is reported through its fields only (Go zero values
+        # exist on the other side); maps and list items are members themselves.
+        if t is not None and t.kind == STRUCT:
+            return inner if inner else {}
+        return _make(True, inner)
+    return {}
+
+
+@dataclass(slots=True)
+class Comparison:
+    """What changed between two objects: added, modified and removed fields."""
+
+    added: Fields
+    modified: Fields
+    removed: Fields
+
+
+def compare(old: Any, new: Any, t: TypeNode | None) -> Comparison:
+    """``TypedValue.Compare``: the fields ``new`` added, changed or removed from ``old``."""
+    out = Comparison({}, {}, {})
+    _compare(old, new, t, out)
+    return out
+
+
+def _compare(old: Any, new: Any, t: TypeNode | None, out: Comparison) -> None:
+    if _is_map(old, t) and _is_map(new, t):
+        for k, nv in new.items():
+            element = f"f:{k}"
+            ct = _child_type(t, k)
+            if k not in old:
+                out.added[element] = _subtree(nv, ct)
+                continue
+            ov = old[k]
+            if ov != nv:
+                _compare_child(element, ov, nv, ct, out)
+        for k in old:
+            if k not in new:
+                out.removed[f"f:{k}"] = _subtree(old[k], _child_type(t, k))
+        return
+    if _is_granular_list(old, t) and _is_granular_list(new, t):
+        assert t is not None
+        old_items = {_item_element(i, t): i for i in old}
+        new_items = {_item_element(i, t): i for i in new}
+        for new_element, nv in new_items.items():
+            if new_element is None:
+                continue
+            element = new_element
+            if element not in old_items:
+                out.added[element] = _make(True, to_set(nv, t.elem) if _is_map(nv, t.elem) else {})
+            elif old_items[element] != nv:
+                _compare_child(element, old_items[element], nv, t.elem, out)
+        for old_element, ov in old_items.items():
+            if old_element is not None and old_element not in new_items:
+                sub = to_set(ov, t.elem) if _is_map(ov, t.elem) else {}
+                out.removed[old_element] = _make(True, sub)
+
+
+def _compare_child(element: str, ov: Any, nv: Any, ct: TypeNode | None, out: Comparison) -> None:
+    if (_is_map(ov, ct) and _is_map(nv, ct)) or (
+        _is_granular_list(ov, ct) and _is_granular_list(nv, ct)
+    ):
+        inner = Comparison({}, {}, {})
+        _compare(ov, nv, ct, inner)
+        if inner.added:
+            out.added[element] = inner.added
+        if inner.modified:
+            out.modified[element] = inner.modified
+        if inner.removed:
+            out.removed[element] = inner.removed
+    else:
+        out.modified[element] = {}
+
+
+def merge(live: Any, config: Any, t: TypeNode | None) -> Any:
+    """``TypedValue.Merge``: ``config`` over ``live`` by the schema's merge semantics."""
+    if _is_map(live, t) and _is_map(config, t):
+        out = dict(live)
+        for k, v in config.items():
+            out[k] = merge(live[k], v, _child_type(t, k)) if k in live else v
+        return out
+    if _is_granular_list(live, t) and _is_granular_list(config, t):
+        assert t is not None
+        index = {_item_element(i, t): n for n, i in enumerate(live)}
+        result = list(live)
+        for item in config:
+            element = _item_element(item, t)
+            pos = index.get(element) if element is not None else None
+            if pos is None:
+                result.append(item)
+                if element is not None:
+                    index[element] = len(result) - 1
+            elif t.list_type == "map":
+                result[pos] = merge(result[pos], item, t.elem)
+        return result
+    return config
+
+
+def remove(value: Any, removal: Fields, t: TypeNode | None) -> Any:
+    """``value`` without the members of ``removal`` (each with its subtree)."""
+    if not removal:
+        return value
+    if _is_map(value, t):
+        out = {}
+        for k, v in value.items():
+            node = removal.get(f"f:{k}")
+            if node is None:
+                out[k] = v
+            elif _member(node):
+                continue
+            else:
+                out[k] = remove(v, node, _child_type(t, k))
+        return out
+    if _is_granular_list(value, t):
+        assert t is not None
+        kept = []
+        for item in value:
+            element = _item_element(item, t)
+            node = removal.get(element) if element is not None else None
+            if node is None:
+                kept.append(item)
+            elif not _member(node):
+                kept.append(remove(item, node, t.elem))
+        return kept
+    return value
+
+
+# --- managers ---------------------------------------------------------------------------
+
+
+def now() -> str:
+    """``metav1.Time`` of now, as managedFields carry it (seconds, UTC)."""
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _identity(entry: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    op = str(entry.get("operation") or "")
+    version = "" if op == "Apply" else str(entry.get("apiVersion") or "")
+    return (str(entry.get("manager") or ""), op, version, str(entry.get("subresource") or ""))
+
+
+def _sort(entries: list[JsonDict]) -> list[JsonDict]:
+    def key(e: JsonDict) -> tuple[str, int, str, str, str]:
+        t = e.get("time") or ""
+        try:
+            seconds = int(dt.datetime.fromisoformat(str(t).replace("Z", "+00:00")).timestamp())
+        except ValueError:
+            seconds = 0
+        return (
+            str(e.get("operation") or ""),
+            seconds,
+            str(e.get("manager") or ""),
+            str(e.get("apiVersion") or ""),
+            str(e.get("subresource") or ""),
+        )
+
+    return sorted(entries, key=key)
+
+
+def _strip(fields: Fields) -> Fields:
+    """A set without what stripmeta.go never tracks (apiVersion, kind, identity metadata)."""
+    if "f:apiVersion" not in fields and "f:kind" not in fields and "f:metadata" not in fields:
+        return fields
+    out = {k: v for k, v in fields.items() if k not in ("f:apiVersion", "f:kind")}
+    meta = out.get("f:metadata")
+    if meta is not None:
+        kept = {k: v for k, v in meta.items() if k[2:] not in _STRIPPED_META and k != DOT}
+        if kept:
+            out["f:metadata"] = kept
+        else:
+            del out["f:metadata"]
+    return out
+
+
+def _scope(fields: Fields, subresource: str | None, has_status: bool) -> Fields:
+    """The part of a change a write may own (kube's reset fields per subresource)."""
+    if subresource == "status":
+        return {k: v for k, v in fields.items() if k in ("f:status", "f:metadata")}
+    if has_status and "f:status" in fields:
+        return {k: v for k, v in fields.items() if k != "f:status"}
+    return fields
+
+
+def _body(obj: Mapping[str, Any]) -> JsonDict:
+    """The object as the field manager sees it (no managedFields)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and "managedFields" in meta:
+        return {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+    return dict(obj)
+
+
+def record_update(
+    old: Mapping[str, Any] | None,
+    new: Mapping[str, Any],
+    entries: list[JsonDict],
+    *,
+    manager: str,
+    api_version: str,
+    t: TypeNode | None,
+    subresource: str | None = None,
+    has_status: bool = False,
+) -> list[JsonDict]:
+    """The managedFields after a non-apply write turned ``old`` (None: create) into ``new``.
+
+    The writer's ``Update`` entry takes every added or changed field from the others;
+    removed fields leave every entry; emptied entries go. Without a change the entries
+    come back as they were (and no time moves).
+    """
+    cmp = compare(_body(old) if old is not None else {}, _body(new), t)
+    changed = _scope(_strip(union(cmp.added, cmp.modified)), subresource, has_status)
+    removed = _strip(cmp.removed)
+    if not changed and not removed:
+        return entries
+    ident = (manager, "Update", api_version, subresource or "")
+    out: list[JsonDict] = []
+    mine: Fields = {}
+    for entry in entries:
+        fields = entry.get("fieldsV1") or {}
+        if _identity(entry) == ident:
+            mine = fields
+            continue
+        kept = difference(difference(fields, changed), removed)
+        if kept is fields:
+            out.append(entry)
+        elif kept:
+            out.append({**entry, "fieldsV1": kept})
+    if changed:
+        mine = union(difference(difference(mine, removed), changed), changed)
+        entry = {
+            "manager": manager,
+            "operation": "Update",
+            "apiVersion": api_version,
+            "time": now(),
+            "fieldsType": "FieldsV1",
+            "fieldsV1": mine,
+        }
+        if subresource:
+            entry["subresource"] = subresource
+        out.append(entry)
+    elif mine:
+        kept = difference(mine, removed)
+        if kept:
+            previous = next(e for e in entries if _identity(e) == ident)
+            out.append({**previous, "fieldsV1": kept})
+    return _sort(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """One field another manager owns and an apply would change."""
+
+    manager: str
+    path: str
+
+
+class ConflictError(Exception):
+    """Apply conflicts (kube: 409 Conflict, one ``FieldManagerConflict`` cause each)."""
+
+    def __init__(self, conflicts: list[Conflict]) -> None:
+        self.conflicts = conflicts
+        super().__init__(self.message())
+
+    def message(self) -> str:
+        cs = self.conflicts
+        if len(cs) == 1:
+            return f"Apply failed with 1 conflict: conflict with {cs[0].manager}: {cs[0].path}"
+        by_manager: dict[str, list[str]] = {}
+        for c in cs:
+            by_manager.setdefault(c.manager, []).append(c.path)
+        lines = []
+        for manager in sorted(by_manager):
+            lines.append(f"conflicts with {manager}:")
+            lines.extend(f"- {p}" for p in by_manager[manager])
+        return f"Apply failed with {len(cs)} conflicts: " + "\n".join(lines)
+
+
+def _print_manager(entry: Mapping[str, Any]) -> str:
+    """``printManager``: ``"name"``, with subresource and (updates) the apiVersion."""
+    text = orjson.dumps(str(entry.get("manager") or "")).decode()
+    if entry.get("subresource"):
+        text += f" with subresource {orjson.dumps(entry['subresource']).decode()}"
+    if entry.get("operation") == "Update":
+        text += f" using {entry.get('apiVersion')}"
+    return text
+
+
+def apply(
+    live: Mapping[str, Any] | None,
+    config: Mapping[str, Any],
+    entries: list[JsonDict],
+    *,
+    manager: str,
+    api_version: str,
+    t: TypeNode | None,
+    force: bool,
+    subresource: str | None = None,
+    has_status: bool = False,
+) -> tuple[JsonDict, list[JsonDict]]:
+    """Server-side apply of ``config`` onto ``live`` (None: the object does not exist).
+
+    Returns:
+        The new object (without managedFields) and its managedFields.
+
+    Raises:
+        ConflictError: another manager owns a field this apply changes, and not ``force``.
+    """
+    base = _body(live) if live is not None else {}
+    applied = _scope(_strip(to_set(config, t)), subresource, has_status)
+    merged = merge(base, dict(config), t)
+    ident = (manager, "Apply", "", subresource or "")
+    last: Fields = {}
+    others: list[JsonDict] = []
+    for entry in entries:
+        if _identity(entry) == ident:
+            last = entry.get("fieldsV1") or {}
+        else:
+            others.append(entry)
+    owned = applied
+    for entry in others:
+        owned = union(owned, entry.get("fieldsV1") or {})
+    stale = difference(last, owned)
+    if stale:
+        merged = remove(merged, stale, t)
+    cmp = compare(base, merged, t)
+    changed = union(cmp.added, cmp.modified)
+    conflicts: list[Conflict] = []
+    kept_others: list[JsonDict] = []
+    for entry in others:
+        fields = entry.get("fieldsV1") or {}
+        clash = intersection(fields, changed)
+        if clash:
+            who = _print_manager(entry)
+            conflicts.extend(Conflict(who, path_string(p)) for p in leaves(clash))
+            fields = difference(fields, clash)
+        fields = difference(fields, cmp.removed)
+        if fields:
+            kept_others.append(
+                entry if fields is entry.get("fieldsV1") else {**entry, "fieldsV1": fields}
+            )
+    if conflicts and not force:
+        conflicts.sort(key=lambda c: (c.manager, c.path))
+        raise ConflictError(conflicts)
+    out = kept_others
+    if applied:
+        mine: JsonDict = {
+            "manager": manager,
+            "operation": "Apply",
+            "apiVersion": api_version,
+            "time": now(),
+            "fieldsType": "FieldsV1",
+            "fieldsV1": applied,
+        }
+        if subresource:
+            mine["subresource"] = subresource
+        out.append(mine)
+    return merged, _sort(out)
+
+
+def type_of(
+    group: str, version: str, kind: str, crd_schema: Mapping[str, Any] | None, custom: bool
+) -> TypeNode | None:
+    """The type the field manager walks for one resource."""
+    if custom:
+        return typeinfo.from_crd_schema(crd_schema)
+    return typeinfo.builtin(group, version, kind)
