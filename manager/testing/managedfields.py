@@ -545,9 +545,11 @@ def apply(
     merged = merge(base, dict(config), t)
     ident = (manager, "Apply", "", subresource or "")
     last: Fields = {}
+    previous: JsonDict | None = None
     others: list[JsonDict] = []
     for entry in entries:
         if _identity(entry) == ident:
+            previous = entry
             last = entry.get("fieldsV1") or {}
         else:
             others.append(entry)
@@ -582,7 +584,8 @@ def apply(
             "manager": manager,
             "operation": "Apply",
             "apiVersion": api_version,
-            "time": now(),
+            # The time moves only when the object changed (managedFieldsUpdater.Apply).
+            "time": now() if merged != base or previous is None else previous.get("time"),
             "fieldsType": "FieldsV1",
             "fieldsV1": applied,
         }
