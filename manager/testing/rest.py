@@ -28,7 +28,15 @@ from typing import Any, Final
 import orjson
 
 from manager.labels import LabelSelector
-from manager.testing import admission, managedfields, patch, schema, typeinfo
+from manager.testing import (
+    admission,
+    fieldvalidation,
+    managedfields,
+    patch,
+    schema,
+    typeinfo,
+)
+from manager.testing.fieldvalidation import Directive
 from manager.testing.registry import Generation, ResourceRegistry, ServedResource
 from manager.testing.selectors import FieldSelector, object_fields
 from manager.testing.storage import ObjectKey, Storage, TooOldResourceVersion
@@ -343,12 +351,18 @@ class Rest:
             raise _bad_request("metadata: expected an object")
         return body
 
-    def _admit(self, served: ServedResource, obj: JsonDict, old: JsonDict | None) -> JsonDict:
+    def _admit(
+        self,
+        served: ServedResource,
+        obj: JsonDict,
+        old: JsonDict | None,
+        directive: Directive | None = None,
+    ) -> JsonDict:
         r = served.resource
         try:
             if served.custom:
                 admission.validate(r.kind, r.group, obj, old)
-                return self._apply_crd_schema(served, obj)
+                return self._apply_crd_schema(served, obj, directive)
             if r.kind == "CustomResourceDefinition":
                 self._check_crd_schemas(obj)
             if old is None or r.kind != "Pod":
@@ -381,7 +395,9 @@ class Rest:
             ]
         return StatusError(exc.status, exc.reason, exc.message, details)
 
-    def _apply_crd_schema(self, served: ServedResource, obj: JsonDict) -> JsonDict:
+    def _apply_crd_schema(
+        self, served: ServedResource, obj: JsonDict, directive: Directive | None = None
+    ) -> JsonDict:
         """Default, prune and validate a custom object by its CRD's structural schema.
 
         Raises:
@@ -395,12 +411,20 @@ class Rest:
         spec_schema = schema.version_schema(crd, served.resource.version)
         if spec_schema is None:
             return obj
+        pruned: list[str] = []
         result, causes = schema.apply_schema(
             spec_schema,
             obj,
             kind=served.resource.kind,
             status_subresource=served.resource.has_status,
+            pruned=pruned,
         )
+        if directive is not None:
+            directive.add_sorted_unknown([*directive.pending, *pruned])
+            directive.pending = []
+            refused = directive.finish()
+            if refused is not None:
+                raise StatusError(400, "BadRequest", refused)
         if causes:
             name = str((obj.get("metadata") or {}).get("name", ""))
             raise admission.AdmissionError(
@@ -471,6 +495,87 @@ class Rest:
             subresource=subresource,
             has_status=r.has_status,
         )
+
+    def _validate_fields(
+        self, served: ServedResource, obj: JsonDict, directive: Directive | None
+    ) -> JsonDict:
+        """A patched (or applied) built-in object without its unknown fields, which join
+        the directive's issues in sorted order (custom resources: pruning reports them)."""
+        if served.custom or directive is None:
+            return obj
+        t = self._type(served)
+        if t is None:
+            return obj
+        unknown: list[str] = []
+        try:
+            cleaned = fieldvalidation.check_typed(obj, t, issues=None, unknown=unknown)
+        except fieldvalidation.TypeError_ as exc:
+            raise StatusError(
+                422,
+                "Invalid",
+                f' "" is invalid: patch: Invalid value: "{orjson.dumps(obj).decode()}": {exc}',
+            ) from None
+        if directive.mode != "Ignore":
+            directive.add_sorted_unknown(unknown)
+        refused = directive.finish()
+        if refused is not None:
+            raise _bad_request(refused)
+        return dict(cleaned)
+
+    def decode_write(
+        self, served: ServedResource, body: bytes, field_validation: str
+    ) -> tuple[Any, Directive]:
+        """Decode a POST/PUT body as kube's decoder does: wrong JSON types are refused
+        (400), unknown fields of built-ins dropped, and unknown or duplicate fields
+        reported by ``field_validation`` (the directive carries what is left to report
+        and the warnings)."""
+        try:
+            obj, _ = fieldvalidation.decode(body)
+        except ValueError as exc:
+            raise _bad_request(
+                f"the object provided is unrecognized: invalid JSON: {exc}"
+            ) from None
+        r = served.resource
+        directive = Directive(mode=field_validation or "Warn")
+        if not isinstance(obj, dict):
+            return fieldvalidation.plain(obj), directive
+        kind = obj.get("kind")
+        if isinstance(kind, str) and kind:
+            version = str(obj.get("apiVersion") or "").rpartition("/")[2]
+            directive.prefix = (
+                f"{kind} in version {orjson.dumps(version).decode()} cannot be handled as a "
+                f"{r.kind}: "
+            )
+        else:
+            directive.prefix = f"the object provided is unrecognized (must be of type {r.kind}): "
+        collect = directive.mode != "Ignore"
+        try:
+            if served.custom:
+                if collect:
+                    directive.issues.extend(
+                        f'duplicate field "{p}"' for p in fieldvalidation.duplicates(obj)
+                    )
+                meta = obj.get("metadata")
+                if isinstance(meta, dict):
+                    unknown: list[str] = []
+                    cleaned = fieldvalidation.check_typed(
+                        meta, typeinfo.object_meta(), issues=None, unknown=unknown, path="metadata"
+                    )
+                    obj = {**obj, "metadata": cleaned}
+                    if collect:
+                        directive.pending = unknown
+                return fieldvalidation.plain(obj), directive
+            t = self._type(served)
+            if t is not None:
+                issues: list[str] | None = [] if collect else None
+                obj = fieldvalidation.check_typed(obj, t, issues=issues)
+                directive.issues = issues or []
+        except fieldvalidation.TypeError_ as exc:
+            raise _bad_request(f"{directive.prefix}{exc}") from None
+        refused = directive.finish()
+        if refused is not None:
+            raise _bad_request(refused)
+        return fieldvalidation.plain(obj), directive
 
     # -- reads -----------------------------------------------------------------------
 
@@ -679,6 +784,7 @@ class Rest:
         manager: str = "",
         dry_run: bool = False,
         managed_fields: builtins.list[JsonDict] | None = None,
+        directive: Directive | None = None,
     ) -> JsonDict:
         """Create an object; ``managed_fields`` (server-side apply) replaces the Update
         entry a create otherwise records for ``manager``."""
@@ -730,7 +836,7 @@ class Rest:
                     token_volume_suffix=self._token_suffix,
                     plugins=False,
                 )
-            obj = self._admit(served, obj, None)
+            obj = self._admit(served, obj, None, directive)
             meta = obj["metadata"]
             name = meta.get("name", "")
             key = self._key(served, namespace, name)
@@ -853,6 +959,7 @@ class Rest:
         manager: str = "",
         dry_run: bool = False,
         managed_fields: builtins.list[JsonDict] | None = None,
+        directive: Directive | None = None,
     ) -> JsonDict:
         """Replace an object (or its ``status``/``finalize`` subresource).
 
@@ -885,7 +992,7 @@ class Rest:
                 new = self._status_update(served, current, body)
                 if served.custom:
                     try:
-                        new = self._apply_crd_schema(served, new)
+                        new = self._apply_crd_schema(served, new, directive)
                     except admission.AdmissionError as exc:
                         raise self._invalid(served, exc, new) from None
             elif subresource == "finalize":
@@ -921,7 +1028,7 @@ class Rest:
                         meta[k] = cur_meta[k]
                     else:
                         meta.pop(k, None)
-                new = self._admit(served, new, current)
+                new = self._admit(served, new, current, directive)
                 meta = new["metadata"]
                 if cur_meta.get("deletionTimestamp"):
                     added = set(meta.get("finalizers") or []) - set(
@@ -1020,6 +1127,7 @@ class Rest:
         force: bool = False,
         view: Callable[[JsonDict], JsonDict] | None = None,
         unview: Callable[[JsonDict], JsonDict] | None = None,
+        directive: Directive | None = None,
     ) -> JsonDict:
         """Apply a patch. With ``view``/``unview``, the patch is applied to
         ``view(stored object)`` (another API's shape of the same object, e.g.
@@ -1036,6 +1144,7 @@ class Rest:
             force=force,
             view=view,
             unview=unview,
+            directive=directive,
         )[1]
 
     def patch_with_status(
@@ -1052,6 +1161,7 @@ class Rest:
         force: bool = False,
         view: Callable[[JsonDict], JsonDict] | None = None,
         unview: Callable[[JsonDict], JsonDict] | None = None,
+        directive: Directive | None = None,
     ) -> tuple[int, JsonDict]:
         """:meth:`patch`, with the HTTP status: 201 when an apply created the object."""
         ctype = content_type.split(";", maxsplit=1)[0].strip().lower()
@@ -1075,11 +1185,19 @@ class Rest:
 
                 doc = yaml.safe_load(body.decode("utf-8"))
             else:
-                doc = orjson.loads(body)
+                doc, _ = fieldvalidation.decode(body)
         except Exception as exc:
             if kind == "apply":
                 raise _bad_request(f"error decoding YAML: {exc}") from None
             raise _bad_request(f"error decoding patch: {exc}") from None
+        if directive is not None and directive.mode != "Ignore":
+            if kind == "json":
+                directive.issues.extend(fieldvalidation.json_patch_issues(doc))
+            else:
+                directive.issues.extend(
+                    f'duplicate field "{p}"' for p in fieldvalidation.duplicates(doc)
+                )
+        doc = fieldvalidation.plain(doc)
         if kind == "apply":
             return self._apply(
                 served,
@@ -1092,6 +1210,7 @@ class Rest:
                 force=force,
                 view=view,
                 unview=unview,
+                directive=directive,
             )
         with self.storage.lock:
             current = self.storage.get(self._key(served, namespace, name))
@@ -1120,6 +1239,7 @@ class Rest:
                 raise StatusError(exc.status, exc.reason, exc.message) from None
             if not isinstance(new, dict):
                 raise _bad_request("the patched object is not an object")
+            new = self._validate_fields(served, new, directive)
             new_meta = new.get("metadata") or {}
             if not isinstance(new_meta, dict):
                 raise _bad_request("metadata: expected an object")
@@ -1148,6 +1268,7 @@ class Rest:
                 subresource=subresource,
                 manager=manager,
                 dry_run=dry_run,
+                directive=directive,
             )
 
     def _apply(
@@ -1163,6 +1284,7 @@ class Rest:
         force: bool,
         view: Callable[[JsonDict], JsonDict] | None,
         unview: Callable[[JsonDict], JsonDict] | None,
+        directive: Directive | None = None,
     ) -> tuple[int, JsonDict]:
         """Server-side apply (``application/apply-patch+yaml``), as fieldmanager does it."""
         r = served.resource
@@ -1187,7 +1309,9 @@ class Rest:
                 "the namespace of the provided object does not match the namespace sent on "
                 "the request"
             )
-        config = {**doc, "metadata": {**meta, "name": name}}
+        config = self._validate_fields(
+            served, {**doc, "metadata": {**meta, "name": name}}, directive
+        )
         if r.namespaced:
             config["metadata"]["namespace"] = namespace or ""
         with self.storage.lock:
@@ -1256,6 +1380,7 @@ class Rest:
                 manager=manager,
                 dry_run=dry_run,
                 managed_fields=managed,
+                directive=directive,
             )
 
     # -- delete ----------------------------------------------------------------------

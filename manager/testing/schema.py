@@ -234,9 +234,10 @@ def _keeps_meta(s: Schema | None, key: str, value: Any) -> bool:
     return key == "metadata" and isinstance(value, dict)
 
 
-def _prune(x: Any, s: Schema | None) -> None:
+def _prune(x: Any, s: Schema | None, pruned: list[str] | None = None, path: str = "") -> None:
+    """Drop what the schema does not describe; ``pruned`` collects the dropped paths."""
     if s is not None and s.get(_PRESERVE) is True:
-        _skip_prune(x, s)
+        _skip_prune(x, s, pruned, path)
         return
     if isinstance(x, dict):
         for k in list(x):
@@ -245,15 +246,17 @@ def _prune(x: Any, s: Schema | None) -> None:
             known, ps = _prop_schema(s, k)
             if not known:
                 del x[k]
+                if pruned is not None:
+                    pruned.append(_child(path, k))
             elif ps is not None:
-                _prune(x[k], ps)
+                _prune(x[k], ps, pruned, _child(path, k))
             # additionalProperties: true keeps the value as it is
     elif isinstance(x, list):
-        for v in x:
-            _prune(v, _items(s))
+        for i, v in enumerate(x):
+            _prune(v, _items(s), pruned, f"{path}[{i}]")
 
 
-def _skip_prune(x: Any, s: Schema | None) -> None:
+def _skip_prune(x: Any, s: Schema | None, pruned: list[str] | None = None, path: str = "") -> None:
     """Below ``x-kubernetes-preserve-unknown-fields``: keep unknown keys, prune known ones."""
     if s is None:
         return
@@ -263,10 +266,10 @@ def _skip_prune(x: Any, s: Schema | None) -> None:
                 continue
             known, ps = _prop_schema(s, k)
             if known and ps is not None:
-                _prune(v, ps)
+                _prune(v, ps, pruned, _child(path, k))
     elif isinstance(x, list):
-        for v in x:
-            _skip_prune(v, _items(s))
+        for i, v in enumerate(x):
+            _skip_prune(v, _items(s), pruned, f"{path}[{i}]")
 
 
 # --- validation (kube-openapi/pkg/validation/validate) ---------------------------------
@@ -667,7 +670,12 @@ def _json_text(v: Any) -> str:
 
 
 def apply_schema(
-    schema: Mapping[str, Any], obj: dict[str, Any], *, kind: str, status_subresource: bool
+    schema: Mapping[str, Any],
+    obj: dict[str, Any],
+    *,
+    kind: str,
+    status_subresource: bool,
+    pruned: list[str] | None = None,
 ) -> tuple[dict[str, Any], list[Cause]]:
     """Default, prune and validate a custom resource against its version's structural schema.
 
@@ -678,6 +686,8 @@ def apply_schema(
             kept for the caller's 422 message).
         status_subresource: whether ``/status`` is a subresource; the caller carries the
             old status across, so whatever ``obj`` holds is validated as it is.
+        pruned: collects the paths of the unknown fields pruning dropped
+            (``spec.ports[0].extra``), for ``fieldValidation``.
 
     Returns:
         The defaulted and pruned copy of ``obj`` and the validation causes (``[]``: valid).
@@ -687,7 +697,7 @@ def apply_schema(
     root: JsonDict = {**schema, _EMBEDDED: True}  # the root keeps apiVersion/kind/metadata
     _prune_nulls(out, root)
     _default(out, root)
-    _prune(out, root)
+    _prune(out, root, pruned)
     validator = _Validator()
     validator.validate(out, {k: v for k, v in schema.items() if k != _EMBEDDED}, "", root=True)
     return out, [e.cause() for e in validator.errors]

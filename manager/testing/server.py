@@ -36,6 +36,7 @@ import yaml
 from manager.testing import discovery, eventsconv, printers
 from manager.testing.audit import Audit
 from manager.testing.faults import Faults
+from manager.testing.fieldvalidation import Directive, warning_header
 from manager.testing.garbage import GarbageCollector
 from manager.testing.registry import ResourceRegistry, ServedResource
 from manager.testing.rest import (
@@ -156,6 +157,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache, private")
         for k, v in (headers or {}).items():
             self.send_header(k, v)
+        for text in getattr(self, "_warnings", ()):
+            self.send_header("Warning", warning_header(text))
         self._finish(data)
 
     def _finish(self, data: bytes) -> None:
@@ -181,6 +184,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self, method: str) -> None:
         owner = self.server.owner
+        self._warnings: list[str] = []  # Warning headers of this request's answer
         split = urlsplit(self.path)
         path = unquote(split.path).rstrip("/") or "/"
         query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
@@ -385,7 +389,11 @@ class _Handler(BaseHTTPRequestHandler):
                 raise StatusError(
                     404, "NotFound", "the server could not find the requested resource"
                 )
-            obj = rest.create(served, ns, _decode(body), manager=manager, dry_run=dry_run)
+            decoded, directive = rest.decode_write(served, body, query.get("fieldValidation", ""))
+            self._warnings = directive.warnings
+            obj = rest.create(
+                served, ns, decoded, manager=manager, dry_run=dry_run, directive=directive
+            )
             return 201, obj
         if verb == "update":
             if name is None:
@@ -394,14 +402,17 @@ class _Handler(BaseHTTPRequestHandler):
                     "MethodNotAllowed",
                     "the server does not allow this method on the requested resource",
                 )
+            decoded, directive = rest.decode_write(served, body, query.get("fieldValidation", ""))
+            self._warnings = directive.warnings
             obj = rest.update(
                 served,
                 ns,
                 name,
-                _decode(body),
+                decoded,
                 subresource=route.subresource,
                 manager=manager,
                 dry_run=dry_run,
+                directive=directive,
             )
             return 200, obj
         if verb == "patch":
@@ -412,6 +423,8 @@ class _Handler(BaseHTTPRequestHandler):
                     "the server does not allow this method on the requested resource",
                 )
             ctype = self.headers.get("Content-Type") or ""
+            directive = Directive(mode=query.get("fieldValidation") or "Warn")
+            self._warnings = directive.warnings
             return rest.patch_with_status(
                 served,
                 ns,
@@ -422,6 +435,7 @@ class _Handler(BaseHTTPRequestHandler):
                 manager=manager,
                 dry_run=dry_run,
                 force=_truthy(query.get("force")),
+                directive=directive,
             )
         options = _delete_options(query, body)
         if verb == "delete":

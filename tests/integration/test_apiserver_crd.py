@@ -446,3 +446,39 @@ def test_deleting_crd_stops_serving_its_resource(
     eventually(
         lambda: http(api_client, "GET", f"{CRDS}/{crd.name}").status == 404, 30, "CRD deleted"
     )
+
+
+def test_custom_resource_strict_field_validation(
+    api_client: Any, namespace: str, make_crd: Callable[..., Crd]
+) -> None:
+    crd = make_crd()
+    body = (
+        '{"apiVersion": "%s", "kind": "Widget", "metadata": {"name": "w", "unknownMeta": 1},'
+        ' "spec": {"size": 1, "size": 2, "zz": 1, "color": "red", "aa": 2}}' % crd.api_version
+    ).encode()
+    response = http(
+        api_client,
+        "POST",
+        crd.collection(namespace),
+        body=body,
+        query={"fieldValidation": "Strict"},
+    )
+    assert response.status == 400, response.body
+    assert response.body["reason"] == "BadRequest"
+    assert response.body["message"].endswith(
+        'strict decoding error: duplicate field "spec.size", unknown field '
+        '"metadata.unknownMeta", unknown field "spec.aa", unknown field "spec.zz"'
+    )
+    assert http(api_client, "GET", f"{crd.collection(namespace)}/w").status == 404
+    created = ok(
+        http(
+            api_client,
+            "POST",
+            crd.collection(namespace),
+            body=body,
+            query={"fieldValidation": "Ignore"},
+        ),
+        201,
+    )
+    assert created["spec"] == {"size": 2, "color": "red"}
+    assert "unknownMeta" not in created["metadata"]

@@ -1,0 +1,308 @@
+"""``fieldValidation``: unknown and duplicate fields, and JSON values of the wrong type.
+
+kube-apiserver decodes a request body into the kind's Go struct (built-ins) or prunes it
+by the CRD's structural schema (custom resources). Fields the type does not declare are
+dropped, a key given twice keeps its last value, and the ``fieldValidation`` query
+parameter decides what the client hears about it:
+
+* ``Strict``: 400 ``BadRequest``, ``strict decoding error: unknown field "spec.x",
+  duplicate field "metadata.name"`` (every problem, in kube's order);
+* ``Warn`` (the default since 1.27): the write succeeds with one ``Warning: 299``
+  header per problem;
+* ``Ignore``: silence.
+
+Built-in objects list their problems in document order (a key both unknown and
+duplicated counts as unknown once); custom resources and patches list duplicates of the
+request body first, then the unknown fields of the result in sorted order. A value of
+the wrong JSON type is refused whatever the mode, with Go's ``json: cannot unmarshal
+string into Go struct field ObjectMeta.metadata.name of type string``.
+
+Thread-safety: pure functions plus :class:`Directive`, which belongs to one request.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import orjson
+
+from manager.testing.typeinfo import LIST, MAP, SCALAR, STRUCT, TypeNode
+
+__all__ = [
+    "Directive",
+    "TypeError_",
+    "check_typed",
+    "decode",
+    "duplicates",
+    "json_patch_issues",
+    "plain",
+    "warning_header",
+]
+
+MODES: Final = ("Strict", "Warn", "Ignore")
+_KEY: Final = re.compile(rb'"((?:[^"\\]|\\.)*)"\s*:')
+
+
+class TypeError_(Exception):  # noqa: N801 - Go's UnmarshalTypeError, not the builtin
+    """A JSON value of the wrong type (always refused, whatever ``fieldValidation``)."""
+
+
+class _Obj(dict[str, Any]):
+    """A decoded JSON object that remembers which of its keys appeared twice."""
+
+    __slots__ = ("dups",)
+
+    def __init__(self, pairs: list[tuple[str, Any]]) -> None:
+        super().__init__()
+        self.dups: list[str] = []
+        for k, v in pairs:
+            if k in self and k not in self.dups:
+                self.dups.append(k)
+            self[k] = v
+
+
+def decode(body: bytes) -> tuple[Any, bool]:
+    """The JSON body, and whether any object in it repeats a key.
+
+    The common case (no key text repeated anywhere in the body) costs one regex scan on
+    top of orjson; otherwise the body is decoded again keeping track of repeats (the
+    returned objects are then :class:`_Obj` and know their duplicated keys).
+    """
+    obj = orjson.loads(body)
+    keys = _KEY.findall(body)
+    if len(keys) == len(set(keys)):
+        return obj, False
+    tracked = json.loads(body, object_pairs_hook=_Obj)
+    return tracked, _has_dups(tracked)
+
+
+def _has_dups(value: Any) -> bool:
+    if isinstance(value, _Obj):
+        return bool(value.dups) or any(_has_dups(v) for v in value.values())
+    if isinstance(value, dict):
+        return any(_has_dups(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_dups(v) for v in value)
+    return False
+
+
+def duplicates(value: Any, path: str = "") -> list[str]:
+    """Paths of every repeated key, in document order."""
+    out: list[str] = []
+    if isinstance(value, dict):
+        dups = value.dups if isinstance(value, _Obj) else []
+        for k, v in value.items():
+            p = f"{path}.{k}" if path else k
+            out.extend(duplicates(v, p))
+            if k in dups:
+                out.append(p)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out.extend(duplicates(v, f"{path}[{i}]"))
+    return out
+
+
+def plain(value: Any) -> Any:
+    """``value`` with :class:`_Obj` turned back into plain dicts."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _type_error(value: Any, struct: str, path: str, go: str) -> TypeError_:
+    shown = _json_kind(value)
+    if shown == "number" and isinstance(value, float):
+        shown = f"number {value!r}"
+    where = f"Go struct field {struct}.{path}" if path else "Go value"
+    return TypeError_(f"json: cannot unmarshal {shown} into {where} of type {go}")
+
+
+def _scalar_ok(value: Any, t: TypeNode) -> bool:
+    want = t.scalar
+    if not want:
+        return True
+    if want == "string":
+        return isinstance(value, str)
+    if want == "boolean":
+        return isinstance(value, bool)
+    if want == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def check_typed(
+    value: Any,
+    t: TypeNode,
+    *,
+    issues: list[str] | None,
+    unknown: list[str] | None = None,
+    path: str = "",
+) -> Any:
+    """Walk a built-in object: raise :class:`TypeError_` on a wrong type, report unknown
+    and duplicate fields, and return the object without its unknown fields.
+
+    Args:
+        issues: collects ``unknown field "p"`` / ``duplicate field "p"`` in document
+            order (None: do not collect).
+        unknown: collects the unknown paths only (for patches, which sort them).
+    """
+    return _walk(
+        value, t, path, path, struct=t.go.rsplit(".", 1)[-1], issues=issues, unknown=unknown
+    )
+
+
+def _walk(
+    value: Any,
+    t: TypeNode,
+    path: str,
+    go_path: str,
+    *,
+    struct: str,
+    issues: list[str] | None,
+    unknown: list[str] | None,
+) -> Any:
+    if value is None:
+        return None
+    kind = t.kind
+    if kind == STRUCT:
+        if not isinstance(value, dict):
+            raise _type_error(value, struct, go_path, t.go)
+        fields = t.fields()
+        dups = value.dups if isinstance(value, _Obj) else ()
+        name = t.go.rsplit(".", 1)[-1] if t.go.startswith("v") else struct
+        out: dict[str, Any] | None = None
+        for k, v in value.items():
+            p = f"{path}.{k}" if path else k
+            gp = f"{go_path}.{k}" if go_path else k
+            ft = fields.get(k)
+            if ft is None:
+                if t.preserve:
+                    continue
+                if issues is not None:
+                    issues.append(f'unknown field "{p}"')
+                if unknown is not None:
+                    unknown.append(p)
+                if out is None:
+                    out = {kk: vv for kk, vv in value.items()}
+                out.pop(k, None)
+                continue
+            cleaned = _walk(v, ft, p, gp, struct=name, issues=issues, unknown=unknown)
+            if k in dups and issues is not None:
+                issues.append(f'duplicate field "{p}"')
+            if cleaned is not v:
+                if out is None:
+                    out = {kk: vv for kk, vv in value.items()}
+                out[k] = cleaned
+        return value if out is None else out
+    if kind == MAP:
+        if not isinstance(value, dict):
+            raise _type_error(value, struct, go_path, t.go)
+        assert t.elem is not None
+        changed: dict[str, Any] | None = None
+        for k, v in value.items():
+            cleaned = _walk(
+                v,
+                t.elem,
+                f"{path}.{k}" if path else k,
+                go_path,
+                struct=struct,
+                issues=issues,
+                unknown=unknown,
+            )
+            if cleaned is not v:
+                if changed is None:
+                    changed = dict(value)
+                changed[k] = cleaned
+        return value if changed is None else changed
+    if kind == LIST:
+        if not isinstance(value, list):
+            raise _type_error(value, struct, go_path, t.go)
+        assert t.elem is not None
+        items: list[Any] | None = None
+        for i, v in enumerate(value):
+            cleaned = _walk(
+                v, t.elem, f"{path}[{i}]", go_path, struct=struct, issues=issues, unknown=unknown
+            )
+            if cleaned is not v:
+                if items is None:
+                    items = list(value)
+                items[i] = cleaned
+        return value if items is None else items
+    if kind == SCALAR and not _scalar_ok(value, t):
+        raise _type_error(value, struct, go_path, t.go)
+    return value
+
+
+_JSON_PATCH_KEYS: Final = frozenset({"op", "path", "value", "from"})
+
+
+def json_patch_issues(ops: Any) -> list[str]:
+    """Unknown and repeated keys of JSON patch operations (``json patch unknown field
+    "[0].foo"``), in order."""
+    out: list[str] = []
+    for i, op in enumerate(ops if isinstance(ops, list) else []):
+        if not isinstance(op, dict):
+            continue
+        dups = op.dups if isinstance(op, _Obj) else []
+        for k in op:
+            if k not in _JSON_PATCH_KEYS:
+                out.append(f'json patch unknown field "[{i}].{k}"')
+            elif k in dups:
+                out.append(f'json patch duplicate field "[{i}].{k}"')
+    return out
+
+
+def warning_header(text: str) -> str:
+    """One ``Warning`` header value: ``299 - "<text, quoted as Go's strconv.Quote>"``."""
+    return f"299 - {json.dumps(text, ensure_ascii=False)}"
+
+
+@dataclass(slots=True)
+class Directive:
+    """One request's ``fieldValidation`` and what it found.
+
+    Attributes:
+        mode: Strict, Warn or Ignore.
+        prefix: what a Strict error starts with (``ConfigMap in version "v1" cannot be
+            handled as a ConfigMap: `` for a create or update; nothing for a patch).
+        issues: problems found so far, in the order kube reports them.
+        warnings: what the response's ``Warning`` headers carry (Warn mode).
+    """
+
+    mode: str = "Warn"
+    prefix: str = ""
+    issues: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)  # unknown paths, reported sorted
+
+    def add_sorted_unknown(self, paths: Iterable[str]) -> None:
+        self.issues.extend(f'unknown field "{p}"' for p in sorted(paths))
+
+    def finish(self) -> str | None:
+        """The Strict error message if there is one; in Warn mode the issues become
+        warnings. Issues are consumed either way."""
+        issues, self.issues = self.issues, []
+        if not issues or self.mode == "Ignore":
+            return None
+        if self.mode == "Strict":
+            return f"{self.prefix}strict decoding error: {', '.join(issues)}"
+        self.warnings.extend(issues)
+        return None
