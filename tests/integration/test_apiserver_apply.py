@@ -136,7 +136,9 @@ def test_apply_conflicts_with_another_manager(api_client: Any, namespace: str) -
     assert response.status == 409, response.body
     body = response.body
     assert body["reason"] == "Conflict"
-    assert body["message"] == 'Apply failed with 1 conflict: conflict with "creator" using v1: .data.a'
+    assert body["message"] == (
+        'Apply failed with 1 conflict: conflict with "creator" using v1: .data.a'
+    )
     assert body["details"]["causes"] == [
         {
             "reason": "FieldManagerConflict",
@@ -147,7 +149,7 @@ def test_apply_conflicts_with_another_manager(api_client: Any, namespace: str) -
     two = _apply(api_client, path, _cm("cm", {"a": "2", "b": "2"}), "applier")
     assert two.status == 409
     assert two.body["message"] == (
-        "Apply failed with 2 conflicts: conflicts with \"creator\" using v1:\n- .data.a\n- .data.b"
+        'Apply failed with 2 conflicts: conflicts with "creator" using v1:\n- .data.a\n- .data.b'
     )
     assert [c["field"] for c in two.body["details"]["causes"]] == [".data.a", ".data.b"]
     assert ok(http(api_client, "GET", path))["data"] == {"a": "1", "b": "1"}

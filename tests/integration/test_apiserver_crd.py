@@ -452,9 +452,10 @@ def test_custom_resource_strict_field_validation(
     api_client: Any, namespace: str, make_crd: Callable[..., Crd]
 ) -> None:
     crd = make_crd()
+    head = '{"apiVersion": "' + crd.api_version + '", "kind": "Widget", '
     body = (
-        '{"apiVersion": "%s", "kind": "Widget", "metadata": {"name": "w", "unknownMeta": 1},'
-        ' "spec": {"size": 1, "size": 2, "zz": 1, "color": "red", "aa": 2}}' % crd.api_version
+        head + '"metadata": {"name": "w", "unknownMeta": 1},'
+        ' "spec": {"size": 1, "size": 2, "zz": 1, "color": "red", "aa": 2}}'
     ).encode()
     response = http(
         api_client,

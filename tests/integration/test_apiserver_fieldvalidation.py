@@ -123,9 +123,7 @@ def test_put_is_validated_too(api_client: Any, namespace: str) -> None:
             "extra": True,
         }
     ).encode()
-    response = http(
-        api_client, "PUT", f"{base}/cm", body=body, query={"fieldValidation": "Strict"}
-    )
+    response = http(api_client, "PUT", f"{base}/cm", body=body, query={"fieldValidation": "Strict"})
     assert response.status == 400, response.body
     assert response.body["message"] == (
         'ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: '
