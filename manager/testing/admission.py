@@ -36,6 +36,7 @@ from manager.labels import (
     regex_error,
 )
 from manager.testing.gofmt import quote
+from manager.testing.storage import copy_json
 
 __all__ = [
     "AdmissionError",
@@ -1525,7 +1526,7 @@ def default(
             admission plugins and the registry's allocations): the object the field
             manager attributes to the writer.
     """
-    out = copy.deepcopy(obj)
+    out: dict[str, Any] = copy_json(obj)
     meta = out.get("metadata")
     creating = old is None and not (isinstance(meta, Mapping) and meta.get("uid"))
     builtin = (kind, group)

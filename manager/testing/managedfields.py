@@ -27,6 +27,7 @@ Thread-safety: pure functions over JSON values; safe from any thread.
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -364,9 +365,16 @@ def remove(value: Any, removal: Fields, t: TypeNode | None) -> Any:
 # --- managers ---------------------------------------------------------------------------
 
 
+_clock: list[Any] = [0, ""]  # (second, its text): one strftime per second, not per write
+
+
 def now() -> str:
     """``metav1.Time`` of now, as managedFields carry it (seconds, UTC)."""
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    second = int(time.time())
+    if _clock[0] != second:
+        text = dt.datetime.fromtimestamp(second, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        _clock[0], _clock[1] = second, text
+    return str(_clock[1])
 
 
 def _identity(entry: Mapping[str, Any]) -> tuple[str, str, str, str]:
@@ -376,15 +384,14 @@ def _identity(entry: Mapping[str, Any]) -> tuple[str, str, str, str]:
 
 
 def _sort(entries: list[JsonDict]) -> list[JsonDict]:
-    def key(e: JsonDict) -> tuple[str, int, str, str, str]:
-        t = e.get("time") or ""
-        try:
-            seconds = int(dt.datetime.fromisoformat(str(t).replace("Z", "+00:00")).timestamp())
-        except ValueError:
-            seconds = 0
+    """kube's order: operation, time (RFC 3339 seconds sort as text), manager, version."""
+    if len(entries) < 2:
+        return entries
+
+    def key(e: JsonDict) -> tuple[str, str, str, str, str]:
         return (
             str(e.get("operation") or ""),
-            seconds,
+            str(e.get("time") or ""),
             str(e.get("manager") or ""),
             str(e.get("apiVersion") or ""),
             str(e.get("subresource") or ""),

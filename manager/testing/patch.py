@@ -27,6 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from manager.testing.storage import copy_json
+
 __all__ = [
     "STRATEGIC_KINDS",
     "PatchError",
@@ -111,7 +113,8 @@ def json_merge_patch(target: dict[str, Any], patch: Any) -> dict[str, Any]:
         raise _bad_request("Invalid JSON Patch")
     result = _merge(target, patch)
     assert isinstance(result, dict)
-    return copy.deepcopy(result)
+    copied: dict[str, Any] = copy_json(result)
+    return copied
 
 
 # --- RFC 6902 ---------------------------------------------------------------------------
@@ -228,7 +231,7 @@ def json_patch(target: dict[str, Any], ops: Any) -> dict[str, Any]:
             raise _bad_request(
                 f"json: cannot unmarshal {_go_type(op)} into Go value of type jsonpatch.Operation"
             )
-    doc: Any = copy.deepcopy(target)
+    doc: Any = copy_json(target)
     for op in ops:
         kind = op.get("op")
         path = op.get("path")
@@ -628,4 +631,5 @@ def strategic_merge_patch(
             f"json: cannot unmarshal {_go_type(patch)} into Go value of type "
             "map[string]interface {}"
         )
-    return copy.deepcopy(_merge_map(target, patch, schema))
+    copied: dict[str, Any] = copy_json(_merge_map(target, patch, schema))
+    return copied

@@ -39,7 +39,7 @@ from manager.testing import (
 from manager.testing.fieldvalidation import Directive
 from manager.testing.registry import Generation, ResourceRegistry, ServedResource
 from manager.testing.selectors import FieldSelector, object_fields
-from manager.testing.storage import ObjectKey, Storage, TooOldResourceVersion
+from manager.testing.storage import ObjectKey, Storage, TooOldResourceVersion, copy_json
 
 __all__ = [
     "DeleteOptions",
@@ -128,6 +128,9 @@ _OPTIONS_KIND: Final = {
     "deletecollection": "DeleteOptions",
 }
 _FIELD_VALIDATION: Final = ("", "Ignore", "Strict", "Warn")
+# Kinds whose stored object carries admission-plugin or allocator fields the creator
+# does not own (pods: service account, token volume, tolerations; services: cluster IP).
+_PLUGIN_DEFAULTED: Final = frozenset({("Pod", ""), ("Service", "")})
 
 
 def _go_quote(text: str) -> str:
@@ -788,7 +791,7 @@ class Rest:
     ) -> JsonDict:
         """Create an object; ``managed_fields`` (server-side apply) replaces the Update
         entry a create otherwise records for ``manager``."""
-        obj = copy.deepcopy(self._check_body_type(served, body))
+        obj = copy_json(self._check_body_type(served, body))
         r = served.resource
         obj["apiVersion"] = r.api_version
         obj["kind"] = r.kind
@@ -826,8 +829,8 @@ class Rest:
                 obj["status"] = {}
         with self.storage.lock:
             self._check_namespace(served, namespace, creating=True)
-            decoded = obj
-            if not served.custom and managed_fields is None:
+            decoded = None
+            if managed_fields is None and (r.kind, r.group) in _PLUGIN_DEFAULTED:
                 decoded = admission.default(
                     r.kind,
                     r.group,
@@ -857,7 +860,7 @@ class Rest:
             if served.generation is not Generation.NONE:
                 meta["generation"] = 1
             if managed_fields is None:
-                attributed = obj if served.custom else decoded
+                attributed = obj if decoded is None else decoded
                 managed_fields = self._record(served, None, attributed, entries=[], manager=manager)
             if managed_fields:
                 meta["managedFields"] = managed_fields
@@ -1002,7 +1005,7 @@ class Rest:
                     "finalizers": list((body.get("spec") or {}).get("finalizers") or []),
                 }
             else:
-                new = copy.deepcopy(body)
+                new = copy_json(body)
                 new["apiVersion"] = r.api_version
                 new["kind"] = r.kind
                 if r.has_status:

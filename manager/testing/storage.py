@@ -17,11 +17,14 @@ a watcher registered "at revision R" sees exactly the writes after R.
 from __future__ import annotations
 
 import builtins
+import copy
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
+
+import orjson
 
 __all__ = [
     "Event",
@@ -30,12 +33,25 @@ __all__ = [
     "Storage",
     "TooOldResourceVersion",
     "WatchSink",
+    "copy_json",
 ]
 
 JsonDict = dict[str, Any]
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 # (storage key "group/plural", namespace or "", name)
 ObjectKey = tuple[str, str, str]
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of a JSON value (dicts, lists, strings, numbers, booleans, None).
+
+    Every write copies the object it stores; an orjson round trip does that several
+    times faster than ``copy.deepcopy`` (values orjson cannot encode fall back to it).
+    """
+    try:
+        return orjson.loads(orjson.dumps(value))
+    except (TypeError, orjson.JSONEncodeError):
+        return copy.deepcopy(value)
 
 
 class TooOldResourceVersion(Exception):
