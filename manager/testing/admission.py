@@ -21,6 +21,7 @@ between threads.
 
 from __future__ import annotations
 
+import base64
 import copy
 import ipaddress
 import re
@@ -47,6 +48,7 @@ __all__ = [
     "is_dns1123_subdomain",
     "service_update_keeps",
     "validate",
+    "validate_events_v1_create",
 ]
 
 JsonDict = dict[str, Any]
@@ -536,7 +538,7 @@ def _containers(
     return errs
 
 
-def _pod_spec(spec: Any, path: str) -> list[FieldError]:
+def _pod_spec(spec: Any, path: str, *, is_pod: bool = False) -> list[FieldError]:
     spec = spec if isinstance(spec, Mapping) else {}
     errs: list[FieldError] = []
     volumes: set[str] = set()
@@ -576,11 +578,106 @@ def _pod_spec(spec: Any, path: str) -> list[FieldError]:
                 f"{path}.terminationGracePeriodSeconds", grace, "must be greater than or equal to 0"
             )
         )
+    if spec.get("hostNetwork") is True:
+        errs.extend(_host_network_ports(spec, path, is_pod=is_pod))
     return errs
 
 
-def _pod(obj: Mapping[str, Any]) -> list[FieldError]:
-    return _pod_spec(obj.get("spec"), "spec")
+def _host_network_ports(spec: Mapping[str, Any], path: str, *, is_pod: bool) -> list[FieldError]:
+    """``validateHostNetwork``: host ports equal container ports (templates may leave 0)."""
+    errs: list[FieldError] = []
+    for key in ("containers", "initContainers"):
+        for i, raw in enumerate(spec.get(key) or []):
+            for j, raw_port in enumerate(_map(raw).get("ports") or []):
+                port = _map(raw_port)
+                host, container = port.get("hostPort") or 0, port.get("containerPort") or 0
+                if (is_pod or host != 0) and host != container:
+                    errs.append(
+                        _invalid(
+                            f"{path}.{key}[{i}].ports[{j}].hostPort",
+                            host,
+                            "must match `containerPort` when `hostNetwork` is true",
+                        )
+                    )
+    return errs
+
+
+_POD_UPDATABLE: Final = ",".join(
+    [
+        "`spec.containers[*].image`",
+        "`spec.initContainers[*].image`",
+        "`spec.activeDeadlineSeconds`",
+        "`spec.tolerations` (only additions to existing tolerations)",
+        "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously "
+        "negative)",
+    ]
+)
+
+
+def _go_field(key: str) -> str:
+    return key[:1].upper() + key[1:]
+
+
+def _pod_update(obj: Mapping[str, Any], old: Mapping[str, Any]) -> list[FieldError]:
+    """``ValidatePodUpdate``: only images, activeDeadlineSeconds, added tolerations and a
+    negative grace period turned to 1 may change in a pod's spec."""
+    new_spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    old_spec = old.get("spec") if isinstance(old.get("spec"), Mapping) else {}
+    assert isinstance(new_spec, Mapping) and isinstance(old_spec, Mapping)
+    munged = dict(new_spec)
+    for key in ("containers", "initContainers"):
+        new_ctrs, old_ctrs = new_spec.get(key), old_spec.get(key)
+        if isinstance(new_ctrs, list) and isinstance(old_ctrs, list):
+            munged[key] = [
+                {**c, "image": o.get("image")}
+                if isinstance(c, Mapping) and isinstance(o, Mapping) and "image" in o
+                else c
+                for c, o in zip(new_ctrs, old_ctrs, strict=False)
+            ] + new_ctrs[len(old_ctrs) :]
+    for key in ("activeDeadlineSeconds", "schedulingGates"):
+        if key in old_spec:
+            munged[key] = old_spec[key]
+        else:
+            munged.pop(key, None)
+    old_tol = old_spec.get("tolerations") or []
+    new_tol = new_spec.get("tolerations") or []
+    if isinstance(new_tol, list) and all(t in new_tol for t in old_tol):
+        if "tolerations" in old_spec:
+            munged["tolerations"] = old_spec["tolerations"]
+        else:
+            munged.pop("tolerations", None)
+    old_grace = old_spec.get("terminationGracePeriodSeconds")
+    if (
+        isinstance(old_grace, int)
+        and old_grace < 0
+        and new_spec.get("terminationGracePeriodSeconds") == 1
+    ):
+        munged["terminationGracePeriodSeconds"] = old_grace
+    if munged == dict(old_spec):
+        return []
+    lines = ["  core.PodSpec{"]
+    for key in sorted(set(munged) | set(old_spec)):
+        before, after = old_spec.get(key), munged.get(key)
+        if before == after:
+            continue
+        if key in old_spec:
+            lines.append(f"- \t{_go_field(key)}: {_render(before)},")
+        if key in munged:
+            lines.append(f"+ \t{_go_field(key)}: {_render(after)},")
+    lines.append("  }")
+    return [
+        _forbidden(
+            "spec",
+            f"pod updates may not change fields other than {_POD_UPDATABLE}\n" + "\n".join(lines),
+        )
+    ]
+
+
+def _pod(obj: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> list[FieldError]:
+    errs = _pod_spec(obj.get("spec"), "spec", is_pod=True)
+    if old is not None:
+        errs.extend(_pod_update(obj, old))
+    return errs
 
 
 # --- workloads -------------------------------------------------------------------------
@@ -1079,6 +1176,83 @@ def _config_data(
     return errs
 
 
+def _event(obj: Mapping[str, Any]) -> list[FieldError]:
+    """``legacyValidateEvent``: what every Event (core or events.k8s.io) must satisfy."""
+    errs: list[FieldError] = []
+    meta = _map(obj.get("metadata"))
+    namespace = str(meta.get("namespace") or "")
+    involved = str(_map(obj.get("involvedObject")).get("namespace") or "")
+    if not obj.get("eventTime"):
+        if not involved:
+            if namespace not in ("", "default"):
+                errs.append(
+                    _invalid("involvedObject.namespace", involved, "does not match event.namespace")
+                )
+        elif namespace != involved:
+            errs.append(
+                _invalid("involvedObject.namespace", involved, "does not match event.namespace")
+            )
+    else:
+        if not involved and namespace not in ("default", "kube-system"):
+            errs.append(
+                _invalid("involvedObject.namespace", involved, "does not match event.namespace")
+            )
+        controller = str(obj.get("reportingComponent") or "")
+        if not controller:
+            errs.append(_required("reportingController"))
+        errs.extend(
+            _invalid("reportingController", controller, m)
+            for m in is_qualified_name(controller)
+            if controller
+        )
+        instance = str(obj.get("reportingInstance") or "")
+        if not instance:
+            errs.append(_required("reportingInstance"))
+        elif len(instance) > 128:
+            errs.append(_invalid("reportingInstance", "", "can have at most 128 characters"))
+        for key, limit in (("action", 128), ("reason", 128)):
+            value = str(obj.get(key) or "")
+            if not value:
+                errs.append(_required(key))
+            elif len(value) > limit:
+                errs.append(_invalid(key, "", f"can have at most {limit} characters"))
+        if len(str(obj.get("message") or "")) > 1024:
+            errs.append(_invalid("message", "", "can have at most 1024 characters"))
+    return errs
+
+
+def validate_events_v1_create(obj: dict[str, Any]) -> None:
+    """``ValidateEventCreate`` for ``events.k8s.io/v1`` (``obj`` is the core form).
+
+    Raises:
+        AdmissionError: 422 naming ``Event.events.k8s.io``.
+    """
+    meta = _map(obj.get("metadata"))
+    errs = _event(obj)
+    series = obj.get("series")
+    if isinstance(series, Mapping):
+        if int(series.get("count") or 0) < 2:
+            errs.append(_invalid("series.count", "", "should be at least 2"))
+        if not series.get("lastObservedTime"):
+            errs.append(_required("series.lastObservedTime"))
+    if not obj.get("eventTime"):
+        errs.append(_required("eventTime"))
+    if obj.get("type") not in ("Normal", "Warning"):
+        errs.append(_invalid("type", "", f"has invalid value: {obj.get('type') or ''}"))
+    for key in ("firstTimestamp", "lastTimestamp"):
+        if obj.get(key):
+            errs.append(_invalid(key, "", "needs to be unset"))
+    if obj.get("count"):
+        errs.append(_invalid("count", "", "needs to be unset"))
+    source = _map(obj.get("source"))
+    if source.get("component") or source.get("host"):
+        errs.append(_invalid("source", "", "needs to be unset"))
+    if errs:
+        raise AdmissionError(
+            "Event", "events.k8s.io", str(meta.get("name") or ""), [e.cause() for e in errs]
+        )
+
+
 def _namespace(obj: Mapping[str, Any]) -> list[FieldError]:
     errs: list[FieldError] = []
     spec = obj.get("spec")
@@ -1211,7 +1385,7 @@ def validate(kind: str, group: str, obj: dict[str, Any], old: dict[str, Any] | N
     errs = _object_meta(kind, meta)
     builtin = (kind, group)
     if builtin == ("Pod", ""):
-        errs.extend(_pod(obj))
+        errs.extend(_pod(obj, old))
     elif builtin in (("Deployment", "apps"), ("ReplicaSet", "apps")):
         errs.extend(_workload(kind, obj, old))
     elif builtin == ("Service", ""):
@@ -1230,6 +1404,8 @@ def validate(kind: str, group: str, obj: dict[str, Any], old: dict[str, Any] | N
             errs.extend(_immutable("type", obj.get("type"), old.get("type")))
     elif builtin == ("CustomResourceDefinition", "apiextensions.k8s.io"):
         errs.extend(_crd(obj))
+    elif builtin == ("Event", ""):
+        errs.extend(_event(obj))
     if errs:
         raise AdmissionError(kind, group, str(meta.get("name") or ""), [e.cause() for e in errs])
 
@@ -1302,11 +1478,35 @@ def _qos_class(spec: Mapping[str, Any]) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
+def _default_host_ports(spec: dict[str, Any]) -> None:
+    """A host-network pod's ports default their ``hostPort`` to the ``containerPort``."""
+    if spec.get("hostNetwork") is not True:
+        return
+    for key in ("containers", "initContainers"):
+        for ctr in spec.get(key) or []:
+            for port in (ctr.get("ports") if isinstance(ctr, dict) else None) or []:
+                if isinstance(port, dict) and not port.get("hostPort"):
+                    port["hostPort"] = port.get("containerPort")
+
+
+def _default_secret(obj: dict[str, Any]) -> None:
+    """Conversion merges ``stringData`` into ``data`` (base64) and drops it."""
+    obj.setdefault("type", "Opaque")
+    string_data = obj.pop("stringData", None)
+    if isinstance(string_data, dict) and string_data:
+        data = obj.get("data")
+        data = dict(data) if isinstance(data, dict) else {}
+        for k, v in string_data.items():
+            data[k] = base64.b64encode(str(v).encode()).decode()
+        obj["data"] = data
+
+
 def _default_pod(obj: dict[str, Any], suffix: Callable[[], str], *, plugins: bool) -> None:
     spec = obj.setdefault("spec", {})
     if not isinstance(spec, dict):
         return
     _default_pod_spec(spec)
+    _default_host_ports(spec)
     spec.setdefault("enableServiceLinks", True)
     for key in ("containers", "initContainers"):
         for ctr in spec.get(key) or []:
@@ -1535,6 +1735,7 @@ def default(
             _default_pod(out, token_volume_suffix, plugins=plugins)
         elif isinstance(out.get("spec"), dict):
             _default_pod_spec(out["spec"])
+            _default_host_ports(out["spec"])
     elif builtin in (("Deployment", "apps"), ("ReplicaSet", "apps")):
         _default_workload(kind, out)
     elif builtin == ("Service", ""):
@@ -1542,7 +1743,7 @@ def default(
     elif builtin == ("Namespace", ""):
         _default_namespace(out, creating=creating)
     elif builtin == ("Secret", ""):
-        out.setdefault("type", "Opaque")
+        _default_secret(out)
     elif builtin == ("CustomResourceDefinition", "apiextensions.k8s.io"):
         _default_crd(out)
     return out

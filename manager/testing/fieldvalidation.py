@@ -246,9 +246,54 @@ def _walk(
                     items = list(value)
                 items[i] = cleaned
         return value if items is None else items
-    if kind == SCALAR and not _scalar_ok(value, t):
-        raise _type_error(value, struct, go_path, t.go)
+    if kind == SCALAR:
+        if not _scalar_ok(value, t):
+            raise _type_error(value, struct, go_path, t.go)
+        if t.go == "[]uint8":
+            problem = _base64_problem(value)
+            if problem is not None:
+                raise TypeError_(problem)
+        elif t.go == "v1.MicroTime":
+            problem = _micro_time_problem(value)
+            if problem is not None:
+                raise TypeError_(problem)
     return value
+
+
+_B64: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+_MICRO_LAYOUT: Final = "2006-01-02T15:04:05.000000Z07:00"
+_CLOCK: Final = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}")
+_FRACTION: Final = re.compile(r"^\.\d{6}")
+_ZONE: Final = re.compile(r"^(Z|[+-]\d{2}:\d{2})$")
+
+
+def _base64_problem(text: str) -> str | None:
+    """Go's ``base64.StdEncoding`` verdict on a ``[]byte`` field (None: it decodes)."""
+    body = text.replace("\r", "").replace("\n", "")
+    stripped = body.rstrip("=")
+    for i, ch in enumerate(stripped):
+        if ch not in _B64:
+            return f"illegal base64 data at input byte {i}"
+    pad = len(body) - len(stripped)
+    if len(body) % 4 or pad > 2 or (pad and len(stripped) % 4 in (0, 1)):
+        return f"illegal base64 data at input byte {len(stripped) - len(stripped) % 4}"
+    return None
+
+
+def _micro_time_problem(text: str) -> str | None:
+    """``time.Parse(RFC3339Micro, text)``'s error, as MicroTime decoding reports it."""
+    head = f"parsing time {json.dumps(text)} as {json.dumps(_MICRO_LAYOUT)}: cannot parse"
+    clock = _CLOCK.match(text)
+    if clock is None:
+        return f'{head} {json.dumps(text)} as "2006"'
+    rest = text[clock.end() :]
+    fraction = _FRACTION.match(rest)
+    if fraction is None:
+        return f'{head} {json.dumps(rest)} as ".000000"'
+    zone = rest[fraction.end() :]
+    if _ZONE.match(zone) is None:
+        return f'{head} {json.dumps(zone)} as "Z07:00"'
+    return None
 
 
 _JSON_PATCH_KEYS: Final = frozenset({"op", "path", "value", "from"})

@@ -36,6 +36,7 @@ from manager.testing import (
     schema,
     typeinfo,
 )
+from manager.testing.allocator import ServiceAllocator
 from manager.testing.fieldvalidation import Directive
 from manager.testing.registry import Generation, ResourceRegistry, ServedResource
 from manager.testing.selectors import FieldSelector, object_fields
@@ -238,6 +239,93 @@ class DeleteOptions:
     dry_run: bool = False
 
 
+FRESHNESS_TIMEOUT: Final = 3.0  # seconds a read at a future resourceVersion waits
+
+
+def _too_large(wanted: int, current: int) -> StatusError:
+    """``NewTooLargeResourceVersionError``: a 504 Timeout the client may retry."""
+    return StatusError(
+        504,
+        "Timeout",
+        f"Timeout: Too large resource version: {wanted}, current: {current}",
+        {
+            "causes": [
+                {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
+            ],
+            "retryAfterSeconds": 1,
+        },
+    )
+
+
+def _options_invalid(kind: str, causes: list[tuple[str, str, str]]) -> StatusError:
+    """A 422 on ``<kind>.meta.k8s.io ""``; causes are (reason, field, message)."""
+    errors = [f"{f}: {m}" for _, f, m in causes]
+    joined = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+    return StatusError(
+        422,
+        "Invalid",
+        f'{kind}.meta.k8s.io "" is invalid: {joined}',
+        {
+            "group": "meta.k8s.io",
+            "kind": kind,
+            "causes": [{"reason": r, "message": m, "field": f} for r, f, m in causes],
+        },
+    )
+
+
+def _check_list_options(opts: ListOptions) -> None:
+    """``ValidateListOptions`` for a LIST (watches validate their own options)."""
+    match = opts.resource_version_match
+    if not match:
+        return
+    causes: list[tuple[str, str, str]] = []
+    field = "resourceVersionMatch"
+    if not opts.resource_version:
+        causes.append(
+            (
+                "FieldValueForbidden",
+                field,
+                "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+            )
+        )
+    if opts.continue_:
+        causes.append(
+            (
+                "FieldValueForbidden",
+                field,
+                "Forbidden: resourceVersionMatch is forbidden when continue is provided",
+            )
+        )
+    if match not in ("Exact", "NotOlderThan"):
+        causes.append(
+            (
+                "FieldValueNotSupported",
+                field,
+                f'Unsupported value: {_go_quote(match)}: supported values: "Exact", '
+                '"NotOlderThan", ""',
+            )
+        )
+    if match == "Exact" and opts.resource_version == "0":
+        causes.append(
+            (
+                "FieldValueForbidden",
+                field,
+                'Forbidden: resourceVersionMatch "exact" is forbidden for resourceVersion "0"',
+            )
+        )
+    if causes:
+        raise _options_invalid("ListOptions", causes)
+
+
+def _requested_ips(svc: JsonDict) -> list[str]:
+    """The cluster IPs a Service asks for itself (before the server allocates any)."""
+    spec = svc.get("spec")
+    if not isinstance(spec, dict):
+        return []
+    ips = spec.get("clusterIPs") or ([spec["clusterIP"]] if spec.get("clusterIP") else [])
+    return [str(ip) for ip in ips if ip and ip != "None"]
+
+
 def _supplied_managed_fields(
     served: ServedResource, name: str, supplied: list[Any]
 ) -> list[JsonDict]:
@@ -271,7 +359,7 @@ class Rest:
     def __init__(self, storage: Storage, registry: ResourceRegistry) -> None:
         self.storage = storage
         self.registry = registry
-        self._cluster_ip_next = 10
+        self._services = ServiceAllocator(lambda: self.storage.list("/services"))
         self.on_crd_change: list[Callable[[], None]] = []
         self._types: dict[tuple[str, str, Any], typeinfo.TypeNode] = {}
 
@@ -281,9 +369,7 @@ class Rest:
         return (served.key, namespace or "" if served.resource.namespaced else "", name)
 
     def _allocate_cluster_ip(self) -> str:
-        n = self._cluster_ip_next
-        self._cluster_ip_next += 1
-        return f"10.96.{(n >> 8) & 0xFF}.{n & 0xFF}"
+        return self._services.next_ip()
 
     @staticmethod
     def _token_suffix() -> str:
@@ -368,18 +454,21 @@ class Rest:
                 return self._apply_crd_schema(served, obj, directive)
             if r.kind == "CustomResourceDefinition":
                 self._check_crd_schemas(obj)
-            if old is None or r.kind != "Pod":
-                if old is not None and r.kind == "Service" and not r.group:
-                    obj = admission.service_update_keeps(old, obj)
-                obj = admission.default(
-                    r.kind,
-                    r.group,
-                    obj,
-                    allocate_cluster_ip=self._allocate_cluster_ip,
-                    token_volume_suffix=self._token_suffix,
-                    old=old,
-                )
+            service = r.kind == "Service" and not r.group
+            if old is not None and service:
+                obj = admission.service_update_keeps(old, obj)
+            requested = _requested_ips(obj) if service else []
+            obj = admission.default(
+                r.kind,
+                r.group,
+                obj,
+                allocate_cluster_ip=self._allocate_cluster_ip,
+                token_volume_suffix=self._token_suffix,
+                old=old,
+            )
             admission.validate(r.kind, r.group, obj, old)
+            if service:
+                self._services.admit(obj, old, requested)
         except admission.AdmissionError as exc:
             raise self._invalid(served, exc, obj) from None
         return obj
@@ -525,6 +614,18 @@ class Rest:
             raise _bad_request(refused)
         return dict(cleaned)
 
+    @staticmethod
+    def check_events_v1(core_event: JsonDict) -> None:
+        """The strict rules an ``events.k8s.io/v1`` create adds (eventTime, ...)."""
+        try:
+            admission.validate_events_v1_create(core_event)
+        except admission.AdmissionError as exc:
+            details: JsonDict = {"name": exc.name, "group": exc.group, "kind": exc.kind}
+            details["causes"] = [
+                {"reason": c.reason, "message": c.message, "field": c.field} for c in exc.causes
+            ]
+            raise StatusError(exc.status, exc.reason, exc.message, details) from None
+
     def decode_write(
         self, served: ServedResource, body: bytes, field_validation: str
     ) -> tuple[Any, Directive]:
@@ -612,25 +713,13 @@ class Rest:
         r = served.resource
         ns = namespace if r.namespaced else None
         rv_text, match = opts.resource_version, opts.resource_version_match
-        if match and not rv_text and not opts.continue_:
-            raise StatusError(
-                422,
-                "Invalid",
-                'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: '
-                "resourceVersionMatch is forbidden unless resourceVersion is provided",
-                {
-                    "kind": "ListOptions",
-                    "group": "meta.k8s.io",
-                    "causes": [
-                        {
-                            "reason": "FieldValueForbidden",
-                            "message": "Forbidden: resourceVersionMatch is forbidden unless "
-                            "resourceVersion is provided",
-                            "field": "resourceVersionMatch",
-                        }
-                    ],
-                },
-            )
+        _check_list_options(opts)
+        if rv_text not in ("", "0") and not opts.continue_:
+            wanted = self._parse_rv(rv_text)
+            if wanted > self.storage.revision and not self.storage.wait_for(
+                wanted, FRESHNESS_TIMEOUT
+            ):
+                raise _too_large(wanted, self.storage.revision)
         start_after = ""
         snapshot_rev: int | None = None
         if opts.continue_:
@@ -641,6 +730,8 @@ class Rest:
                 raise _bad_request(
                     "continue key is not valid: incorrect encoded start resourceVersion"
                 ) from None
+            if rv_text not in ("", "0"):
+                raise _bad_request("specifying resource version is not allowed when using continue")
         with self.storage.lock:
             current = self.storage.revision
             if snapshot_rev is not None:
@@ -657,12 +748,7 @@ class Rest:
             elif match == "Exact":
                 rv = self._parse_rv(rv_text)
                 if rv > current:
-                    raise StatusError(
-                        504,
-                        "Timeout",
-                        f"Too large resource version: {rv}, current: {current}",
-                        {"retryAfterSeconds": 1},
-                    )
+                    raise _too_large(rv, current)
                 try:
                     items = self.storage.list_at(served.key, ns, rv)
                 except TooOldResourceVersion as exc:
@@ -674,16 +760,9 @@ class Rest:
                 if rv_text not in ("", "0"):
                     rv = self._parse_rv(rv_text)
                     if rv > current:
-                        raise StatusError(
-                            504,
-                            "Timeout",
-                            f"Too large resource version: {rv}, current: {current}",
-                            {"retryAfterSeconds": 1},
-                        )
+                        raise _too_large(rv, current)
                 items = self.storage.list(served.key, ns)
                 list_rev = current
-        if match and match not in ("Exact", "NotOlderThan"):
-            raise StatusError(422, "Invalid", f'resourceVersionMatch: Unsupported value: "{match}"')
         if labels is not None or fields is not None:
             items = [
                 o
@@ -811,7 +890,8 @@ class Rest:
             )
         if not meta.get("name") and meta.get("generateName"):
             suffix = "".join(secrets.choice(_NAME_ALPHABET) for _ in range(5))
-            meta["name"] = f"{meta['generateName']}{suffix}"
+            # SimpleNameGenerator: the base is cut so the name stays within 63 characters.
+            meta["name"] = f"{str(meta['generateName'])[:58]}{suffix}"
         for k in (
             "uid",
             "creationTimestamp",
@@ -825,6 +905,8 @@ class Rest:
         if r.has_status:
             if served.custom:
                 obj.pop("status", None)  # custom resources: status only via /status
+            elif r.kind == "Service" and not r.group:
+                obj["status"] = {"loadBalancer": {}}
             else:
                 obj["status"] = {}
         with self.storage.lock:
@@ -1038,14 +1120,17 @@ class Rest:
                         cur_meta.get("finalizers") or []
                     )
                     if added:
-                        raise StatusError(
-                            422,
-                            "Invalid",
-                            f'{served.qualified_kind} "{name}" is invalid: metadata.finalizers: '
+                        shown = ", ".join(orjson.dumps(f).decode() for f in sorted(added))
+                        cause = admission.Cause(
+                            "FieldValueForbidden",
                             "Forbidden: no new finalizers can be added if the object is being "
-                            "deleted, "
-                            f"found new finalizers {sorted(added)}",
-                            {"name": name, "kind": r.kind},
+                            f"deleted, found new finalizers []string{{{shown}}}",
+                            "metadata.finalizers",
+                        )
+                        raise self._invalid(
+                            served,
+                            admission.AdmissionError(r.kind, r.group, name, [cause]),
+                            new,
                         )
                 if "generation" in cur_meta and self._generation_changed(served, current, new):
                     meta["generation"] = int(cur_meta["generation"]) + 1
@@ -1446,7 +1531,7 @@ class Rest:
             is_pod = r.kind == "Pod" and not r.group
             pod_grace = self._pod_grace(current, options) if is_pod else 0
             if is_pod and cur_meta.get("deletionTimestamp") and pod_grace and not finalizers:
-                return False, self._render(served, current)  # the kubelet is on it
+                return self._shorten_grace(served, key, current, options)
             if pod_grace and not cur_meta.get("deletionTimestamp"):
                 # Bound to a node: only marked; the kubelet finishes (or grace 0 forces it).
                 new = copy.deepcopy(current)
@@ -1497,6 +1582,27 @@ class Rest:
             self._after_delete(served, gone)
             return True, self._render(served, gone)
 
+    def _shorten_grace(
+        self, served: ServedResource, key: ObjectKey, current: JsonDict, options: DeleteOptions
+    ) -> tuple[bool, JsonDict]:
+        """A second DELETE of a terminating pod may only shorten its grace period
+        (``BeforeDelete``): the deadline moves back by the difference."""
+        meta = current["metadata"]
+        period = options.grace_period_seconds
+        old_period = meta.get("deletionGracePeriodSeconds")
+        if period is None or old_period is None or period >= int(old_period):
+            return False, self._render(served, current)
+        new = copy_json(current)
+        deadline = dt.datetime.fromisoformat(str(meta["deletionTimestamp"]).replace("Z", "+00:00"))
+        deadline += dt.timedelta(seconds=period - int(old_period))
+        new["metadata"]["deletionTimestamp"] = deadline.strftime("%Y-%m-%dT%H:%M:%SZ")
+        new["metadata"]["deletionGracePeriodSeconds"] = period
+        if options.dry_run:
+            return False, self._render(served, new)
+        new["metadata"]["resourceVersion"] = str(self.storage.next_revision())
+        self.storage.commit("MODIFIED", key, new)
+        return False, self._render(served, new)
+
     @staticmethod
     def _pod_grace(pod: JsonDict, options: DeleteOptions) -> int:
         """Seconds of graceful termination a DELETE gives this pod (0: delete now).
@@ -1524,9 +1630,15 @@ class Rest:
         if not gone or served.delete_returns_object:
             return obj
         meta = obj.get("metadata") or {}
-        return status_object(
-            200, "", "", _details(served, meta.get("name", ""), uid=meta.get("uid"))
-        )
+        # The generic store's Status carries no code (the handler only fills one in when
+        # the storage returned nothing at all).
+        return {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "details": _details(served, meta.get("name", ""), uid=meta.get("uid")),
+        }
 
     def delete_collection(
         self,

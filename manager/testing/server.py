@@ -522,7 +522,9 @@ class _Handler(BaseHTTPRequestHandler):
                     "MethodNotAllowed",
                     "the server does not allow this method on the requested resource",
                 )
-            obj = rest.create(core, ns, incoming(), manager=manager, dry_run=dry_run)
+            event = incoming()
+            rest.check_events_v1({**event, "metadata": {**event["metadata"], "namespace": ns}})
+            obj = rest.create(core, ns, event, manager=manager, dry_run=dry_run)
             return 201, eventsconv.core_to_events(obj)
         if name is None:
             raise StatusError(
@@ -558,8 +560,9 @@ class _Handler(BaseHTTPRequestHandler):
         opts = _list_options(query)
         bookmarks = _truthy(query.get("allowWatchBookmarks"))
         initial = _truthy(query.get("sendInitialEvents"))
+        initial_given = "sendInitialEvents" in query
         match = opts.resource_version_match
-        if initial and match != "NotOlderThan":
+        if initial_given and match != "NotOlderThan":
             raise StatusError(
                 422,
                 "Invalid",
@@ -578,7 +581,7 @@ class _Handler(BaseHTTPRequestHandler):
                     ],
                 },
             )
-        if match and not initial:
+        if match and not initial_given:
             raise StatusError(
                 422,
                 "Invalid",
@@ -607,7 +610,9 @@ class _Handler(BaseHTTPRequestHandler):
         storage = owner.storage
         expired: str | None = None
         with storage.lock:
-            if initial or rv_text in ("", "0"):
+            if initial_given and not initial and rv_text in ("", "0"):
+                storage.subscribe(served.key, watcher, None)  # from now, nothing replayed
+            elif initial or rv_text in ("", "0"):
                 for obj in storage.list(served.key, namespace):
                     if watcher.matches(obj):
                         watcher.push("ADDED", obj)

@@ -96,6 +96,7 @@ class Storage:
         self._compacted = start_revision - 1
         self._sinks: dict[str, set[WatchSink]] = {}
         self._listeners: builtins.list[Callable[[Event], None]] = []
+        self._progress = threading.Condition(self.lock)
 
     # -- reading ---------------------------------------------------------------------
 
@@ -175,6 +176,11 @@ class Storage:
 
     # -- writing ---------------------------------------------------------------------
 
+    def wait_for(self, revision: int, timeout: float) -> bool:
+        """Block until a write reaches ``revision`` (True) or ``timeout`` seconds pass."""
+        with self._progress:
+            return self._progress.wait_for(lambda: self._revision >= revision, timeout)
+
     def next_revision(self) -> int:
         """Reserve the revision the next commit will carry (call with the lock held)."""
         return self._revision + 1
@@ -204,6 +210,7 @@ class Storage:
                 sink.offer(event)
             for listener in self._listeners:
                 listener(event)
+            self._progress.notify_all()
             return event
 
     def compact(self, revision: int | None = None) -> int:

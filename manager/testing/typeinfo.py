@@ -128,6 +128,9 @@ _ATOMIC_STRUCTS: Final = frozenset(
 )
 """Structs ``k8s.io/api`` marks ``x-kubernetes-map-type: atomic`` (owned as a whole)."""
 
+_MICRO_TIMES: Final = frozenset({"acquireTime", "renewTime", "eventTime", "lastObservedTime"})
+"""Fields of type ``metav1.MicroTime`` (the models type every time as ``datetime``)."""
+
 _INT32_HINTS: Final = re.compile(r"port|replicas|seconds|count|number|generation|limit", re.I)
 
 _lock = threading.RLock()
@@ -196,7 +199,8 @@ def _parse_type(text: str, owner: str, json_name: str) -> TypeNode:
     if text == "bool":
         return _BOOL
     if text in ("datetime", "date"):
-        return TypeNode(SCALAR, scalar="string", go="v1.Time")
+        micro = json_name in _MICRO_TIMES
+        return TypeNode(SCALAR, scalar="string", go="v1.MicroTime" if micro else "v1.Time")
     if text == "bytes":
         return TypeNode(SCALAR, scalar="string", go="[]uint8")
     if text == "object":
