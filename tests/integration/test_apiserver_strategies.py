@@ -166,7 +166,8 @@ def test_node_ports_are_allocated(api_client: Any, namespace: str, kind: str) ->
     node_port = created["spec"]["ports"][0]["nodePort"]
     assert 30000 <= node_port <= 32767
     again = dict(created)
-    again["spec"] = {k: v for k, v in created["spec"].items() if k not in ("clusterIP", "clusterIPs")}
+    allocated = ("clusterIP", "clusterIPs")
+    again["spec"] = {k: v for k, v in created["spec"].items() if k not in allocated}
     again["spec"]["ports"] = [{"port": 80}]  # a PUT that omits it keeps it
     updated = ok(http(api_client, "PUT", f"{base}/s", body=again), 200)
     assert updated["spec"]["ports"][0]["nodePort"] == node_port
@@ -219,8 +220,7 @@ def test_secret_data_must_be_base64(api_client: Any, namespace: str) -> None:
     response = http(api_client, "POST", base, body=body)
     assert response.status == 400, response.body
     assert response.body["message"] == (
-        'Secret in version "v1" cannot be handled as a Secret: '
-        "illegal base64 data at input byte 0"
+        'Secret in version "v1" cannot be handled as a Secret: illegal base64 data at input byte 0'
     )
 
 
@@ -259,7 +259,9 @@ def test_events_v1_requires_event_time(api_client: Any, namespace: str) -> None:
     }
     response = http(api_client, "POST", base, body=body)
     assert response.status == 422, response.body
-    assert response.body["message"] == 'Event.events.k8s.io "e" is invalid: eventTime: Required value'
+    assert response.body["message"] == (
+        'Event.events.k8s.io "e" is invalid: eventTime: Required value'
+    )
     assert _causes(response.body) == ["eventTime"]
     body["eventTime"] = "2026-01-02T03:04:05.000000Z"
     ok(http(api_client, "POST", base, body=body), 201)
@@ -433,8 +435,7 @@ def test_send_initial_events_false_starts_from_now(api_client: Any, namespace: s
 def test_custom_resource_watch_from_too_old_a_version_is_an_error_event(
     api_client: Any, namespace: str, request: pytest.FixtureRequest
 ) -> None:
-    make_crd = request.getfixturevalue("make_crd")
-    crd = make_crd()
+    crd = request.getfixturevalue("make_crd")()
     collection = crd.collection(namespace)
     ok(http(api_client, "POST", collection, body=crd.body("w", size=1)), 201)
     if not REAL_CLUSTER:
