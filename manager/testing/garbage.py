@@ -23,6 +23,7 @@ through :class:`~manager.testing.rest.Rest` like any client.
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import logging
 import threading
 from collections import defaultdict, deque
@@ -38,6 +39,33 @@ logger = logging.getLogger(__name__)
 
 JsonDict = dict[str, Any]
 _MANAGER = "kube-controller-manager"
+_NAMESPACE_OK: dict[str, tuple[str, str, str]] = {
+    "NamespaceDeletionDiscoveryFailure": (
+        "False",
+        "ResourcesDiscovered",
+        "All resources successfully discovered",
+    ),
+    "NamespaceDeletionGroupVersionParsingFailure": (
+        "False",
+        "ParsedGroupVersions",
+        "All legacy kube types successfully parsed",
+    ),
+    "NamespaceDeletionContentFailure": (
+        "False",
+        "ContentDeleted",
+        "All content successfully deleted, may be waiting on finalization",
+    ),
+    "NamespaceContentRemaining": ("False", "ContentRemoved", "All content successfully removed"),
+    "NamespaceFinalizersRemaining": (
+        "False",
+        "ContentHasNoFinalizers",
+        "All content-preserving finalizers finished",
+    ),
+}
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class GarbageCollector:
@@ -292,7 +320,9 @@ class GarbageCollector:
         for resource_key, obj in content:
             if not (obj.get("metadata") or {}).get("deletionTimestamp"):
                 self._delete((resource_key, namespace, obj["metadata"]["name"]))
-        if self._storage.namespaces_in_use(namespace):
+        remaining = self._storage.namespaces_in_use(namespace)
+        self._namespace_conditions(key, remaining)
+        if remaining:
             return
         served = self._served("/namespaces")
         if served is None or not (ns.get("spec") or {}).get("finalizers"):
@@ -308,6 +338,71 @@ class GarbageCollector:
         ns = self._get(key)
         if ns is not None and not (ns.get("metadata") or {}).get("finalizers"):
             self._delete(key)
+
+    def _namespace_conditions(self, key: ObjectKey, remaining: list[tuple[str, Any]]) -> None:
+        """The five conditions the namespace controller keeps on a terminating namespace
+        (``namespace_condition_updater.go``): what content and finalizers remain."""
+        served = self._served("/namespaces")
+        ns = self._get(key)
+        if served is None or ns is None:
+            return
+        by_resource: dict[str, int] = defaultdict(int)
+        by_finalizer: dict[str, int] = defaultdict(int)
+        for resource_key, obj in remaining:
+            group, _, plural = resource_key.partition("/")
+            by_resource[f"{plural}.{group}"] += 1
+            for fin in (obj.get("metadata") or {}).get("finalizers") or []:
+                by_finalizer[str(fin)] += 1
+        wanted: dict[str, tuple[str, str, str]] = dict(_NAMESPACE_OK)
+        if by_resource:
+            listed = sorted(f"{r} has {n} resource instances" for r, n in by_resource.items())
+            wanted["NamespaceContentRemaining"] = (
+                "True",
+                "SomeResourcesRemain",
+                f"Some resources are remaining: {', '.join(listed)}",
+            )
+        if by_finalizer:
+            listed = sorted(f"{f} in {n} resource instances" for f, n in by_finalizer.items())
+            wanted["NamespaceFinalizersRemaining"] = (
+                "True",
+                "SomeFinalizersRemain",
+                "Some content in the namespace has finalizers remaining: " + ", ".join(listed),
+            )
+        status = ns.get("status") or {}
+        old = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, dict)}
+        conditions = [c for t, c in old.items() if t not in wanted]
+        changed = False
+        for ctype, (state, reason, message) in wanted.items():
+            before = old.get(ctype)
+            if before is not None and (
+                before.get("status"),
+                before.get("reason"),
+                before.get("message"),
+            ) == (state, reason, message):
+                conditions.append(before)
+                continue
+            changed = True
+            moved = before is None or before.get("status") != state
+            conditions.append(
+                {
+                    "type": ctype,
+                    "status": state,
+                    "lastTransitionTime": (
+                        _now() if moved or before is None else before.get("lastTransitionTime")
+                    ),
+                    "reason": reason,
+                    "message": message,
+                }
+            )
+        if not changed:
+            return
+        body = copy.deepcopy(ns)
+        body["status"] = {**status, "conditions": conditions}
+        try:
+            self._rest.update(served, None, key[2], body, subresource="status", manager=_MANAGER)
+        except StatusError as exc:
+            if exc.code not in (404, 409):
+                raise
 
     def _crd_cleanup(self, key: ObjectKey) -> None:
         crd = self._get(key)

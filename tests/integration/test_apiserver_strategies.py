@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from conftest import REAL_CLUSTER
-from tests.integration.rawhttp import MERGE, http, ok, watching
+from tests.integration.rawhttp import MERGE, eventually, gone, http, ok, watching
 from tests.integration.test_apiserver_crd import make_crd  # noqa: F401  (fixture)
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
@@ -449,3 +449,45 @@ def test_custom_resource_watch_from_too_old_a_version_is_an_error_event(
     assert status["kind"] == "Status"
     assert status["code"] == 410
     assert status["reason"] in ("Expired", "Gone")
+
+
+def test_namespace_deletion_reports_what_remains(api_client: Any) -> None:
+    name = f"ovs-test-rem-{int(time.time() * 1000) % 100000}"
+    ok(http(api_client, "POST", "/api/v1/namespaces", body={"metadata": {"name": name}}))
+    cms = f"/api/v1/namespaces/{name}/configmaps"
+    held = {"metadata": {"name": "held", "finalizers": ["a.io/x"]}}
+    ok(http(api_client, "POST", cms, body=held))
+    ok(http(api_client, "DELETE", f"/api/v1/namespaces/{name}"), 200)
+    expected = {
+        "NamespaceContentRemaining": (
+            "True",
+            "SomeResourcesRemain",
+            "Some resources are remaining: configmaps. has 1 resource instances",
+        ),
+        "NamespaceFinalizersRemaining": (
+            "True",
+            "SomeFinalizersRemain",
+            "Some content in the namespace has finalizers remaining: a.io/x in 1 resource "
+            "instances",
+        ),
+        "NamespaceDeletionContentFailure": (
+            "False",
+            "ContentDeleted",
+            "All content successfully deleted, may be waiting on finalization",
+        ),
+    }
+
+    def reported() -> bool:
+        ns = ok(http(api_client, "GET", f"/api/v1/namespaces/{name}"), 200)
+        conditions = {
+            c["type"]: (c["status"], c.get("reason"), c.get("message"))
+            for c in ns.get("status", {}).get("conditions") or []
+        }
+        return all(conditions.get(k) == v for k, v in expected.items())
+
+    try:
+        eventually(reported, 30, "namespace conditions name the remaining content")
+    finally:
+        patch = {"metadata": {"finalizers": None}}
+        http(api_client, "PATCH", f"{cms}/held", body=patch, content_type=MERGE)
+    eventually(gone(api_client, f"/api/v1/namespaces/{name}"), 60, "namespace deleted")
