@@ -236,9 +236,10 @@ def _subtree(value: Any, t: TypeNode | None) -> Fields:
     """The node for a value added as a whole: a member (``.``) with its leaves."""
     if _is_map(value, t) or _is_granular_list(value, t):
         inner = to_set(value, t)
-        # A struct added as a whole is reported through its fields only (Go zero values
-        # exist on the other side); maps and list items are members themselves.
-        if t is not None and t.kind == STRUCT:
+        # A built-in struct added as a whole is reported through its fields only (its Go
+        # zero value exists on the other side); maps, list items and the structs of
+        # custom resources (unstructured: nothing exists before) are members themselves.
+        if t is not None and t.kind == STRUCT and not t.go.startswith("map["):
             return inner if inner else {}
         return _make(True, inner)
     return {}

@@ -483,3 +483,40 @@ def test_custom_resource_strict_field_validation(
     )
     assert created["spec"] == {"size": 2, "color": "red"}
     assert "unknownMeta" not in created["metadata"]
+
+
+def test_custom_resource_managed_fields_per_subresource(
+    api_client: Any, namespace: str, make_crd: Callable[..., Crd]
+) -> None:
+    crd = make_crd()
+    base = crd.collection(namespace)
+    created = ok(
+        http(
+            api_client, "POST", base, body=crd.body("w", size=1), query={"fieldManager": "maker"}
+        ),
+        201,
+    )
+    (entry,) = created["metadata"]["managedFields"]
+    assert (entry["manager"], entry["operation"], entry["apiVersion"]) == (
+        "maker",
+        "Update",
+        crd.api_version,
+    )
+    assert entry["fieldsV1"] == {"f:spec": {".": {}, "f:size": {}}}
+    created["status"] = {"phase": "Ready"}
+    updated = ok(
+        http(
+            api_client,
+            "PUT",
+            f"{base}/w/status",
+            body=created,
+            query={"fieldManager": "statuser"},
+        ),
+        200,
+    )
+    entries = {e["manager"]: e for e in updated["metadata"]["managedFields"]}
+    status = entries["statuser"]
+    assert status["subresource"] == "status"
+    assert status["operation"] == "Update"
+    assert status["fieldsV1"] == {"f:status": {".": {}, "f:phase": {}}}
+    assert entries["maker"]["fieldsV1"] == {"f:spec": {".": {}, "f:size": {}}}

@@ -1,0 +1,162 @@
+"""Unit tests of field ownership (structured-merge-diff's sets, compare, merge, apply)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from manager.testing import managedfields as mf
+from manager.testing import typeinfo
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "spec": {
+            "type": "object",
+            "properties": {
+                "ports": {
+                    "type": "array",
+                    "x-kubernetes-list-type": "map",
+                    "x-kubernetes-list-map-keys": ["port", "protocol"],
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "port": {"type": "integer"},
+                            "protocol": {"type": "string", "default": "TCP"},
+                            "name": {"type": "string"},
+                        },
+                    },
+                },
+                "tags": {
+                    "type": "array",
+                    "x-kubernetes-list-type": "set",
+                    "items": {"type": "string"},
+                },
+                "args": {"type": "array", "items": {"type": "string"}},
+                "selector": {
+                    "type": "object",
+                    "x-kubernetes-map-type": "atomic",
+                    "additionalProperties": {"type": "string"},
+                },
+            },
+        }
+    },
+}
+CR = typeinfo.from_crd_schema(SCHEMA)
+
+
+def _cr(**spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "x.io/v1", "kind": "W", "metadata": {"name": "w"}, "spec": spec}
+
+
+def test_set_operations_keep_membership() -> None:
+    a = {"f:a": {}, "f:b": {".": {}, "f:c": {}}}
+    b = {"f:b": {"f:c": {}}, "f:d": {}}
+    assert mf.union(a, b) == {"f:a": {}, "f:b": {".": {}, "f:c": {}}, "f:d": {}}
+    assert mf.difference(a, b) == {"f:a": {}, "f:b": {}}
+    assert mf.intersection(a, b) == {"f:b": {"f:c": {}}}
+    assert list(mf.leaves(a)) == [("f:a",), ("f:b",), ("f:b", "f:c")]
+
+
+def test_paths_print_as_kube_prints_them() -> None:
+    path = ("f:spec", 'k:{"port":80,"protocol":"TCP"}', "f:name")
+    assert mf.path_string(path) == '.spec[port=80,protocol="TCP"].name'
+    assert mf.path_string(("f:spec", "f:tags", 'v:"a"')) == '.spec.tags[="a"]'
+
+
+def test_keys_take_their_schema_default() -> None:
+    fields = mf.to_set(_cr(ports=[{"port": 80}]), CR)
+    assert fields["f:spec"]["f:ports"] == {
+        'k:{"port":80,"protocol":"TCP"}': {".": {}, "f:port": {}}
+    }
+
+
+def test_atomic_lists_and_maps_are_leaves() -> None:
+    fields = mf.to_set(_cr(args=["a", "b"], selector={"x": "y"}), CR)
+    assert fields["f:spec"] == {"f:args": {}, "f:selector": {}}
+
+
+def test_update_entries_move_ownership() -> None:
+    old = _cr(tags=["a"])
+    new = _cr(tags=["a", "b"], args=["x"])
+    first = mf.record_update(None, old, [], manager="one", api_version="x.io/v1", t=CR)
+    second = mf.record_update(old, new, first, manager="two", api_version="x.io/v1", t=CR)
+    owners = {e["manager"]: e["fieldsV1"] for e in second}
+    assert owners["one"] == {"f:spec": {".": {}, "f:tags": {'v:"a"': {}}}}
+    assert owners["two"] == {"f:spec": {"f:args": {}, "f:tags": {'v:"b"': {}}}}
+    assert mf.record_update(new, new, second, manager="two", api_version="x.io/v1", t=CR) is second
+
+
+def test_apply_merges_list_maps_by_key_and_prunes_what_it_stopped_applying() -> None:
+    live, entries = mf.apply(
+        None,
+        _cr(ports=[{"port": 80, "name": "http"}, {"port": 81}]),
+        [],
+        manager="a",
+        api_version="x.io/v1",
+        t=CR,
+        force=False,
+    )
+    live, entries = mf.apply(
+        live,
+        _cr(ports=[{"port": 82}]),
+        entries,
+        manager="b",
+        api_version="x.io/v1",
+        t=CR,
+        force=False,
+    )
+    assert [p["port"] for p in live["spec"]["ports"]] == [80, 81, 82]
+    live, entries = mf.apply(
+        live,
+        _cr(ports=[{"port": 80}]),
+        entries,
+        manager="a",
+        api_version="x.io/v1",
+        t=CR,
+        force=False,
+    )
+    assert live["spec"]["ports"] == [{"port": 80}, {"port": 82}]
+
+
+def test_apply_conflicts_name_every_field() -> None:
+    live = _cr(args=["x"], selector={"a": "b"})
+    entries = mf.record_update(None, live, [], manager="writer", api_version="x.io/v1", t=CR)
+    with pytest.raises(mf.ConflictError) as caught:
+        mf.apply(
+            live,
+            _cr(args=["y"], selector={"a": "c"}),
+            entries,
+            manager="applier",
+            api_version="x.io/v1",
+            t=CR,
+            force=False,
+        )
+    assert [c.path for c in caught.value.conflicts] == [".spec.args", ".spec.selector"]
+    assert caught.value.message() == (
+        'Apply failed with 2 conflicts: conflicts with "writer" using x.io/v1:\n'
+        "- .spec.args\n- .spec.selector"
+    )
+    merged, after = mf.apply(
+        live,
+        _cr(args=["y"]),
+        entries,
+        manager="applier",
+        api_version="x.io/v1",
+        t=CR,
+        force=True,
+    )
+    assert merged["spec"]["args"] == ["y"]
+    owners = {e["manager"]: e["fieldsV1"] for e in after}
+    assert owners["writer"]["f:spec"].get("f:args") is None
+
+
+def test_builtin_types_come_from_the_models() -> None:
+    pod = typeinfo.builtin("", "v1", "Pod")
+    assert pod is not None
+    containers = pod.fields()["spec"].fields()["containers"]
+    assert (containers.list_type, containers.keys) == ("map", ("name",))
+    ports = containers.elem.fields()["ports"] if containers.elem else None
+    assert ports is not None and ports.keys == ("containerPort", "protocol")
+    assert pod.fields()["metadata"].fields()["labels"].kind == typeinfo.MAP
