@@ -491,9 +491,7 @@ def test_custom_resource_managed_fields_per_subresource(
     crd = make_crd()
     base = crd.collection(namespace)
     created = ok(
-        http(
-            api_client, "POST", base, body=crd.body("w", size=1), query={"fieldManager": "maker"}
-        ),
+        http(api_client, "POST", base, body=crd.body("w", size=1), query={"fieldManager": "maker"}),
         201,
     )
     (entry,) = created["metadata"]["managedFields"]
