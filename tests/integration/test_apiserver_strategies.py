@@ -491,3 +491,68 @@ def test_namespace_deletion_reports_what_remains(api_client: Any) -> None:
         patch = {"metadata": {"finalizers": None}}
         http(api_client, "PATCH", f"{cms}/held", body=patch, content_type=MERGE)
     eventually(gone(api_client, f"/api/v1/namespaces/{name}"), 60, "namespace deleted")
+
+
+# --------------------------------------------------------------------------- error details
+
+
+def _deployment(name: str, **spec: Any) -> dict[str, Any]:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "main", "image": PAUSE_IMAGE}]},
+            },
+            **spec,
+        },
+    }
+
+
+def test_error_details_per_error_type(api_client: Any, namespace: str) -> None:
+    base = f"/apis/apps/v1/namespaces/{namespace}/deployments"
+    missing = http(api_client, "GET", f"{base}/nope")
+    assert missing.status == 404
+    assert missing.body["message"] == 'deployments.apps "nope" not found'
+    assert missing.body["details"] == {"name": "nope", "group": "apps", "kind": "deployments"}
+
+    created = ok(http(api_client, "POST", base, body=_deployment("web")))
+    again = http(api_client, "POST", base, body=_deployment("web"))
+    assert again.status == 409
+    assert again.body["reason"] == "AlreadyExists"
+    assert again.body["message"] == 'deployments.apps "web" already exists'
+    assert again.body["details"] == {"name": "web", "group": "apps", "kind": "deployments"}
+
+    stale = dict(created)
+    stale["metadata"] = {**created["metadata"], "resourceVersion": "1"}
+    conflict = http(api_client, "PUT", f"{base}/web", body=stale)
+    assert conflict.status == 409
+    assert conflict.body["reason"] == "Conflict"
+    assert conflict.body["details"] == {"name": "web", "group": "apps", "kind": "deployments"}
+
+    invalid = http(api_client, "POST", base, body=_deployment("bad", replicas=-1))
+    assert invalid.status == 422
+    details = invalid.body["details"]
+    assert (details["name"], details["group"], details["kind"]) == ("bad", "apps", "Deployment")
+    assert details["causes"] == [
+        {
+            "reason": "FieldValueInvalid",
+            "message": "Invalid value: -1: must be greater than or equal to 0",
+            "field": "spec.replicas",
+        }
+    ]
+
+    nowhere = http(
+        api_client,
+        "POST",
+        "/api/v1/namespaces/ovs-no-such-namespace/configmaps",
+        body={"metadata": {"name": "cm"}},
+    )
+    assert nowhere.status == 404
+    assert nowhere.body["message"] == 'namespaces "ovs-no-such-namespace" not found'
+    assert nowhere.body["details"] == {"name": "ovs-no-such-namespace", "kind": "namespaces"}
