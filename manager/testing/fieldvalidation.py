@@ -37,6 +37,7 @@ __all__ = [
     "TypeError_",
     "check_typed",
     "decode",
+    "decode_yaml",
     "duplicates",
     "json_patch_issues",
     "plain",
@@ -313,6 +314,31 @@ def json_patch_issues(ops: Any) -> list[str]:
             elif k in dups:
                 out.append(f'json patch duplicate field "[{i}].{k}"')
     return out
+
+
+def decode_yaml(body: bytes) -> tuple[Any, list[str]]:
+    """An apply body (YAML or JSON) and its repeated keys as go-yaml words them
+    (``line 10: key "paused" already set in map``); the last value wins."""
+    import yaml
+
+    repeats: list[str] = []
+
+    class _Loader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+        out: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            if key in out:
+                line = key_node.start_mark.line + 1
+                repeats.append(f"line {line}: key {json.dumps(str(key))} already set in map")
+            out[key] = loader.construct_object(value_node, deep=True)
+        return out
+
+    _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    doc = yaml.load(body.decode("utf-8"), Loader=_Loader)  # a SafeLoader subclass
+    return doc, repeats
 
 
 def warning_header(text: str) -> str:

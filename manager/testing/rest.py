@@ -1268,16 +1268,22 @@ class Rest:
                 f"{', '.join(kinds)}",
             )
         try:
+            yaml_repeats: list[str] = []
             if kind == "apply":
-                import yaml
-
-                doc = yaml.safe_load(body.decode("utf-8"))
+                doc, yaml_repeats = fieldvalidation.decode_yaml(body)
             else:
                 doc, _ = fieldvalidation.decode(body)
         except Exception as exc:
             if kind == "apply":
                 raise _bad_request(f"error decoding YAML: {exc}") from None
             raise _bad_request(f"error decoding patch: {exc}") from None
+        if directive is not None and yaml_repeats and directive.mode != "Ignore":
+            if directive.mode == "Strict":
+                raise _bad_request(
+                    "error strict decoding YAML: error converting YAML to JSON: yaml: "
+                    "unmarshal errors:\n  " + "\n  ".join(yaml_repeats)
+                )
+            directive.warnings.extend(yaml_repeats)
         if directive is not None and directive.mode != "Ignore":
             if kind == "json":
                 directive.issues.extend(fieldvalidation.json_patch_issues(doc))

@@ -201,3 +201,77 @@ def test_bad_field_validation_value_is_refused(api_client: Any, namespace: str) 
         'CreateOptions.meta.k8s.io "" is invalid: fieldValidation: Unsupported value: '
         '"Loose": supported values: "", "Ignore", "Strict", "Warn"'
     )
+
+
+def test_json_patch_reports_its_own_fields_then_the_result(api_client: Any, namespace: str) -> None:
+    base = f"/api/v1/namespaces/{namespace}/configmaps"
+    ok(http(api_client, "POST", base, body={"metadata": {"name": "cm"}}))
+    ops = (
+        b'[{"op": "add", "path": "/zz", "value": 1, "extra": 2},'
+        b' {"op": "add", "path": "/aa", "value": 1}]'
+    )
+    resp = stream(
+        api_client,
+        "PATCH",
+        f"{base}/cm",
+        body=ops,
+        content_type="application/json-patch+json",
+        query={"fieldValidation": "Strict"},
+    )
+    try:
+        body = json.loads(resp.read())
+    finally:
+        resp.release_conn()
+    assert resp.status == 400, body
+    assert body["message"] == (
+        'strict decoding error: json patch unknown field "[0].extra", unknown field "aa", '
+        'unknown field "zz"'
+    )
+
+
+APPLY_WITH_REPEATS = b"""apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: cm
+data:
+  a: "1"
+  a: "2"
+"""
+
+
+def test_apply_reports_repeated_yaml_keys(api_client: Any, namespace: str) -> None:
+    path = f"/api/v1/namespaces/{namespace}/configmaps/cm"
+    query = {"fieldManager": "applier", "fieldValidation": "Strict"}
+    resp = stream(
+        api_client,
+        "PATCH",
+        path,
+        body=APPLY_WITH_REPEATS,
+        content_type="application/apply-patch+yaml",
+        query=query,
+    )
+    try:
+        body = json.loads(resp.read())
+    finally:
+        resp.release_conn()
+    assert resp.status == 400, body
+    assert body["message"] == (
+        "error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n"
+        '  line 7: key "a" already set in map'
+    )
+    resp = stream(
+        api_client,
+        "PATCH",
+        path,
+        body=APPLY_WITH_REPEATS,
+        content_type="application/apply-patch+yaml",
+        query={"fieldManager": "applier"},
+    )
+    try:
+        created = json.loads(resp.read())
+        warnings = resp.headers.getlist("Warning")
+    finally:
+        resp.release_conn()
+    assert resp.status == 201, created
+    assert created["data"] == {"a": "2"}
+    assert warnings == ['299 - "line 7: key \\"a\\" already set in map"']
