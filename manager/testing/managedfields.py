@@ -43,6 +43,7 @@ __all__ = [
     "apply",
     "path_string",
     "record_update",
+    "undeclared",
 ]
 
 JsonDict = dict[str, Any]
@@ -361,6 +362,34 @@ def remove(value: Any, removal: Fields, t: TypeNode | None) -> Any:
                 kept.append(remove(item, node, t.elem))
         return kept
     return value
+
+
+def undeclared(value: Any, t: TypeNode | None, path: str = "") -> list[str]:
+    """``path: field not declared in schema`` for every field the schema lacks, as the
+    typed conversion of an applied configuration reports them (SMD path syntax)."""
+    out: list[str] = []
+    if t is None or (t.preserve and t.kind != STRUCT):
+        return out
+    if t.kind == STRUCT and isinstance(value, dict) and not t.atomic:
+        fields = t.fields()
+        for k in sorted(value):
+            child = f"{path}.{k}"
+            ft = fields.get(k)
+            if ft is None:
+                if not t.preserve:
+                    out.append(f"{child}: field not declared in schema")
+                continue
+            out.extend(undeclared(value[k], ft, child))
+    elif t.kind == MAP and isinstance(value, dict) and not t.atomic:
+        for k in sorted(value):
+            out.extend(undeclared(value[k], t.elem, f"{path}.{k}"))
+    elif t.kind == LIST and isinstance(value, list):
+        for i, item in enumerate(value):
+            element = _item_element(item, t) if t.list_type != "atomic" else None
+            out.extend(
+                undeclared(item, t.elem, path + (path_string((element,)) if element else f"[{i}]"))
+            )
+    return out
 
 
 # --- managers ---------------------------------------------------------------------------

@@ -70,7 +70,8 @@ def status_object(
     }
     if code >= 400:
         out["message"] = message
-        out["reason"] = reason
+        if reason:  # StatusReasonUnknown ("") is omitted
+            out["reason"] = reason
     if details is not None:
         out["details"] = details
     out["code"] = code
@@ -1403,9 +1404,14 @@ class Rest:
                 "the namespace of the provided object does not match the namespace sent on "
                 "the request"
             )
-        config = self._validate_fields(
-            served, {**doc, "metadata": {**meta, "name": name}}, directive
-        )
+        config = {**doc, "metadata": {**meta, "name": name}}
+        undeclared = managedfields.undeclared(config, self._type(served))
+        if undeclared:
+            where = f"{namespace or ''}/{name}; {r.group}/{r.version}, Kind={r.kind}"
+            text = (
+                undeclared[0] if len(undeclared) == 1 else "errors:\n  " + "\n  ".join(undeclared)
+            )
+            raise StatusError(500, "", f"failed to create typed patch object ({where}): {text}")
         if r.namespaced:
             config["metadata"]["namespace"] = namespace or ""
         with self.storage.lock:

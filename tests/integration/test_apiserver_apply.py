@@ -263,3 +263,15 @@ def test_bad_dry_run_value_is_refused(api_client: Any, namespace: str) -> None:
         '[]string{"Yes"}: supported values: "All"'
     )
     assert http(api_client, "GET", f"{base}/cm").status == 404
+
+
+def test_apply_of_an_undeclared_field_fails(api_client: Any, namespace: str) -> None:
+    path = f"/api/v1/namespaces/{namespace}/configmaps/cm"
+    config = {**_cm("cm", {"a": "1"}), "extra": {"x": 1}}
+    response = _apply(api_client, path, config, "applier")
+    assert response.status == 500, response.body
+    assert response.body["message"] == (
+        f"failed to create typed patch object ({namespace}/cm; /v1, Kind=ConfigMap): "
+        ".extra: field not declared in schema"
+    )
+    assert http(api_client, "GET", path).status == 404
