@@ -1225,7 +1225,8 @@ def validate_events_v1_create(obj: dict[str, Any]) -> None:
     """``ValidateEventCreate`` for ``events.k8s.io/v1`` (``obj`` is the core form).
 
     Raises:
-        AdmissionError: 422 naming ``Event.events.k8s.io``.
+        AdmissionError: 422 naming ``Event`` (kube's BeforeCreate names the internal
+            type's first registered kind, the core group's).
     """
     meta = _map(obj.get("metadata"))
     errs = _event(obj)
@@ -1248,9 +1249,8 @@ def validate_events_v1_create(obj: dict[str, Any]) -> None:
     if source.get("component") or source.get("host"):
         errs.append(_invalid("source", "", "needs to be unset"))
     if errs:
-        raise AdmissionError(
-            "Event", "events.k8s.io", str(meta.get("name") or ""), [e.cause() for e in errs]
-        )
+        # Named by the internal type's first registered kind: the core Event.
+        raise AdmissionError("Event", "", str(meta.get("name") or ""), [e.cause() for e in errs])
 
 
 def _namespace(obj: Mapping[str, Any]) -> list[FieldError]:

@@ -143,17 +143,17 @@ class ServiceAllocator:
                 continue
             wanted = port.get("nodePort")
             if not wanted:
+                # patchAllocatedValues: by port name, unless another port now uses it.
                 kept = next(
                     (
                         o.get("nodePort")
                         for o in old_ports
-                        if o.get("nodePort")
-                        and o.get("port") == port.get("port")
-                        and (o.get("protocol") or "TCP") == (port.get("protocol") or "TCP")
+                        if o.get("nodePort") and (o.get("name") or "") == (port.get("name") or "")
                     ),
                     None,
                 )
-                if kept:
+                asked = {p.get("nodePort") for p in ports if isinstance(p, dict)}
+                if kept and kept not in asked:
                     port["nodePort"] = kept
                     taken.add(int(kept))
                     continue

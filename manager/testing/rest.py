@@ -621,7 +621,7 @@ class Rest:
         try:
             admission.validate_events_v1_create(core_event)
         except admission.AdmissionError as exc:
-            details: JsonDict = {"name": exc.name, "group": exc.group, "kind": exc.kind}
+            details: JsonDict = {"name": exc.name, "kind": exc.kind}
             details["causes"] = [
                 {"reason": c.reason, "message": c.message, "field": c.field} for c in exc.causes
             ]

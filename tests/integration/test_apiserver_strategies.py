@@ -259,9 +259,7 @@ def test_events_v1_requires_event_time(api_client: Any, namespace: str) -> None:
     }
     response = http(api_client, "POST", base, body=body)
     assert response.status == 422, response.body
-    assert response.body["message"] == (
-        'Event.events.k8s.io "e" is invalid: eventTime: Required value'
-    )
+    assert response.body["message"] == ('Event "e" is invalid: eventTime: Required value')
     assert _causes(response.body) == ["eventTime"]
     body["eventTime"] = "2026-01-02T03:04:05.000000Z"
     ok(http(api_client, "POST", base, body=body), 201)
