@@ -1020,9 +1020,6 @@ class Rest:
                 },
             ],
         }
-        finalizers = crd["metadata"].setdefault("finalizers", [])
-        if CRD_CLEANUP_FINALIZER not in finalizers:
-            finalizers.append(CRD_CLEANUP_FINALIZER)
         return crd
 
     def bootstrap(self) -> None:
@@ -1536,6 +1533,11 @@ class Rest:
                     f'"{policy}": supported values: "Foreground", "Background", "Orphan"',
                 )
             finalizers = list(cur_meta.get("finalizers") or [])
+            is_crd = r.kind == "CustomResourceDefinition"
+            crd_first_delete = is_crd and not cur_meta.get("deletionTimestamp")
+            if crd_first_delete and CRD_CLEANUP_FINALIZER not in finalizers:
+                # The CRD registry's Delete: instances go first, behind this finalizer.
+                finalizers.append(CRD_CLEANUP_FINALIZER)
             if policy == "Orphan" and "orphan" not in finalizers:
                 finalizers = [f for f in finalizers if f != "foregroundDeletion"] + ["orphan"]
             elif policy == "Foreground" and "foregroundDeletion" not in finalizers:
@@ -1579,6 +1581,22 @@ class Rest:
                     changed = True
                 if namespace_pending:
                     new["status"] = {**(new.get("status") or {}), "phase": "Terminating"}
+                if is_crd and not cur_meta.get("deletionTimestamp"):
+                    status = new.get("status") or {}
+                    conditions = [
+                        c for c in status.get("conditions") or [] if c.get("type") != "Terminating"
+                    ]
+                    conditions.append(
+                        {
+                            "type": "Terminating",
+                            "status": "True",
+                            "lastTransitionTime": _now(),
+                            "reason": "InstanceDeletionPending",
+                            "message": "CustomResourceDefinition marked for deletion; "
+                            "CustomResource deletion will begin soon",
+                        }
+                    )
+                    new["status"] = {**status, "conditions": conditions}
                 if not changed and new == current:
                     return False, self._render(served, current)
                 if options.dry_run:

@@ -436,8 +436,18 @@ def test_deleting_crd_stops_serving_its_resource(
 ) -> None:
     crd = make_crd()
     ok(http(api_client, "POST", crd.collection(namespace), body=crd.body("doomed")), 201)
+    before = ok(http(api_client, "GET", f"{CRDS}/{crd.name}"), 200)
+    assert not before["metadata"].get("finalizers")  # added by the first DELETE
     answer = ok(http(api_client, "DELETE", f"{CRDS}/{crd.name}"), 200)
     assert answer["metadata"]["name"] == crd.name
+    assert answer["metadata"]["deletionTimestamp"]
+    assert answer["metadata"]["finalizers"] == ["customresourcecleanup.apiextensions.k8s.io"]
+    terminating = {c["type"]: c for c in answer["status"]["conditions"]}["Terminating"]
+    assert (terminating["status"], terminating["reason"], terminating["message"]) == (
+        "True",
+        "InstanceDeletionPending",
+        "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
+    )
     eventually(
         lambda: http(api_client, "GET", crd.collection(namespace)).status == 404,
         30,
