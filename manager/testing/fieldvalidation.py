@@ -67,28 +67,18 @@ class _Obj(dict[str, Any]):
 
 
 def decode(body: bytes) -> tuple[Any, bool]:
-    """The JSON body, and whether any object in it repeats a key.
+    """The JSON body, and whether it was decoded keeping track of repeated keys.
 
     The common case (no key text repeated anywhere in the body) costs one regex scan on
-    top of orjson; otherwise the body is decoded again keeping track of repeats (the
-    returned objects are then :class:`_Obj` and know their duplicated keys).
+    top of orjson; otherwise the body is decoded again keeping track of repeats: the
+    objects are then :class:`_Obj`, know their duplicated keys, and :func:`plain` turns
+    them back into dicts.
     """
     obj = orjson.loads(body)
     keys = _KEY.findall(body)
     if len(keys) == len(set(keys)):
         return obj, False
-    tracked = json.loads(body, object_pairs_hook=_Obj)
-    return tracked, _has_dups(tracked)
-
-
-def _has_dups(value: Any) -> bool:
-    if isinstance(value, _Obj):
-        return bool(value.dups) or any(_has_dups(v) for v in value.values())
-    if isinstance(value, dict):
-        return any(_has_dups(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_dups(v) for v in value)
-    return False
+    return json.loads(body, object_pairs_hook=_Obj), True
 
 
 def duplicates(value: Any, path: str = "") -> list[str]:

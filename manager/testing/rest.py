@@ -635,7 +635,7 @@ class Rest:
         reported by ``field_validation`` (the directive carries what is left to report
         and the warnings)."""
         try:
-            obj, _ = fieldvalidation.decode(body)
+            obj, tracked = fieldvalidation.decode(body)
         except ValueError as exc:
             raise _bad_request(
                 f"the object provided is unrecognized: invalid JSON: {exc}"
@@ -643,7 +643,7 @@ class Rest:
         r = served.resource
         directive = Directive(mode=field_validation or "Warn")
         if not isinstance(obj, dict):
-            return fieldvalidation.plain(obj), directive
+            return fieldvalidation.plain(obj) if tracked else obj, directive
         kind = obj.get("kind")
         if isinstance(kind, str) and kind:
             version = str(obj.get("apiVersion") or "").rpartition("/")[2]
@@ -669,7 +669,7 @@ class Rest:
                     obj = {**obj, "metadata": cleaned}
                     if collect:
                         directive.pending = unknown
-                return fieldvalidation.plain(obj), directive
+                return (fieldvalidation.plain(obj) if tracked else obj), directive
             t = self._type(served)
             if t is not None:
                 issues: list[str] | None = [] if collect else None
@@ -680,7 +680,7 @@ class Rest:
         refused = directive.finish()
         if refused is not None:
             raise _bad_request(refused)
-        return fieldvalidation.plain(obj), directive
+        return (fieldvalidation.plain(obj) if tracked else obj), directive
 
     # -- reads -----------------------------------------------------------------------
 
@@ -1267,10 +1267,11 @@ class Rest:
             )
         try:
             yaml_repeats: list[str] = []
+            tracked = False
             if kind == "apply":
                 doc, yaml_repeats = fieldvalidation.decode_yaml(body)
             else:
-                doc, _ = fieldvalidation.decode(body)
+                doc, tracked = fieldvalidation.decode(body)
         except Exception as exc:
             if kind == "apply":
                 raise _bad_request(f"error decoding YAML: {exc}") from None
@@ -1289,7 +1290,8 @@ class Rest:
                 directive.issues.extend(
                     f'duplicate field "{p}"' for p in fieldvalidation.duplicates(doc)
                 )
-        doc = fieldvalidation.plain(doc)
+        if tracked:
+            doc = fieldvalidation.plain(doc)
         if kind == "apply":
             return self._apply(
                 served,
