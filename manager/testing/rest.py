@@ -1,14 +1,17 @@
 """The verbs of the local API server: what a create, update, patch or delete does.
 
-This is the part of kube-apiserver between the HTTP handler and etcd: the generic
-registry store plus each resource's strategy. It decodes nothing and encodes nothing
-(``server.py`` does HTTP); it takes plain dicts and answers plain dicts or raises
+This is the part of kube-apiserver between the HTTP handler and etcd: the request
+options' validation, the decoder's view of a body (:meth:`Rest.decode_write`:
+``fieldValidation``, wrong JSON types), the field manager (``managedFields``, server-side
+apply: :mod:`.managedfields`), the generic registry store and each resource's strategy.
+It encodes nothing (``server.py`` does HTTP); it answers plain dicts or raises
 :class:`StatusError`, which the HTTP layer renders as a ``Status`` object.
 
-Behaviour follows kube-apiserver 1.3x as DESIGN.md §5 records it: global monotonic
+Behaviour follows kube-apiserver 1.36 as DESIGN.md §5 records it: global monotonic
 resourceVersion, optimistic concurrency, generateName, uid/creationTimestamp/generation,
 status subresource split, finalizers and deletionTimestamp, DELETE answers per resource,
-no-op updates that do not bump the resourceVersion.
+no-op updates that do not bump the resourceVersion, list options and reads at a future
+resourceVersion, graceful pod deletion, Service IP and node port allocation.
 
 Thread-safe: every read-modify-write holds the storage lock.
 """
