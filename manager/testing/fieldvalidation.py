@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 MODES: Final = ("Strict", "Warn", "Ignore")
-_KEY: Final = re.compile(rb'"((?:[^"\\]|\\.)*)"\s*:')
+_KEY: Final = re.compile(rb'"([^"\\]*(?:\\.[^"\\]*)*)"\s*:')  # a string followed by ":"
 
 
 class TypeError_(Exception):  # noqa: N801 - Go's UnmarshalTypeError, not the builtin
