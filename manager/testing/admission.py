@@ -40,6 +40,7 @@ from manager.testing.gofmt import quote
 from manager.testing.storage import copy_json
 
 __all__ = [
+    "DEFAULTED_KINDS",
     "AdmissionError",
     "Cause",
     "default",
@@ -1701,6 +1702,20 @@ def _default_crd(obj: dict[str, Any]) -> None:
     spec.setdefault("conversion", {"strategy": "None"})
 
 
+DEFAULTED_KINDS: Final = frozenset(
+    {
+        ("Pod", ""),
+        ("Deployment", "apps"),
+        ("ReplicaSet", "apps"),
+        ("Service", ""),
+        ("Namespace", ""),
+        ("Secret", ""),
+        ("CustomResourceDefinition", "apiextensions.k8s.io"),
+    }
+)
+"""The kinds :func:`default` changes (any other comes back as an unchanged copy)."""
+
+
 def default(
     kind: str,
     group: str,
@@ -1726,10 +1741,10 @@ def default(
             admission plugins and the registry's allocations): the object the field
             manager attributes to the writer.
     """
+    builtin = (kind, group)
     out: dict[str, Any] = copy_json(obj)
     meta = out.get("metadata")
     creating = old is None and not (isinstance(meta, Mapping) and meta.get("uid"))
-    builtin = (kind, group)
     if builtin == ("Pod", ""):
         if creating:
             _default_pod(out, token_volume_suffix, plugins=plugins)

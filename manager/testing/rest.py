@@ -462,14 +462,15 @@ class Rest:
             if old is not None and service:
                 obj = admission.service_update_keeps(old, obj)
             requested = _requested_ips(obj) if service else []
-            obj = admission.default(
-                r.kind,
-                r.group,
-                obj,
-                allocate_cluster_ip=self._allocate_cluster_ip,
-                token_volume_suffix=self._token_suffix,
-                old=old,
-            )
+            if (r.kind, r.group) in admission.DEFAULTED_KINDS:  # others: no copy needed
+                obj = admission.default(
+                    r.kind,
+                    r.group,
+                    obj,
+                    allocate_cluster_ip=self._allocate_cluster_ip,
+                    token_volume_suffix=self._token_suffix,
+                    old=old,
+                )
             admission.validate(r.kind, r.group, obj, old)
             if service:
                 self._services.admit(obj, old, requested)
