@@ -201,49 +201,57 @@ def _child_type(t: TypeNode | None, key: str) -> TypeNode | None:
     return None
 
 
-def _is_map(value: Any, t: TypeNode | None) -> bool:
-    """Whether ``value`` is walked key by key (a granular struct or map)."""
-    if not isinstance(value, dict):
-        return False
+def _walk(value: Any, t: TypeNode | None) -> int:
+    """1: ``value`` is walked key by key (granular struct or map), 2: item by item
+    (a set or a map-list), 0: it is a leaf (scalars, atomic values)."""
     if t is None:
-        return True  # deduced: maps are granular
-    return (t.kind in (STRUCT, MAP) and not t.atomic) or t.kind == "untyped"
+        return 1 if isinstance(value, dict) else 0  # deduced: maps granular, lists atomic
+    w = t.walk
+    if w == 1:
+        return 1 if isinstance(value, dict) else 0
+    if w == 2:
+        return 2 if isinstance(value, list) else 0
+    return 0
+
+
+def _is_map(value: Any, t: TypeNode | None) -> bool:
+    return _walk(value, t) == 1
 
 
 def _is_granular_list(value: Any, t: TypeNode | None) -> bool:
-    return isinstance(value, list) and t is not None and t.kind == LIST and t.list_type != "atomic"
+    return _walk(value, t) == 2
 
 
 def to_set(value: Any, t: TypeNode | None) -> Fields:
     """``ToFieldSet``: every leaf of ``value``; items of keyed lists are members too."""
     out: Fields = {}
-    if _is_map(value, t):
+    w = _walk(value, t)
+    if w == 1:
+        fields = t.fields() if t is not None and t.kind == STRUCT else None
+        elem = t.elem if t is not None and t.kind == MAP else None
         for k, v in value.items():
-            ct = _child_type(t, k)
-            sub = to_set(v, ct) if _is_map(v, ct) or _is_granular_list(v, ct) else None
-            out[f"f:{k}"] = {} if sub is None else sub
-    elif _is_granular_list(value, t):
+            ct = fields.get(k) if fields is not None else elem
+            out[f"f:{k}"] = to_set(v, ct) if _walk(v, ct) else {}
+    elif w == 2:
         assert t is not None
         for item in value:
             element = _item_element(item, t)
-            if element is None:
-                continue
-            sub = to_set(item, t.elem) if _is_map(item, t.elem) else {}
-            out[element] = _make(True, sub)
+            if element is not None:
+                out[element] = _make(True, to_set(item, t.elem) if _walk(item, t.elem) == 1 else {})
     return out
 
 
 def _subtree(value: Any, t: TypeNode | None) -> Fields:
     """The node for a value added as a whole: a member (``.``) with its leaves."""
-    if _is_map(value, t) or _is_granular_list(value, t):
-        inner = to_set(value, t)
-        # A built-in struct added as a whole is reported through its fields only (its Go
-        # zero value exists on the other side); maps, list items and the structs of
-        # custom resources (unstructured: nothing exists before) are members themselves.
-        if t is not None and t.kind == STRUCT and not t.go.startswith("map["):
-            return inner if inner else {}
-        return _make(True, inner)
-    return {}
+    if not _walk(value, t):
+        return {}
+    inner = to_set(value, t)
+    # A built-in struct added as a whole is reported through its fields only (its Go
+    # zero value exists on the other side); maps, list items and the structs of custom
+    # resources (unstructured: nothing exists before) are members themselves.
+    if t is not None and t.kind == STRUCT and not t.go.startswith("map["):
+        return inner
+    return _make(True, inner)
 
 
 @dataclass(slots=True)
@@ -263,10 +271,13 @@ def compare(old: Any, new: Any, t: TypeNode | None) -> Comparison:
 
 
 def _compare(old: Any, new: Any, t: TypeNode | None, out: Comparison) -> None:
-    if _is_map(old, t) and _is_map(new, t):
+    w = _walk(new, t)
+    if w == 1 and isinstance(old, dict):
+        fields = t.fields() if t is not None and t.kind == STRUCT else None
+        elem = t.elem if t is not None and t.kind == MAP else None
         for k, nv in new.items():
             element = f"f:{k}"
-            ct = _child_type(t, k)
+            ct = fields.get(k) if fields is not None else elem
             if k not in old:
                 out.added[element] = _subtree(nv, ct)
                 continue
@@ -275,9 +286,11 @@ def _compare(old: Any, new: Any, t: TypeNode | None, out: Comparison) -> None:
                 _compare_child(element, ov, nv, ct, out)
         for k in old:
             if k not in new:
-                out.removed[f"f:{k}"] = _subtree(old[k], _child_type(t, k))
+                out.removed[f"f:{k}"] = _subtree(
+                    old[k], fields.get(k) if fields is not None else elem
+                )
         return
-    if _is_granular_list(old, t) and _is_granular_list(new, t):
+    if w == 2 and isinstance(old, list):
         assert t is not None
         old_items = {_item_element(i, t): i for i in old}
         new_items = {_item_element(i, t): i for i in new}

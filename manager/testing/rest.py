@@ -651,10 +651,8 @@ class Rest:
         kind = obj.get("kind")
         if isinstance(kind, str) and kind:
             version = str(obj.get("apiVersion") or "").rpartition("/")[2]
-            directive.prefix = (
-                f"{kind} in version {orjson.dumps(version).decode()} cannot be handled as a "
-                f"{r.kind}: "
-            )
+            shown = f'"{version}"' if version.isalnum() else orjson.dumps(version).decode()
+            directive.prefix = f"{kind} in version {shown} cannot be handled as a {r.kind}: "
         else:
             directive.prefix = f"the object provided is unrecognized (must be of type {r.kind}): "
         collect = directive.mode != "Ignore"

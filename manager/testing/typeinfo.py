@@ -64,6 +64,13 @@ class TypeNode:
     atomic: bool = False
     _fields: dict[str, TypeNode] | None = None
     _model: str = ""
+    walk: int = field(init=False, default=0)  # 1: key by key, 2: item by item, 0: a leaf
+
+    def __post_init__(self) -> None:
+        if (self.kind in (STRUCT, MAP) and not self.atomic) or self.kind == UNTYPED:
+            self.walk = 1
+        elif self.kind == LIST and self.list_type != "atomic":
+            self.walk = 2
 
     def fields(self) -> dict[str, TypeNode]:
         """The named fields of a struct (resolved on first use)."""
