@@ -466,7 +466,11 @@ def _merge_map(original: dict[str, Any], patch: dict[str, Any], schema: _Schema)
 
 def _key_of(item: Any, key: str) -> Any:
     if not isinstance(item, dict) or key not in item:
-        raise _bad_request(f"map: {_go_repr(item)} does not contain declared merge key: {key}")
+        # A formatted error, not one of mergepatch's sentinels: kube answers it as an
+        # internal error (500, no reason).
+        raise PatchError(
+            500, "", f"map: {_go_repr(item)} does not contain declared merge key: {key}"
+        )
     return item[key]
 
 

@@ -323,3 +323,27 @@ def test_strategic_merge_null_deletes_map_key(
     )
     assert patched["metadata"]["labels"] == {"keep": "yes"}
     assert patched["data"] == {"a": "1", "e": "5"}
+
+
+def test_strategic_patch_without_a_merge_key_is_an_internal_error(
+    api_client: Any, namespace: str
+) -> None:
+    base = f"/api/v1/namespaces/{namespace}/pods"
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9"}]},
+    }
+    ok(http(api_client, "POST", base, body=pod))
+    response = http(
+        api_client,
+        "PATCH",
+        f"{base}/p",
+        body={"spec": {"containers": [{"image": "x"}]}},
+        content_type=STRATEGIC,
+    )
+    assert response.status == 500, response.body
+    assert response.body["message"] == (
+        "map: map[image:x] does not contain declared merge key: name"
+    )

@@ -377,7 +377,6 @@ def test_custom_resources_get_415() -> None:
 @pytest.mark.parametrize(
     ("patch", "message"),
     [
-        ({"spec": {"containers": [{"image": "x"}]}}, "does not contain declared merge key: name"),
         ({"spec": {"containers": [{"name": "a", "$patch": "bogus"}]}}, "unknown patch type: bogus"),
         ({"spec": {"$patch": "bogus"}}, "unknown patch type: bogus"),
         ({"spec": {"containers": [{"$patch": "merge"}]}}, "cannot yet be specified"),
@@ -388,6 +387,15 @@ def test_malformed_strategic_patches_are_400(patch: dict[str, Any], message: str
         strategic_merge_patch(_pod(containers=[{"name": "a"}]), patch, "Pod")
     assert (exc.value.status, exc.value.reason) == (400, "BadRequest")
     assert message in exc.value.message
+
+
+def test_a_missing_merge_key_is_an_internal_error() -> None:
+    with pytest.raises(PatchError) as exc:
+        strategic_merge_patch(
+            _pod(containers=[{"name": "a"}]), {"spec": {"containers": [{"image": "x"}]}}, "Pod"
+        )
+    assert (exc.value.status, exc.value.reason) == (500, "")
+    assert exc.value.message == "map: map[image:x] does not contain declared merge key: name"
 
 
 def test_strategic_patch_must_be_an_object() -> None:
