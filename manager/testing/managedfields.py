@@ -591,6 +591,20 @@ def apply(
         ConflictError: another manager owns a field this apply changes, and not ``force``.
     """
     base = _body(live) if live is not None else {}
+    if live is not None and not entries:
+        # An object nobody owns yet (created before tracking, or its managedFields
+        # reset): every field it has belongs to "before-first-apply", without a time.
+        existing = _scope(_strip(to_set(base, t)), subresource, has_status)
+        if existing:
+            entries = [
+                {
+                    "manager": "before-first-apply",
+                    "operation": "Update",
+                    "apiVersion": api_version,
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": existing,
+                }
+            ]
     applied = _scope(_strip(to_set(config, t)), subresource, has_status)
     merged = merge(base, dict(config), t)
     ident = (manager, "Apply", "", subresource or "")

@@ -330,22 +330,26 @@ def _requested_ips(svc: JsonDict) -> list[str]:
     return [str(ip) for ip in ips if ip and ip != "None"]
 
 
-def _supplied_managed_fields(
-    served: ServedResource, name: str, supplied: list[Any]
-) -> list[JsonDict]:
-    """managedFields a client sent on an update: taken as the new base (``[{}]`` clears)."""
-    entries = [e for e in supplied if isinstance(e, dict) and e]
-    for i, e in enumerate(entries):
-        if e.get("operation") not in ("Apply", "Update"):
-            raise StatusError(
-                422,
-                "Invalid",
-                f'{served.qualified_kind} "{name}" is invalid: metadata.managedFields[{i}]'
-                f".operation: Invalid value: {orjson.dumps(e.get('operation') or '').decode()}"
-                ": must be `Apply` or `Update`",
-                {"name": name, "kind": served.resource.kind},
-            )
-    return entries
+def _supplied_managed_fields(supplied: Any, live: list[JsonDict]) -> list[JsonDict]:
+    """The managedFields an update starts from (``decodeLiveOrNew``).
+
+    ``[]`` or ``[{}]`` resets them; entries that do not decode (an operation other than
+    Apply or Update, no apiVersion, a fieldsType other than FieldsV1) or none at all
+    keep the live ones; anything else replaces them.
+    """
+    if not isinstance(supplied, list):
+        return live
+    if not supplied or (len(supplied) == 1 and supplied[0] == {}):
+        return []
+    for e in supplied:
+        if (
+            not isinstance(e, dict)
+            or e.get("operation") not in ("Apply", "Update")
+            or not e.get("apiVersion")
+            or e.get("fieldsType") != "FieldsV1"
+        ):
+            return live
+    return [dict(e) for e in supplied]
 
 
 def _strip_for_compare(obj: JsonDict) -> JsonDict:
@@ -1139,9 +1143,8 @@ class Rest:
             meta["resourceVersion"] = cur_meta["resourceVersion"]
             entries = list(cur_meta.get("managedFields") or [])
             if managed_fields is None:
-                supplied = meta_in.get("managedFields")
-                if isinstance(supplied, list) and supplied and supplied != entries:
-                    entries = _supplied_managed_fields(served, name, supplied)
+                if subresource is None and "managedFields" in meta_in:
+                    entries = _supplied_managed_fields(meta_in.get("managedFields"), entries)
                 managed_fields = self._record(
                     served, current, new, entries=entries, manager=manager, subresource=subresource
                 )

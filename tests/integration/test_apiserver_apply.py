@@ -275,3 +275,26 @@ def test_apply_of_an_undeclared_field_fails(api_client: Any, namespace: str) -> 
         ".extra: field not declared in schema"
     )
     assert http(api_client, "GET", path).status == 404
+
+
+def test_managed_fields_can_be_reset_and_then_belong_to_before_first_apply(
+    api_client: Any, namespace: str
+) -> None:
+    base = f"/api/v1/namespaces/{namespace}/configmaps"
+    created = ok(
+        http(
+            api_client,
+            "POST",
+            base,
+            body=_cm("cm", {"a": "1"}),
+            query={"fieldManager": "creator"},
+        )
+    )
+    created["metadata"]["managedFields"] = [{}]
+    reset = ok(http(api_client, "PUT", f"{base}/cm", body=created), 200)
+    assert not reset["metadata"].get("managedFields")
+    response = _apply(api_client, f"{base}/cm", _cm("cm", {"a": "2"}), "applier")
+    assert response.status == 409, response.body
+    assert response.body["message"] == (
+        'Apply failed with 1 conflict: conflict with "before-first-apply" using v1: .data.a'
+    )
