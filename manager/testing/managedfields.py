@@ -528,7 +528,56 @@ def record_update(
         if kept:
             previous = next(e for e in entries if _identity(e) == ident)
             out.append({**previous, "fieldsV1": kept})
-    return _sort(out)
+    return _sort(_cap(out))
+
+
+MAX_UPDATE_MANAGERS: Final = 10
+_BUCKET: Final = "ancient-changes"
+
+
+def _identity_text(entry: Mapping[str, Any]) -> str:
+    """``BuildManagerIdentifier``'s JSON (the order capManagers breaks time ties by)."""
+    ident: JsonDict = {"manager": entry.get("manager") or "", "operation": entry.get("operation")}
+    if entry.get("operation") != "Apply" and entry.get("apiVersion"):
+        ident["apiVersion"] = entry["apiVersion"]
+    if entry.get("subresource"):
+        ident["subresource"] = entry["subresource"]
+    return orjson.dumps(ident).decode()
+
+
+def _cap(entries: list[JsonDict]) -> list[JsonDict]:
+    """``capManagersManager``: beyond ten Update entries, the oldest merge per apiVersion
+    into an ``ancient-changes`` entry."""
+    updaters = [e for e in entries if e.get("operation") == "Update"]
+    if len(updaters) <= MAX_UPDATE_MANAGERS:
+        return entries
+    updaters.sort(key=lambda e: (str(e.get("time") or ""), _identity_text(e)))
+    gone: set[int] = set()
+    first: dict[str, JsonDict] = {}
+    buckets: dict[str, JsonDict] = {  # copies: stored entries are never changed
+        str(e.get("apiVersion")): dict(e) for e in updaters if e.get("manager") == _BUCKET
+    }
+    length = len(updaters)
+    for entry in updaters:
+        if length <= MAX_UPDATE_MANAGERS:
+            break
+        version = str(entry.get("apiVersion") or "")
+        if version not in first:
+            first[version] = entry
+            continue
+        bucket = buckets.get(version)
+        if bucket is None:
+            seed = first[version]
+            gone.add(id(seed))
+            bucket = {**seed, "manager": _BUCKET}
+            bucket.pop("subresource", None)
+            buckets[version] = bucket
+        bucket["fieldsV1"] = union(entry.get("fieldsV1") or {}, bucket.get("fieldsV1") or {})
+        bucket["time"] = entry.get("time")
+        gone.add(id(entry))
+        length -= 1
+    kept = [e for e in entries if id(e) not in gone and e.get("manager") != _BUCKET]
+    return kept + list(buckets.values())
 
 
 @dataclass(frozen=True, slots=True)

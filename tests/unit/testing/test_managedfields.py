@@ -160,3 +160,19 @@ def test_builtin_types_come_from_the_models() -> None:
     ports = containers.elem.fields()["ports"] if containers.elem else None
     assert ports is not None and ports.keys == ("containerPort", "protocol")
     assert pod.fields()["metadata"].fields()["labels"].kind == typeinfo.MAP
+
+
+def test_update_managers_are_capped_at_ten() -> None:
+    obj: dict[str, Any] = _cr()
+    entries: list[dict[str, Any]] = []
+    for i in range(12):
+        new = _cr(args=[str(i)], **{"tags": [f"t{j}" for j in range(i + 1)]})
+        entries = mf.record_update(
+            obj, new, entries, manager=f"m{i:02d}", api_version="x.io/v1", t=CR
+        )
+        obj = new
+    updaters = [e for e in entries if e["operation"] == "Update"]
+    assert len(updaters) == 10
+    managers = {e["manager"] for e in updaters}
+    assert "ancient-changes" in managers
+    assert "m11" in managers
