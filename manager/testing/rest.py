@@ -874,10 +874,13 @@ class Rest:
         dry_run: bool = False,
         managed_fields: builtins.list[JsonDict] | None = None,
         directive: Directive | None = None,
+        owned: bool = False,
     ) -> JsonDict:
         """Create an object; ``managed_fields`` (server-side apply) replaces the Update
-        entry a create otherwise records for ``manager``."""
-        obj = copy_json(self._check_body_type(served, body))
+        entry a create otherwise records for ``manager``. ``owned``: ``body`` is the
+        caller's to give away (freshly decoded), so it is stored without a copy."""
+        checked = self._check_body_type(served, body)
+        obj = checked if owned else copy_json(checked)
         r = served.resource
         obj["apiVersion"] = r.api_version
         obj["kind"] = r.kind
@@ -1049,11 +1052,13 @@ class Rest:
         dry_run: bool = False,
         managed_fields: builtins.list[JsonDict] | None = None,
         directive: Directive | None = None,
+        owned: bool = False,
     ) -> JsonDict:
         """Replace an object (or its ``status``/``finalize`` subresource).
 
         ``managed_fields`` (server-side apply) replaces the Update entry an update
-        otherwise records for ``manager``.
+        otherwise records for ``manager``. ``owned``: ``body`` is the caller's to give
+        away (freshly decoded or patched), so it is stored without a copy.
         """
         body = self._check_body_type(served, body)
         r = served.resource
@@ -1091,7 +1096,7 @@ class Rest:
                     "finalizers": list((body.get("spec") or {}).get("finalizers") or []),
                 }
             else:
-                new = copy_json(body)
+                new = dict(body) if owned else copy_json(body)
                 new["apiVersion"] = r.api_version
                 new["kind"] = r.kind
                 if r.has_status:
@@ -1368,6 +1373,7 @@ class Rest:
                 manager=manager,
                 dry_run=dry_run,
                 directive=directive,
+                owned=True,
             )
 
     def _apply(

@@ -392,7 +392,13 @@ class _Handler(BaseHTTPRequestHandler):
             decoded, directive = rest.decode_write(served, body, query.get("fieldValidation", ""))
             self._warnings = directive.warnings
             obj = rest.create(
-                served, ns, decoded, manager=manager, dry_run=dry_run, directive=directive
+                served,
+                ns,
+                decoded,
+                manager=manager,
+                dry_run=dry_run,
+                directive=directive,
+                owned=True,
             )
             return 201, obj
         if verb == "update":
@@ -413,6 +419,7 @@ class _Handler(BaseHTTPRequestHandler):
                 manager=manager,
                 dry_run=dry_run,
                 directive=directive,
+                owned=True,
             )
             return 200, obj
         if verb == "patch":
