@@ -53,17 +53,38 @@ class TypeError_(Exception):  # noqa: N801 - Go's UnmarshalTypeError, not the bu
 
 
 class _Obj(dict[str, Any]):
-    """A decoded JSON object that remembers which of its keys appeared twice."""
+    """A decoded JSON object that remembers its keys as written, repeats included."""
 
-    __slots__ = ("dups",)
+    __slots__ = ("dups", "order")
 
     def __init__(self, pairs: list[tuple[str, Any]]) -> None:
         super().__init__()
         self.dups: list[str] = []
+        self.order = [k for k, _ in pairs]
         for k, v in pairs:
             if k in self and k not in self.dups:
                 self.dups.append(k)
             self[k] = v
+
+
+def _steps(value: dict[str, Any]) -> list[tuple[str, str]]:
+    """How Go's decoder meets an object's keys: ``("first", k)`` at a key's first
+    occurrence, ``("dup", k)`` at each later one (reported when read), ``("value", k)``
+    where the value that is kept (the last) is decoded."""
+    if not isinstance(value, _Obj) or not value.dups:
+        return [step for k in value for step in (("first", k), ("value", k))]
+    last = {k: i for i, k in enumerate(value.order)}
+    seen: set[str] = set()
+    out: list[tuple[str, str]] = []
+    for i, k in enumerate(value.order):
+        if k in seen:
+            out.append(("dup", k))
+        else:
+            seen.add(k)
+            out.append(("first", k))
+        if last[k] == i:
+            out.append(("value", k))
+    return out
 
 
 def decode(body: bytes) -> tuple[Any, bool]:
@@ -85,12 +106,12 @@ def duplicates(value: Any, path: str = "") -> list[str]:
     """Paths of every repeated key, in document order."""
     out: list[str] = []
     if isinstance(value, dict):
-        dups = value.dups if isinstance(value, _Obj) else []
-        for k, v in value.items():
+        for step, k in _steps(value):
             p = f"{path}.{k}" if path else k
-            out.extend(duplicates(v, p))
-            if k in dups:
+            if step == "dup":
                 out.append(p)
+            elif step == "value":
+                out.extend(duplicates(value[k], p))
     elif isinstance(value, list):
         for i, v in enumerate(value):
             out.extend(duplicates(v, f"{path}[{i}]"))
@@ -177,30 +198,37 @@ def _walk(
         if not isinstance(value, dict):
             raise _type_error(value, struct, go_path, t.go)
         fields = t.fields()
-        dups = value.dups if isinstance(value, _Obj) else ()
         name = t.go.rsplit(".", 1)[-1] if t.go.startswith("v") else struct
         out: dict[str, Any] | None = None
-        for k, v in value.items():
+        repeats = isinstance(value, _Obj) and bool(value.dups)
+        # Without repeats, every key is met once: first and kept value at once.
+        steps = _steps(value) if repeats else [("value", k) for k in value]
+        for step, k in steps:
             p = f"{path}.{k}" if path else k
-            gp = f"{go_path}.{k}" if go_path else k
             ft = fields.get(k)
             if ft is None:
-                if t.preserve:
-                    continue
+                if t.preserve or step == "dup" or (repeats and step == "value"):
+                    continue  # unknown and repeated: reported once, as unknown
                 if issues is not None:
                     issues.append(f'unknown field "{p}"')
                 if unknown is not None:
                     unknown.append(p)
                 if out is None:
-                    out = {kk: vv for kk, vv in value.items()}
+                    out = dict(value)
                 out.pop(k, None)
                 continue
+            if step == "dup":
+                if issues is not None:
+                    issues.append(f'duplicate field "{p}"')
+                continue
+            if step != "value":
+                continue
+            v = value[k]
+            gp = f"{go_path}.{k}" if go_path else k
             cleaned = _walk(v, ft, p, gp, struct=name, issues=issues, unknown=unknown)
-            if k in dups and issues is not None:
-                issues.append(f'duplicate field "{p}"')
             if cleaned is not v:
                 if out is None:
-                    out = {kk: vv for kk, vv in value.items()}
+                    out = dict(value)
                 out[k] = cleaned
         return value if out is None else out
     if kind == MAP:
