@@ -10,8 +10,8 @@ overwrites only the owned fields:
 * Service: ``spec.type``, ``spec.selector``, ``spec.ports`` (name, port, targetPort,
   protocol; an allocated ``nodePort`` is carried over while the type keeps node ports);
 * Ingress: ``spec.rules``, ``spec.tls``, ``spec.ingressClassName`` (only when configured:
-  otherwise the cluster's default-class admission may set it), and the annotations listed
-  in ``overseer.io/managed-annotations``.
+  otherwise the cluster's default-class admission may set it), ``overseer.io/exposed-url``,
+  and the annotations listed in ``overseer.io/managed-annotations``.
 
 Each function returns ``None`` when the owned fields already match (no write), else an
 :class:`Update` with the body to PUT and the names of the fields that changed.
