@@ -5,6 +5,7 @@ official client's ``kubernetes.informer.SharedInformer``, each in a fresh proces
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 
@@ -14,7 +15,7 @@ from bench.child import Child
 from bench.registry import Goal, Metrics, Ratio, Run, benchmark, setup
 from bench.workload import OWNERS, owner, pod, pod_status, run_parallel
 
-PODS = 10_000
+PODS = int(os.environ.get("BENCH_INFORMER_PODS", "10000"))  # smaller while developing
 POD_THREADS = 4
 SYNC_SUBJECTS = ("overseer", "official", "floor")
 EVENT_SUBJECTS = ("overseer", "official")

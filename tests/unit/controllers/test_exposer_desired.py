@@ -587,3 +587,26 @@ def test_rbac_rules_cover_what_the_reconciler_does() -> None:
         assert {"get", "list", "watch", "create", "update", "delete"} <= verbs[key]
     assert {"create", "patch"} <= verbs[("", "events")]
     assert not any("secrets" in rule["resources"] for rule in RBAC_RULES)
+
+
+def test_updates_never_touch_the_observed_object() -> None:
+    """Cached objects are shared: the body to PUT is built beside them, never in them."""
+    want = desired_exposure(deployment(), CFG)
+    svc = copy.deepcopy(want.service)
+    svc["metadata"]["labels"] = {"team": "a"}
+    svc["spec"].update(type="NodePort", clusterIP="10.0.0.9")
+    svc["spec"]["ports"] = [{"name": "old", "port": 1, "nodePort": 30001}]
+    svc["status"] = {"loadBalancer": {}}
+    ing = copy.deepcopy(want.ingress)
+    ing["metadata"]["annotations"] = {"foreign": "kept", "overseer.io/exposed-url": "old"}
+    ing["spec"]["rules"][0]["host"] = "old.example.com"
+    ing["spec"]["tls"] = [{"hosts": ["old.example.com"]}]
+    before = copy.deepcopy((svc, ing))
+    s = service_update(svc, want.service)
+    i = ingress_update(ing, want.ingress)
+    assert s is not None and i is not None
+    assert (svc, ing) == before
+    assert s.body["status"] == svc["status"] and s.body["spec"]["clusterIP"] == "10.0.0.9"
+    assert s.body["metadata"]["labels"] == {"team": "a", "app.kubernetes.io/managed-by": "overseer"}
+    assert i.body["metadata"]["annotations"]["foreign"] == "kept"
+    assert "tls" not in i.body["spec"]
