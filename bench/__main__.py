@@ -68,6 +68,8 @@ def _run_one(name: str, target: Target, runs: int, scratch: Path) -> dict[str, A
     except Exception as exc:
         traceback.print_exc()
         entry["error"] = f"{type(exc).__name__}: {exc}"
+    if "requests" in state:  # API requests per object by verb and resource, per subject
+        entry["requests"] = state["requests"]
     entry["summary"] = report.summarize(entry["runs"])
     entry["seconds"] = round(time.monotonic() - started, 1)
     print(f"[{name}] done in {entry['seconds']}s", flush=True)

@@ -1,5 +1,5 @@
 """Benchmark ``exposer-burst``: a burst of opted-in Deployments → seconds until every one
-has its Service, its Ingress and its ``overseer.io/exposed-url`` (DESIGN.md §6).
+has its Service and its Ingress with ``overseer.io/exposed-url`` (DESIGN.md §6).
 """
 
 from __future__ import annotations
@@ -54,10 +54,10 @@ def _deployment(i: int) -> dict[str, object]:
 burst by {WRITERS} writer threads while the exposer runs in a fresh process with
 {WORKERS} workers, scoped to the burst's namespace, its client limited to {QPS:g} QPS
 (burst {BURST}) so that the figure is the controller's and the API server's, not the
-client-side limit (at the default 20 QPS the four writes per Deployment — Service,
-Ingress, URL patch, Event — bound a burst of {DEPLOYMENTS:,} to about 200 s).
+client-side limit (at the default 20 QPS the three writes per Deployment — Service,
+Ingress, Event — bound a burst of {DEPLOYMENTS:,} to about 150 s).
 **exposed_seconds**: from the first create to the moment the exposer's caches show every
-Deployment with its URL annotation and every Service and Ingress.
+Service and every Ingress with its URL annotation.
 **create_seconds**: the burst itself. **reconciles_per_deployment** and
 **conflicts** (409 answers: AlreadyExists or stale updates) show redundant work.
 """,

@@ -14,11 +14,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import requests
 from bench.child import Child
 from bench.deployments import deployment
 from bench.exposers import EXPOSERS, Subject, start_exposer
 from bench.latency import summary_ms
-from bench.registry import Goal, Metrics, Ratio, Run, benchmark
+from bench.registry import Goal, Metrics, Ratio, Run, benchmark, setup
+from bench.settle import wait_settled
 from bench.target import Target
 from bench.watcher import ObjectWatch
 
@@ -29,6 +31,8 @@ READY_TIMEOUT = 120.0  # seconds for a subject to expose the canary
 TIMEOUT = 300.0  # seconds for a burst to be exposed
 MB = 1024 * 1024
 CANARY = "canary"
+# what an exposer reads and writes (requests on other resources are not its own)
+RESOURCES = ("deployments", "services", "ingresses", "events")
 
 
 class Exposures:
@@ -93,6 +97,26 @@ def wait_exposed(
         time.sleep(0.02)
 
 
+def _generate(target: Target, ns: str, count: int) -> dict[str, Any]:
+    """Create ``count`` opted-in Deployments in ``ns`` (the generator process)."""
+    with Child(
+        "bench.deployments",
+        "create",
+        "--kubeconfig",
+        target.kubeconfig,
+        "--namespace",
+        ns,
+        "--count",
+        str(count),
+        "--threads",
+        str(WRITERS),
+    ) as generator:
+        burst: dict[str, Any] = generator.next(TIMEOUT)
+    if len(burst["created"]) < count:
+        raise RuntimeError(f"generator created {len(burst['created'])} of {count}")
+    return burst
+
+
 def _one(run: Run, kind: str, count: int) -> Metrics:
     target = run.target
     ns = target.new_namespace(f"bench-expose-{kind}")
@@ -101,42 +125,49 @@ def _one(run: Run, kind: str, count: int) -> Metrics:
     try:
         target.raw.request("POST", f"/apis/apps/v1/namespaces/{ns}/deployments", deployment(CANARY))
         wait_exposed(exposures, [CANARY], subject, READY_TIMEOUT, "canary")
-        cpu0 = subject.sampler.cpu()
-        with Child(
-            "bench.deployments",
-            "create",
-            "--kubeconfig",
-            target.kubeconfig,
-            "--namespace",
-            ns,
-            "--count",
-            str(count),
-            "--threads",
-            str(WRITERS),
-        ) as generator:
-            burst = generator.next(TIMEOUT)
-            created: dict[str, float] = burst["created"]
-            if len(created) < count:
-                raise RuntimeError(f"generator created {len(created)} of {count}")
-            names = sorted(created)
-            wait_exposed(exposures, names, subject, TIMEOUT, "deployments")
+        cpu0, before = wait_settled(subject.sampler.cpu, target.requests, RESOURCES)
+        assert cpu0 is not None
+        burst = _generate(target, ns, count)
+        created: dict[str, float] = burst["created"]
+        names = sorted(created)
+        wait_exposed(exposures, names, subject, TIMEOUT, "deployments")
         cpu = subject.sampler.cpu() - cpu0
+        # everything the burst caused: Events, annotations, reconciles of its own writes
+        cpu_settled, after = wait_settled(subject.sampler.cpu, target.requests, RESOURCES)
+        assert cpu_settled is not None
         done = {n: exposures.exposed_at(n) or 0.0 for n in names}
         last = max(done.values())
         seconds = last - float(burst["started"])
         latencies = [done[n] - created[n] for n in names]
-        return {
+        metrics: Metrics = {
             f"{kind}_exposed_seconds": seconds,
             f"{kind}_exposed_per_s": count / seconds,
             **summary_ms(latencies, f"{kind}_latency"),
             f"{kind}_cpu_seconds": cpu,
+            f"{kind}_cpu_ms_per_object": 1000 * (cpu_settled - cpu0) / count,
             f"{kind}_peak_rss_mb": subject.sampler.peak_rss() / MB,
             f"{kind}_create_seconds": float(burst["seconds"]),
         }
+        reference = run.state.get("reference")
+        if before is None or after is None or reference is None:
+            metrics.update(dict.fromkeys(requests.summary({}, 1, kind), float("nan")))
+            return metrics
+        own = requests.subtract(requests.delta(after, before), reference)
+        own = {k: n for k, n in own.items() if n}
+        requests.record(run.state, kind, own, count)
+        metrics.update(requests.summary(own, count, kind))
+        metrics[f"{kind}_deployment_writes_per_object"] = (
+            sum(n for (v, _, r, _), n in own.items() if r == "deployments" and v in _WRITES) / count
+        )
+        print(f"[exposure-burst]   {kind} requests per Deployment: {requests.describe(own, count)}")
+        return metrics
     finally:
         subject.stop()
         exposures.stop()
         target.delete_namespace(ns)
+
+
+_WRITES = requests.WRITE_VERBS
 
 
 def _ratio(label: str, metric: str, peer: str, target: str = "") -> Ratio:
@@ -155,15 +186,24 @@ queue + {WORKERS} threads + the typed client: `bench/peers/official_exposer.py`)
 **kopf** (`kopf run --standalone`, {WORKERS} handler threads, per-object workers unlimited:
 with `worker_limit` {WORKERS} an idle per-object worker holds its slot for `idle_timeout`
 (5 s) and a burst runs at under 1/s; see `bench/peers/kopf_exposer.py`).
-All three write the Service, the Ingress and the `overseer.io/exposed-url` annotation;
-Overseer also posts one Event per Deployment, kopf patches its own bookkeeping annotations.
+All three create the Service and the Ingress (the URL as an annotation on the Ingress);
+Overseer also posts one `Exposed` Event per Deployment (its default; it writes nothing to
+the Deployment), kopf patches its own bookkeeping annotations onto the Deployment.
 The subject first exposes a canary Deployment (it is up and synced), then the burst starts.
 The harness observes with raw watches on Services and Ingresses: **exposed_seconds** from
 the generator's start to the moment the last Deployment had both; **exposed_per_s** =
 {DEPLOYMENTS:,} / that; **latency** per Deployment from the POST's answer to both objects
 seen. **cpu_seconds**: the subject's user + sys CPU from the burst's start to the last
-exposure (psutil); **peak_rss_mb**: the subject's peak RSS (sampled every 0.1 s and the
-kernel's VmHWM). The subjects take turns first.
+exposure (psutil); **cpu_ms_per_object**: its CPU from the burst's start until it has
+settled (no CPU and no new API request for 0.5 s: Events sent, its own writes' watch
+events handled), per Deployment; **peak_rss_mb**: the subject's peak RSS (sampled every
+0.1 s and the kernel's VmHWM). **API requests per Deployment** (`writes`, `creates`,
+`updates`, `patches`, `deletes`, `reads` = get + list, `deployment_writes`) are the API
+server's own counts on Deployments, Services, Ingresses and Events over the same time
+(the local server's request record; a cluster's `apiserver_request_total`), less those of
+the same burst with no exposer running (the generator's creates; on a real cluster also
+kube-controller-manager's), divided by the Deployments; the table after the figures
+breaks them down by verb and resource. The subjects take turns first.
 """,
     units={
         **{f"{s}_exposed_seconds": "s" for s in EXPOSERS},
@@ -172,18 +212,28 @@ kernel's VmHWM). The subjects take turns first.
         **{f"{s}_cpu_seconds": "s" for s in EXPOSERS},
         **{f"{s}_peak_rss_mb": "MB" for s in EXPOSERS},
         **{f"{s}_create_seconds": "s" for s in EXPOSERS},
+        **{f"{s}_cpu_ms_per_object": "ms" for s in EXPOSERS},
     },
     ratios=[
         _ratio("throughput", "exposed_per_s", "official", ">= 1.1"),
         _ratio("throughput", "exposed_per_s", "kopf", ">= 1.6"),
         _ratio("CPU seconds", "cpu_seconds", "official", "<= 0.7"),
         _ratio("CPU seconds", "cpu_seconds", "kopf"),
+        _ratio("CPU per Deployment", "cpu_ms_per_object", "official"),
+        _ratio("CPU per Deployment", "cpu_ms_per_object", "kopf"),
+        _ratio("API writes per Deployment", "writes_per_object", "official"),
+        _ratio("API writes per Deployment", "writes_per_object", "kopf"),
         _ratio("peak RSS", "peak_rss_mb", "official"),
         _ratio("peak RSS", "peak_rss_mb", "kopf"),
         _ratio("latency p99", "latency_p99_ms", "official"),
         _ratio("latency p99", "latency_p99_ms", "kopf"),
     ],
-    goals=[Goal("overseer_peak_rss_mb", "<=", 90)],
+    goals=[
+        Goal("overseer_peak_rss_mb", "<=", 90),
+        Goal("overseer_cpu_ms_per_object", "<=", 3),
+        Goal("overseer_writes_per_object", "<=", 3),
+        Goal("overseer_deployment_writes_per_object", "<=", 0),
+    ],
 )
 def exposure_burst(run: Run) -> Metrics:
     count = DEPLOYMENTS
@@ -198,3 +248,28 @@ def exposure_burst(run: Run) -> Metrics:
 def _order(metric: str) -> tuple[int, str]:
     kind = metric.split("_", 1)[0]
     return (EXPOSERS.index(kind) if kind in EXPOSERS else 9, metric)
+
+
+@setup("exposure-burst")
+def _reference(run: Run) -> None:
+    """The same burst with no exposer: what the generator and the cluster's own
+    controllers (kube-controller-manager on a real cluster) request, subtracted from each
+    subject's counts."""
+    target = run.target
+    ns = target.new_namespace("bench-expose-reference")
+    try:
+        _, before = wait_settled(None, target.requests, RESOURCES)
+        _generate(target, ns, DEPLOYMENTS)
+        _, after = wait_settled(None, target.requests, RESOURCES, window=1.0)
+    finally:
+        target.delete_namespace(ns)
+    if before is None or after is None:
+        run.state["setup"] = {"API request counts": f"unavailable ({target.requests.error})"}
+        return
+    reference = requests.delta(after, before)
+    run.state["reference"] = reference
+    run.state["setup"] = {
+        "requests per Deployment with no exposer (subtracted)": requests.describe(
+            reference, DEPLOYMENTS
+        )
+    }

@@ -5,6 +5,7 @@ official client's ``kubernetes.informer.SharedInformer``, each in a fresh proces
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 
@@ -12,9 +13,9 @@ import orjson
 
 from bench.child import Child
 from bench.registry import Goal, Metrics, Ratio, Run, benchmark, setup
-from bench.workload import OWNERS, pod, pod_status, replica_set, run_parallel
+from bench.workload import OWNERS, owner, pod, pod_status, run_parallel
 
-PODS = 10_000
+PODS = int(os.environ.get("BENCH_INFORMER_PODS", "10000"))  # smaller while developing
 POD_THREADS = 4
 SYNC_SUBJECTS = ("overseer", "official", "floor")
 EVENT_SUBJECTS = ("overseer", "official")
@@ -36,7 +37,9 @@ def _subject(run: Run, mode: str, subject: str, *args: str) -> Child:
     describe=f"""
 Initial sync of {PODS:,} realistic Pods (labels, annotations, an owner, two containers with
 env, ports, resources and volume mounts, a Running status with conditions and container
-statuses; the stored size, managedFields included, is measured from a raw LIST). Each
+statuses; the stored size, managedFields included, is measured from a raw LIST). On a
+real cluster they are kept as created: not bound to a node, naming a scheduler that does
+not run, owned by ConfigMaps (see `bench/workload.py`). Each
 subject runs in a fresh process: **seconds** from start to synced (cache holds every pod;
 Overseer: `wait_for_cache_sync`), **CPU seconds** (user + sys) of the subject process in
 that time, and **bytes per object**: RSS growth after `gc.collect()` divided by the pods
@@ -91,14 +94,12 @@ def informer_sync(run: Run) -> Metrics:
 
 @setup("informer-sync")
 def _create_pods(run: Run) -> None:
-    """Create the pods once per session (with their ReplicaSets and a Running status)."""
+    """Create the pods once per session (with their owners and a Running status)."""
     target = run.target
     raw = target.raw
     ns = target.new_namespace("bench-pods")
     uids = [
-        raw.json("POST", f"/apis/apps/v1/namespaces/{ns}/replicasets", replica_set(n, ns))[
-            "metadata"
-        ]["uid"]
+        raw.json("POST", f"/api/v1/namespaces/{ns}/configmaps", owner(n, ns))["metadata"]["uid"]
         for n in range(OWNERS)
     ]
     base = f"/api/v1/namespaces/{ns}/pods"

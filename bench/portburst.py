@@ -17,12 +17,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from bench import requests
 from bench.exposers import Subject, overseer_config
 from bench.latency import summary_ms
-from bench.registry import Metrics, Run, benchmark
+from bench.registry import Goal, Metrics, Run, benchmark
+from bench.settle import wait_settled
 from bench.target import Target
 from bench.watcher import ObjectWatch
-from bench.workload import run_parallel
+from bench.workload import NO_SCHEDULER, run_parallel
 
 PODS = int(os.environ.get("BENCH_PODS", "2000"))  # smaller while developing
 WORKERS = 4
@@ -32,6 +34,7 @@ PORTS_PATH = "/apis/network.overseer.io/v1alpha1/logicalports"
 READY_TIMEOUT = 120.0
 TIMEOUT = 300.0
 MB = 1024 * 1024
+RESOURCES = ("pods", "logicalports", "events")
 
 
 class Annotated:
@@ -62,7 +65,10 @@ def _pod(name: str) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "labels": {"app": "bench"}},
-        "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.9"}]},
+        "spec": {
+            "schedulerName": NO_SCHEDULER,  # stays Pending on a real cluster (bench.workload)
+            "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.9"}],
+        },
     }
 
 
@@ -76,6 +82,10 @@ def _wait(annotated: Annotated, n: int, subject: Subject, timeout: float) -> Non
         time.sleep(0.02)
 
 
+def _per_pod(own: requests.Counts) -> Metrics:
+    return {k.removeprefix("x_"): v for k, v in requests.summary(own, PODS, "x", "pod").items()}
+
+
 @benchmark(
     "port-burst",
     describe=f"""
@@ -85,7 +95,12 @@ leader election off, client limit 1000 QPS, one fresh network per run, its CRD i
 by the plugin). A canary pod is annotated first (the controller is up). **seconds**: from the
 first create until the harness's pod watch has seen `overseer.io/ip` on every pod;
 **pods_per_s**; **latency** per pod from its POST's answer to the annotation seen;
-**cpu_seconds** of the controller process over the burst, and **peak_rss_mb**.
+**cpu_seconds** of the controller process over the burst, **cpu_ms_per_pod** from the
+burst's start until it has settled (no CPU, no new request for 0.5 s), and
+**peak_rss_mb**. **API requests per pod** (`writes`, `creates`, `updates`, `patches`,
+`deletes`, `reads`; by verb and resource in the table after the figures): the API
+server's counts on Pods, LogicalPorts and Events over the same time, less the harness's
+own pod creates, divided by the pods.
 No peer: the official client and kopf have no IPAM to compare with.
 """,
     units={
@@ -96,8 +111,10 @@ No peer: the official client and kopf have no IPAM to compare with.
         "latency_p95_ms": "ms",
         "latency_p99_ms": "ms",
         "cpu_seconds": "s",
+        "cpu_ms_per_pod": "ms",
         "peak_rss_mb": "MB",
     },
+    goals=[Goal("writes_per_pod", "<=", 2)],
 )
 def port_burst(run: Run) -> Metrics:
     target = run.target
@@ -126,7 +143,8 @@ def port_burst(run: Run) -> Metrics:
             target.raw.request("POST", base, _pod(name))
             created[name] = time.time()
 
-        cpu0 = subject.sampler.cpu()
+        cpu0, before = wait_settled(subject.sampler.cpu, target.requests, RESOURCES)
+        assert cpu0 is not None
         started = time.time()
         create_seconds, done = run_parallel(
             PODS, WRITERS, create, deadline=time.monotonic() + TIMEOUT
@@ -135,16 +153,28 @@ def port_burst(run: Run) -> Metrics:
             raise RuntimeError(f"created {done} of {PODS} pods")
         _wait(annotated, PODS + 1, subject, TIMEOUT)
         cpu = subject.sampler.cpu() - cpu0
+        cpu_settled, after = wait_settled(subject.sampler.cpu, target.requests, RESOURCES)
+        assert cpu_settled is not None
         seen = {n: annotated.seen[n] for n in created}
         seconds = max(seen.values()) - started
-        return {
+        metrics: Metrics = {
             "seconds": seconds,
             "pods_per_s": PODS / seconds,
             "create_seconds": create_seconds,
             **summary_ms([seen[n] - created[n] for n in created], "latency"),
             "cpu_seconds": cpu,
+            "cpu_ms_per_pod": 1000 * (cpu_settled - cpu0) / PODS,
             "peak_rss_mb": subject.sampler.peak_rss() / MB,
         }
+        if before is None or after is None:
+            metrics.update(dict.fromkeys(_per_pod({}), float("nan")))
+            return metrics
+        own = requests.subtract(requests.delta(after, before), {("create", "", "pods", ""): PODS})
+        own = {k: n for k, n in own.items() if n}
+        requests.record(run.state, "overseer", own, PODS)
+        metrics.update(_per_pod(own))
+        print(f"[port-burst]   requests per pod: {requests.describe(own, PODS)}", flush=True)
+        return metrics
     finally:
         subject.stop()
         annotated.stop()

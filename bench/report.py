@@ -119,8 +119,32 @@ def section(bench: Benchmark, entry: dict[str, Any], env: dict[str, Any]) -> str
                 verdict = f"{r.target} {'✅' if ok else '❌'}"
             lines.append(f"| {r.label} | **{value:.2f}** | {verdict} |")
         lines.append("")
+    lines += _requests_table(entry.get("requests") or {})
     lines.append(f"<!-- /bench:{bench.name} -->")
     return "\n".join(lines)
+
+
+def _requests_table(requests: dict[str, dict[str, list[float]]]) -> list[str]:
+    """API requests per handled object by verb and resource: one column per subject,
+    the median over the runs (``-``: none)."""
+    if not requests:
+        return []
+    subjects = list(requests)
+    rows = sorted({what for table in requests.values() for what in table})
+    lines = [
+        "API requests per handled object (median of the runs), by verb and resource:",
+        "",
+        "| request | " + " | ".join(subjects) + " |",
+        "|---|" + "---:|" * len(subjects),
+    ]
+    for what in rows:
+        cells = []
+        for subject in subjects:
+            values = requests[subject].get(what)
+            cells.append(f"{statistics.median(values):.2f}" if values else "-")
+        lines.append(f"| {what} | " + " | ".join(cells) + " |")
+    lines.append("")
+    return lines
 
 
 def header(env: dict[str, Any], notes: list[str]) -> str:

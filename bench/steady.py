@@ -19,12 +19,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import requests
 from bench.child import Child
 from bench.deployments import BASE_PORT, deployment, port_of
 from bench.exposers import EXPOSERS, Subject, start_exposer
 from bench.exposure import Exposures, wait_exposed
 from bench.latency import percentile, summary_ms
 from bench.registry import Goal, Metrics, Ratio, Run, benchmark
+from bench.settle import wait_settled
 from bench.target import Target
 from bench.watcher import ObjectWatch
 from bench.workload import run_parallel
@@ -37,6 +39,7 @@ GEN_THREADS = 8
 DRAIN = 5.0  # seconds after the last write for the Service to catch up, to count as kept up
 SETTLE = 30.0  # seconds to wait for a step to be fully reflected before the next
 MB = 1024 * 1024
+RESOURCES = ("deployments", "services", "ingresses", "events")
 
 
 class Ports:
@@ -131,6 +134,7 @@ def _step(run: Run, ns: str, ports: Ports, subject: Subject, *, rate: int, first
         **summary_ms(lags, key),
         f"{key}_kept_up": 1.0 if kept_up else 0.0,
         f"{key}_writes_per_s": achieved,
+        "updates": float(len(writes)),
     }
 
 
@@ -151,8 +155,10 @@ def _one(run: Run, kind: str) -> Metrics:
     metrics: Metrics = {}
     try:
         wait_exposed(exposures, names, subject, 120.0, "deployments")
-        time.sleep(1.0)  # the subjects' follow-up writes (URL annotation) settle
-        cpu0 = subject.sampler.cpu()
+        # the subjects' follow-up work (Events, kopf's annotations) settles first
+        cpu0, before = wait_settled(subject.sampler.cpu, target.requests, RESOURCES)
+        assert cpu0 is not None
+        updates = 0
         busy = 0.0
         highest = 0.0
         all_kept = True
@@ -160,6 +166,7 @@ def _one(run: Run, kind: str) -> Metrics:
         for rate in RATES:
             t0 = time.monotonic()
             step = _step(run, ns, ports, subject, rate=rate, first=first)
+            updates += int(step.pop("updates"))
             busy += time.monotonic() - t0
             first += int(rate * SECONDS) + NAMES
             metrics.update(step)
@@ -178,6 +185,18 @@ def _one(run: Run, kind: str) -> Metrics:
             1000 * metrics[f"{kind}_cpu_seconds"] / sum(r * SECONDS for r in RATES)
         )
         metrics[f"{kind}_peak_rss_mb"] = subject.sampler.peak_rss() / MB
+        _, after = wait_settled(subject.sampler.cpu, target.requests, RESOURCES)
+        if before is None or after is None:
+            metrics.update(dict.fromkeys(requests.summary({}, 1, kind, "update"), float("nan")))
+            return metrics
+        # the generator's own PATCHes of the Deployments are not the subject's
+        own = requests.subtract(
+            requests.delta(after, before), {("patch", "apps", "deployments", ""): updates}
+        )
+        own = {k: n for k, n in own.items() if n and k[3] != "status"}
+        requests.record(run.state, kind, own, updates)
+        metrics.update(requests.summary(own, updates, kind, "update"))
+        print(f"[steady-events]   {kind} requests per update: {requests.describe(own, updates)}")
         return metrics
     finally:
         subject.stop()
@@ -204,7 +223,12 @@ holds each Deployment once and coalesces its updates, so falling behind shows as
 above that interval and as updates never seen one by one.)
 **highest_rate**: the highest R of the ladder kept up, every lower R kept up too.
 **rR_writes_per_s**: the rate the generator achieved. **cpu_seconds** of the subject over the
-whole ladder, and per update; **peak_rss_mb**.
+whole ladder, and per update; **peak_rss_mb**. **API requests per update** (`writes`,
+`creates`, `updates`, `patches`, `deletes`, `reads`; by verb and resource in the table
+after the figures): the API server's counts on Deployments, Services, Ingresses and Events
+from before the ladder until the subject has settled after it, less the generator's own
+PATCHes, divided by the updates (on a real cluster they include kube-controller-manager's
+own writes to the Deployments: their revision annotation).
 """,
     units={
         **{

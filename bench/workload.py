@@ -5,6 +5,21 @@ containers with env, ports, resources and volume mounts, an owner, and a status 
 conditions and container statuses): about 5 KB as the API server stores it, managedFields
 included. :func:`run_parallel` spreads a bounded list of requests over threads.
 
+What a real cluster keeps (a benchmark must create nothing that a cluster's controllers
+delete or rewrite meanwhile):
+
+* pods are not bound to a node (``nodeName`` unset): a pod bound to a node that does not
+  exist is deleted by kube-controller-manager's pod garbage collector within a minute;
+  and a Node object without a kubelet turns NotReady, the node lifecycle controller then
+  rewrites every pod's Ready condition and taints the node, and the taint manager evicts;
+* they name a scheduler that does not exist (:data:`NO_SCHEDULER`): the default scheduler
+  only takes pods whose ``schedulerName`` is its own, so they stay Pending and nobody
+  writes them (not scheduled onto a real node, no Unschedulable status updates); the pod
+  garbage collector leaves unbound, non-terminating pods alone;
+* their owner is a ConfigMap (:func:`owner`): the garbage collector keeps a pod while its
+  owner exists (the local server's too), and no workload controller manages pods owned
+  by a ConfigMap (a ReplicaSet owner would delete pods beyond its replica count).
+
 Thread-safe: the builders are pure; :func:`run_parallel` joins its threads.
 """
 
@@ -51,34 +66,28 @@ def _container(name: str, image: str, port: int, i: int) -> JsonDict:
     }
 
 
-OWNERS = 50  # ReplicaSets the pods belong to
+OWNERS = 50  # ConfigMaps the pods belong to
+NO_SCHEDULER = "overseer-bench-unscheduled"  # no such scheduler runs: pods stay Pending
 
 
 def owner_name(n: int) -> str:
     return f"app-{n}-7d9f8b6c5"
 
 
-def replica_set(n: int, namespace: str) -> JsonDict:
-    """ReplicaSet ``n``: the owner of pods ``i`` with ``i % OWNERS == n`` (the local
-    server's garbage collector deletes pods whose owner does not exist)."""
+def owner(n: int, namespace: str) -> JsonDict:
+    """ConfigMap ``n``: the owner of pods ``i`` with ``i % OWNERS == n`` (a garbage
+    collector deletes pods whose owner does not exist; nothing else acts on it)."""
     labels = {"app.kubernetes.io/name": f"app-{n}", "pod-template-hash": "7d9f8b6c5"}
     return {
-        "apiVersion": "apps/v1",
-        "kind": "ReplicaSet",
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
         "metadata": {"name": owner_name(n), "namespace": namespace, "labels": labels},
-        "spec": {
-            "replicas": 0,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": "main", "image": "example/app:1"}]},
-            },
-        },
+        "data": {"replicas": "200"},
     }
 
 
 def pod(i: int, namespace: str, owner_uids: list[str]) -> JsonDict:
-    """Pod number ``i`` of ReplicaSet ``i % OWNERS`` (uids in ``owner_uids``)."""
+    """Pod number ``i`` of owner ``i % OWNERS`` (uids in ``owner_uids``)."""
     app = f"app-{i % OWNERS}"
     rs = owner_name(i % OWNERS)
     return {
@@ -100,8 +109,8 @@ def pod(i: int, namespace: str, owner_uids: list[str]) -> JsonDict:
             },
             "ownerReferences": [
                 {
-                    "apiVersion": "apps/v1",
-                    "kind": "ReplicaSet",
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
                     "name": rs,
                     "uid": owner_uids[i % OWNERS],
                     "controller": True,
@@ -122,8 +131,7 @@ def pod(i: int, namespace: str, owner_uids: list[str]) -> JsonDict:
             "terminationGracePeriodSeconds": 30,
             "dnsPolicy": "ClusterFirst",
             "serviceAccountName": "default",
-            "nodeName": f"bench-node-{i % 20}",
-            "schedulerName": "default-scheduler",
+            "schedulerName": NO_SCHEDULER,
             "tolerations": [
                 {
                     "key": "node.kubernetes.io/not-ready",
@@ -137,7 +145,8 @@ def pod(i: int, namespace: str, owner_uids: list[str]) -> JsonDict:
 
 
 def pod_status(i: int, obj: JsonDict) -> JsonDict:
-    """``obj`` (as created) with a Running status, for a PUT to ``/status``."""
+    """``obj`` (as created) with a Running status, for a PUT to ``/status`` (the size of a
+    running pod's status; nothing on a real cluster rewrites it, see the module doc)."""
     t = "2024-05-01T10:00:00Z"
     body = dict(obj)
     body["status"] = {

@@ -5,7 +5,7 @@ processes (lease 3 s, renew 2 s, retry 0.5 s); with ``OVERSEER_E2E_TARGET=kind``
 ``e2e/kind.sh``) the pods of the ``overseer`` Deployment that ``deploy/`` installs. The
 replicas start once for the module and the scenarios run in order, in one namespace:
 
-1. an opted-in Deployment gets its Service, Ingress and ``overseer.io/exposed-url``
+1. an opted-in Deployment gets its Service, and its Ingress with ``overseer.io/exposed-url``
    (one that is not opted in gets nothing); pods get a port (annotations + one
    LogicalPort on the target's network, no address twice); a deleted pod's port goes;
 2. leader failover, by kill -9 and by a graceful stop: a new leader within lease
@@ -148,7 +148,7 @@ def _exposure_problem(client: KubeClient, ns: str, dep: dict[str, Any]) -> str |
     host = ingress["spec"]["rules"][0].get("host", "")
     if not host.startswith(f"{name}.{ns}."):
         return f"{name}: Ingress host {host!r}"
-    url = (dep["metadata"].get("annotations") or {}).get(EXPOSED_URL, "")
+    url = (ingress["metadata"].get("annotations") or {}).get(EXPOSED_URL, "")
     if host not in url:
         return f"{name}: {EXPOSED_URL} {url!r} (Ingress host {host!r})"
     return None
@@ -183,7 +183,7 @@ def _audit(client: KubeClient, ns: str, target: Target) -> list[str]:
             problem = _exposure_problem(client, ns, dep)
             if problem:
                 problems.append(f"not exposed: {problem}")
-        elif _exists(client, SERVICES, name, ns) or _exposed_url(dep):
+        elif _exists(client, SERVICES, name, ns) or _exists(client, INGRESSES, name, ns):
             problems.append(f"exposed without opting in: {name}")
     pods = [p for p in client.list(PODS, ns)["items"] if not p["metadata"].get("deletionTimestamp")]
     ports = _ports_by_uid(client, ns)
@@ -218,10 +218,6 @@ def _audit(client: KubeClient, ns: str, target: Target) -> list[str]:
 
 def _opted_in(dep: dict[str, Any]) -> bool:
     return (dep["metadata"].get("annotations") or {}).get(EXPOSE) == "true"
-
-
-def _exposed_url(dep: dict[str, Any]) -> str:
-    return str((dep["metadata"].get("annotations") or {}).get(EXPOSED_URL, ""))
 
 
 def _wait(target: Target, predicate: Callable[[], Any], what: str, step: float = 0.05) -> Any:
@@ -381,6 +377,8 @@ def test_rolling_restart_loses_nothing(client: KubeClient, ns: str, target: Targ
     _wait_clean(client, ns, target)
     deployments = client.list(DEPLOYMENTS, ns)["items"]
     opted_in = {d["metadata"]["name"] for d in deployments if _opted_in(d)}
-    exposed = {d["metadata"]["name"] for d in deployments if _exposed_url(d)}
+    exposed = {
+        d["metadata"]["name"] for d in deployments if _exposure_problem(client, ns, d) is None
+    }
     created = {f"roll-{n}" for n in range(4)} | {f"late-{n}" for n in range(i)}
     assert created <= opted_in == exposed, (sorted(opted_in ^ exposed), target.logs())

@@ -377,7 +377,7 @@ def _demo_table(server: Any) -> tuple[list[str], bool]:
         name = d["metadata"]["name"]
         svc = _exists(server, "v1", "services", name)
         ing = _exists(server, "networking.k8s.io/v1", "ingresses", name)
-        url = (d["metadata"].get("annotations") or {}).get("overseer.io/exposed-url", "-")
+        url = _ingress_url(server, name) if ing else "-"
         done = done and svc and ing and url != "-"
         lines.append(f"  {name:<12} {'yes' if svc else '-':<10} {'yes' if ing else '-':<10} {url}")
     lines.append("")
@@ -398,6 +398,14 @@ def _list_options() -> Any:
     from manager.testing.rest import ListOptions
 
     return ListOptions()
+
+
+def _ingress_url(server: Any, name: str) -> str:
+    """The URL the exposer annotated on the Ingress ``name`` (the Deployment is not written)."""
+    ingress = server.rest.get(
+        server.resource("networking.k8s.io/v1", "ingresses"), DEMO_NAMESPACE, name
+    )
+    return str((ingress["metadata"].get("annotations") or {}).get("overseer.io/exposed-url", "-"))
 
 
 def _exists(server: Any, api_version: str, plural: str, name: str) -> bool:

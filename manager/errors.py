@@ -23,6 +23,7 @@ __all__ = [
     "Gone",
     "Invalid",
     "LeaderElectionLost",
+    "NamespaceTerminating",
     "NotFound",
     "OverseerError",
     "PluginLoadError",
@@ -149,6 +150,12 @@ class Forbidden(ApiError):
     default_status = 403
 
 
+class NamespaceTerminating(Forbidden):
+    """403 from the NamespaceLifecycle admission plugin: a create in a namespace that is
+    being deleted (``details.causes[].reason`` = ``NamespaceTerminating``). Retrying
+    cannot succeed: the namespace, and everything in it, is going away."""
+
+
 class NotFound(ApiError):
     """404: the object (or the namespace, or the resource) does not exist."""
 
@@ -230,4 +237,13 @@ def api_error_from_status(
             422: Invalid,
             429: TooManyRequests,
         }.get(status, ApiError)
+    if cls is Forbidden and _has_cause(details, "NamespaceTerminating"):
+        cls = NamespaceTerminating
     return cls(message, status=status, reason=reason, details=details, retry_after=retry_after)
+
+
+def _has_cause(details: dict[str, Any] | None, reason: str) -> bool:
+    causes = (details or {}).get("causes")
+    if not isinstance(causes, list):
+        return False
+    return any(isinstance(c, dict) and c.get("reason") == reason for c in causes)

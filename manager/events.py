@@ -33,6 +33,12 @@ Contract:
     is dropped (``reason="spam"``). As in client-go, correlation runs before the filter,
     so a dropped repeat still counts: the next written ``count`` includes it.
 
+* An Event refused because its namespace is being terminated (403, cause
+  ``NamespaceTerminating``) is dropped (``reason="namespace_terminating"``, logged at
+  debug), and so is every Event for that namespace for the next
+  ``terminating_namespace_ttl`` seconds, without a request: a namespace going away takes
+  its Events with it, and a controller reacting to its deletion must not cost one refused
+  create per Event.
 * Writes that fail with a 5xx or an unreachable server are tried ``max_attempts``
   times in all, waiting on the injected clock between attempts (the first wait
   ``retry_interval`` times a random factor in [0.5, 1), then ``retry_interval``). Other API
@@ -78,7 +84,14 @@ from typing import Final, Generic, Protocol, TypeVar
 from prometheus_client import Counter
 
 from manager.clock import Clock, RealClock
-from manager.errors import ApiError, NotFound, ServerError, TooManyRequests, WriteFenced
+from manager.errors import (
+    ApiError,
+    NamespaceTerminating,
+    NotFound,
+    ServerError,
+    TooManyRequests,
+    WriteFenced,
+)
 from manager.fencing import Fence, current_fence, fenced
 from manager.flowcontrol import TokenBucket
 from manager.keys import JsonDict, meta_namespace_key
@@ -171,6 +184,9 @@ class EventOptions:
     """Writes tried per event, the first included (default 3 attempts)."""
     retry_interval: float = 10.0
     """Wait between attempts; the first is jittered down to half (default 10.0 seconds)."""
+    terminating_namespace_ttl: float = 60.0
+    """After a refusal because the namespace is terminating, Events for that namespace are
+    dropped unsent for this long (default 60.0 seconds)."""
 
     def __post_init__(self) -> None:
         problems = []
@@ -186,6 +202,11 @@ class EventOptions:
             problems.append(f"aggregate_window: must be positive, got {self.aggregate_window}")
         if self.retry_interval < 0:
             problems.append(f"retry_interval: must not be negative, got {self.retry_interval}")
+        if self.terminating_namespace_ttl < 0:
+            problems.append(
+                "terminating_namespace_ttl: must not be negative, "
+                f"got {self.terminating_namespace_ttl}"
+            )
         if problems:
             raise ValueError("invalid EventOptions: " + "; ".join(problems))
 
@@ -526,6 +547,8 @@ class EventBroadcaster:
         self._abandon = False  # drop what is queued instead of sending it
         self._stop: threading.Event | None = None
         self._thread: threading.Thread | None = None
+        # namespace -> clock time until which its Events are dropped (sender thread only)
+        self._terminating: dict[str, float] = {}
 
     def recorder(self, component: str | None = None) -> EventRecorder:
         """A recorder whose events come from ``component`` (default: the broadcaster's)."""
@@ -654,11 +677,24 @@ class EventBroadcaster:
             _DROPPED.labels("spam").inc()
             logger.debug("event dropped", extra={"reason": "spam", **_describe(event)})
             return
+        namespace = str((event.get("metadata") or {}).get("namespace") or "")
+        until = self._terminating.get(namespace)
+        if until is not None:
+            if self._clock.now() < until:
+                self._drop_terminating(event)
+                return
+            del self._terminating[namespace]
         attempt = 0
         while True:
             attempt += 1
             try:
                 written = self._write(correlation)
+            except NamespaceTerminating:
+                self._terminating[namespace] = (
+                    self._clock.now() + self._options.terminating_namespace_ttl
+                )
+                self._drop_terminating(event)
+                return
             except ApiError as exc:
                 retryable = isinstance(exc, ServerError | TooManyRequests)
                 if (
@@ -681,6 +717,10 @@ class EventBroadcaster:
             self._correlator.update_state(correlation.key, written)
             _SENT.labels(_str(correlation.event, "type")).inc()
             return
+
+    def _drop_terminating(self, event: JsonDict) -> None:
+        _DROPPED.labels("namespace_terminating").inc()
+        logger.debug("event dropped", extra={"reason": "namespace_terminating", **_describe(event)})
 
     def _write(self, correlation: Correlation) -> JsonDict:
         """client-go ``recordEvent``: PATCH the existing Event, else (or if it is gone)

@@ -793,7 +793,7 @@ def test_rbac_grants_every_request_the_running_controllers_make() -> None:
                 "the exposed URL",
                 lambda: (
                     "overseer.io/exposed-url"
-                    in (rest.get(deployments, app, "web")["metadata"].get("annotations") or {})
+                    in (rest.get(ingresses, app, "web")["metadata"].get("annotations") or {})
                 ),
             )
             _wait("a Warning Event", lambda: server.request_count("create", "events") > 0)

@@ -9,5 +9,6 @@
 Both build the same objects (:mod:`bench.peers.desired`): for a Deployment annotated
 ``overseer.io/expose: "true"``, a Service named like it (selector = its matchLabels, one
 port per container port) and an Ingress (host ``{name}.{namespace}.{domain}``), both
-owned by the Deployment, and the ``overseer.io/exposed-url`` annotation on it.
+owned by the Deployment, the URL as the Ingress's ``overseer.io/exposed-url`` annotation
+(Overseer's default: nothing is written to the Deployment).
 """

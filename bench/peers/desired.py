@@ -89,6 +89,7 @@ def ingress_rules(deployment: JsonDict, domain: str) -> list[JsonDict]:
 
 
 def ingress(deployment: JsonDict, domain: str) -> JsonDict:
+    """The Ingress, carrying the URL as ``overseer.io/exposed-url`` (as Overseer's)."""
     meta = deployment["metadata"]
     return {
         "apiVersion": "networking.k8s.io/v1",
@@ -96,6 +97,7 @@ def ingress(deployment: JsonDict, domain: str) -> JsonDict:
         "metadata": {
             "name": meta["name"],
             "namespace": meta["namespace"],
+            "annotations": {URL: url(deployment, domain)},
             "ownerReferences": [owner(deployment)],
         },
         "spec": {"rules": ingress_rules(deployment, domain)},

@@ -2,9 +2,11 @@
 
 A kopf operator doing the exposer's job: on create (and resume, at start-up) of a
 Deployment annotated ``overseer.io/expose: "true"``, create its Service and Ingress
-(with an ownerReference to the Deployment) through the official client, and
-set ``overseer.io/exposed-url`` through kopf's own patch of the Deployment; on an update
-of its containers, merge-patch the Service's ports and the Ingress's rules.
+(with an ownerReference to the Deployment; the URL as the Ingress's
+``overseer.io/exposed-url``) through the official client; on an update of its
+containers, merge-patch the Service's ports and the Ingress's rules. kopf itself patches
+its bookkeeping annotations (``kopf.zalando.org/last-handled-configuration``) onto the
+Deployment after each handler: that write is kopf's, it has no setting to avoid it.
 
 Settings (``@kopf.on.startup``): ``BENCH_WORKERS`` (default 4) handler threads
 (``settings.execution.max_workers``: at most 4 handlers run at once, as Overseer's 4
@@ -73,7 +75,7 @@ def _create(create: Any, namespace: str, body: dict[str, Any]) -> None:
 
 @kopf.on.resume("apps", "v1", "deployments", annotations=OPTED_IN)
 @kopf.on.create("apps", "v1", "deployments", annotations=OPTED_IN)
-def expose(body: kopf.Body, namespace: str, patch: kopf.Patch, **_: Any) -> None:
+def expose(body: kopf.Body, namespace: str, **_: Any) -> None:
     core, net = _clients()
     deployment = dict(body)
     if not desired.service_ports(deployment):
@@ -82,7 +84,6 @@ def expose(body: kopf.Body, namespace: str, patch: kopf.Patch, **_: Any) -> None
     ing = desired.ingress(deployment, DOMAIN)
     _create(core.create_namespaced_service, namespace, svc)
     _create(net.create_namespaced_ingress, namespace, ing)
-    patch.metadata.annotations[desired.URL] = desired.url(deployment, DOMAIN)
 
 
 @kopf.on.update(

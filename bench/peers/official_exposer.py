@@ -8,9 +8,10 @@ workqueue contract), ``--workers`` threads, and the typed client for writes
 (``CoreV1Api``, ``NetworkingV1Api``, ``AppsV1Api``).
 
 Reconcile (level-based, from the caches): for an opted-in Deployment, create its Service
-and Ingress if the cache has none (409 AlreadyExists counts as done), replace them when
-their ports or backend differ, and merge-patch ``overseer.io/exposed-url`` when it
-differs. A failed reconcile is retried with exponential back-off.
+and Ingress (the URL as the Ingress's ``overseer.io/exposed-url``) if the cache has none
+(409 AlreadyExists counts as done), and replace them when their ports or backend differ.
+Nothing is written to the Deployment. A failed reconcile is retried with exponential
+back-off.
 
 Ends on SIGTERM with ``os._exit(0)`` (the official informer's threads are daemons
 blocked in reads).
@@ -144,14 +145,15 @@ class Exposer:
             self._create(self.net.create_namespaced_ingress, ns, want_ing)
         else:
             have = self.api.sanitize_for_serialization(ing)
-            if have["spec"].get("rules") != want_ing["spec"]["rules"]:
+            have_url = (have["metadata"].get("annotations") or {}).get(desired.URL)
+            want_url = want_ing["metadata"]["annotations"][desired.URL]
+            if have["spec"].get("rules") != want_ing["spec"]["rules"] or have_url != want_url:
                 have["spec"]["rules"] = want_ing["spec"]["rules"]
+                have["metadata"]["annotations"] = {
+                    **(have["metadata"].get("annotations") or {}),
+                    desired.URL: want_url,
+                }
                 self.net.replace_namespaced_ingress(name, ns, have)
-        url = desired.url(deployment, self.domain)
-        if (deployment["metadata"].get("annotations") or {}).get(desired.URL) != url:
-            self.apps.patch_namespaced_deployment(
-                name, ns, {"metadata": {"annotations": {desired.URL: url}}}
-            )
 
     @staticmethod
     def _create(create: Any, namespace: str, body: dict[str, Any]) -> None:

@@ -111,6 +111,22 @@ class ExposerConfig:
         },
     )
 
+    annotate_deployment: bool = field(
+        default=False,
+        metadata={
+            "help": "also write the URL onto the Deployment as overseer.io/exposed-url (one "
+            "more write per exposure, waking every Deployment watcher); it is always on the "
+            "Ingress and in the Exposed Event. While off, one left on a Deployment is removed"
+        },
+    )
+    exposed_event: bool = field(
+        default=True,
+        metadata={
+            "help": "post a Normal Exposed Event (with the URL) when a Deployment's Ingress is "
+            "created; Warning, Updated and Unexposed Events are posted either way"
+        },
+    )
+
     def validate(self) -> list[str]:
         problems = [f"domain: {m}" for m in dns1123_subdomain_errors(self.domain)]
         if self.ingress_class_name:

@@ -65,6 +65,8 @@ ANNOTATION_HOST: Final = "overseer.io/expose-host"
 ANNOTATION_PATH: Final = "overseer.io/expose-path"
 ANNOTATION_PORT: Final = "overseer.io/expose-port"
 ANNOTATION_URL: Final = "overseer.io/exposed-url"
+"""On the Ingress (always) and on the Deployment (only with ``annotateDeployment``): the URL
+the Deployment is exposed at."""
 ANNOTATION_MANAGED_ANNOTATIONS: Final = "overseer.io/managed-annotations"
 """On the Ingress: the comma-separated keys of the annotations the exposer set (so that a
 key removed from the configuration is removed from the Ingress too)."""
@@ -107,7 +109,7 @@ class Exposure:
 
     service: JsonDict
     ingress: JsonDict
-    url: str  # written to the Deployment's overseer.io/exposed-url
+    url: str  # on the Ingress as overseer.io/exposed-url (and the Deployment, if configured)
     backend: ContainerPort  # the port the Ingress routes to
 
 
@@ -299,9 +301,12 @@ def ingress_for(
     path: str,
     backend: ContainerPort,
     service: JsonDict,
+    url: str,
 ) -> JsonDict:
     """The Ingress: one rule, ``host`` + ``path`` → the Service port of ``backend``
-    (by name when the Service port has one), TLS and its annotations when configured."""
+    (by name when the Service port has one), TLS and its annotations when configured,
+    and the ``url`` as annotation ``overseer.io/exposed-url`` (the Ingress is written
+    anyway, so the URL costs no extra write there)."""
     meta = _meta(deployment)
     port_ref: JsonDict = {"number": backend.port}
     for sp in service["spec"]["ports"]:
@@ -311,6 +316,7 @@ def ingress_for(
     if config.tls.enabled and config.tls.ingress_annotations:
         annotations = dict(config.tls.ingress_annotations)
         annotations[ANNOTATION_MANAGED_ANNOTATIONS] = ",".join(sorted(annotations))
+    annotations[ANNOTATION_URL] = url
     spec: JsonDict = {}
     if config.ingress_class_name:
         spec["ingressClassName"] = config.ingress_class_name
@@ -405,8 +411,9 @@ def desired_exposure(deployment: JsonDict, config: ExposerConfig) -> Exposure:
         )
     backend = choose_port(ports, None if wanted is None else str(wanted))
     service = service_for(deployment, config, ports)
-    ingress = ingress_for(
-        deployment, config, host=host, path=path, backend=backend, service=service
-    )
     scheme = "https" if config.tls.enabled else "http"
-    return Exposure(service, ingress, f"{scheme}://{host}{path}", backend)
+    url = f"{scheme}://{host}{path}"
+    ingress = ingress_for(
+        deployment, config, host=host, path=path, backend=backend, service=service, url=url
+    )
+    return Exposure(service, ingress, url, backend)

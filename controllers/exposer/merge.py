@@ -10,13 +10,17 @@ overwrites only the owned fields:
 * Service: ``spec.type``, ``spec.selector``, ``spec.ports`` (name, port, targetPort,
   protocol; an allocated ``nodePort`` is carried over while the type keeps node ports);
 * Ingress: ``spec.rules``, ``spec.tls``, ``spec.ingressClassName`` (only when configured:
-  otherwise the cluster's default-class admission may set it), and the annotations listed
-  in ``overseer.io/managed-annotations``.
+  otherwise the cluster's default-class admission may set it), ``overseer.io/exposed-url``,
+  and the annotations listed in ``overseer.io/managed-annotations``.
 
 Each function returns ``None`` when the owned fields already match (no write), else an
 :class:`Update` with the body to PUT and the names of the fields that changed.
 
-Thread-safe: pure functions; inputs are never mutated (cached objects are shared).
+Thread-safe: pure functions; inputs are never mutated (cached objects are shared). The
+body starts as a copy of the object's top level, ``metadata`` and ``spec`` only: every
+owned field is replaced by a new value, never edited in place, so deeper structures
+(``status``, managed fields, untouched spec fields) are shared with the observed object
+instead of deep-copied on every reconcile (most reconciles change nothing).
 """
 
 from __future__ import annotations
@@ -74,9 +78,17 @@ def _port_key(port: Mapping[str, Any]) -> tuple[str, int, Any, str]:
     )
 
 
+def _working_copy(observed: JsonDict) -> JsonDict:
+    """``observed`` copied down to ``metadata`` and ``spec`` (see the module docstring)."""
+    body = dict(observed)
+    body["metadata"] = dict(observed.get("metadata") or {})
+    body["spec"] = dict(observed.get("spec") or {})
+    return body
+
+
 def service_update(observed: JsonDict, desired: JsonDict) -> Update | None:
     """The PUT that brings ``observed`` to ``desired`` on the exposer's fields, or None."""
-    body = copy.deepcopy(observed)
+    body = _working_copy(observed)
     changes: list[str] = []
     _labels_update(body, changes)
     spec = body.setdefault("spec", {})
@@ -120,7 +132,7 @@ def _ports_keeping_node_ports(
 
 def ingress_update(observed: JsonDict, desired: JsonDict) -> Update | None:
     """The PUT that brings ``observed`` to ``desired`` on the exposer's fields, or None."""
-    body = copy.deepcopy(observed)
+    body = _working_copy(observed)
     changes: list[str] = []
     _labels_update(body, changes)
     _annotations_update(body, desired, changes)

@@ -3,7 +3,8 @@ rbac`` and deploy/base/rbac.yaml are made from them).
 
 Least privilege (DESIGN.md §7): exactly the verbs the reconciler and its informers use.
 
-* ``deployments``: get/list/watch (informer), patch (``overseer.io/exposed-url``).
+* ``deployments``: get/list/watch (informer), patch (``overseer.io/exposed-url``, only with
+  ``annotateDeployment``, or to remove one left by an earlier version).
 * ``deployments/finalizers``: update — setting ``blockOwnerDeletion: true`` on an
   ownerReference needs it where the ``OwnerReferencesPermissionEnforcement`` admission
   plugin is on (OpenShift and hardened clusters).

@@ -17,15 +17,30 @@ stale cache:
   fields (``clusterIP``, node ports) are never touched; nothing is deleted and recreated.
 * delete (opt-in removed): with ``uid`` and ``resourceVersion`` preconditions, only
   objects whose controller ownerReference is this Deployment.
-* the Deployment's ``overseer.io/exposed-url``: a merge patch of that one annotation
-  (with the Deployment's uid as a precondition), only when it differs.
+* the URL: an annotation ``overseer.io/exposed-url`` on the Ingress (written anyway, so it
+  costs nothing) and the first-exposure ``Exposed`` Event. The Deployment itself is not
+  written by default (DESIGN.md §4.1: a write to the watched object wakes every Deployment
+  watcher in the cluster, kube-controller-manager included). With ``annotateDeployment``
+  the same annotation is merge-patched onto the Deployment (uid as precondition) when it
+  differs; without it, such an annotation left on a Deployment is removed once.
+
+Writes per newly exposed Deployment with the default settings: a Service create, an
+Ingress create and the ``Exposed`` Event (``exposedEvent: false`` drops the Event).
+
+A create refused because the namespace is being terminated (403, cause
+``NamespaceTerminating``) ends the reconcile without a retry: the namespace's deletion
+removes the Deployment too. It is logged at debug, counted in
+``overseer_exposer_namespace_terminating_total``, and the Deployment (by uid) is left
+alone from then on, so each Deployment costs at most one refused create however its
+namespace is emptied.
 
 Outcomes for a Deployment in scope:
 
 ==============================  ===================================================
-opted in, valid                 Service + Ingress ensured, URL written; Normal
-                                ``Exposed`` (first exposure) or ``Updated``
-opted out / opt-in removed      owned Service + Ingress deleted, URL removed;
+opted in, valid                 Service + Ingress ensured (URL on the Ingress); Normal
+                                ``Exposed`` (the Ingress was created) or ``Updated``
+opted out / opt-in removed      owned Service + Ingress deleted, URL removed from
+                                the Deployment if there;
                                 Normal ``Unexposed`` if something was deleted
 invalid (annotation, selector,  Warning (``InvalidExposeAnnotation``,
 no ports, name)                 ``UnsupportedSelector``, ``NoContainerPorts``,
@@ -35,6 +50,8 @@ name taken by an object this    Warning ``ExposeConflict``; nothing written
 Deployment does not control
 Deployment gone or deleting     nothing: the API server's garbage collector deletes
                                 the owned objects (ownerReference)
+namespace terminating (a        nothing more for this Deployment: the namespace's
+create was refused)             deletion removes it
 ==============================  ===================================================
 
 Deployments outside the configured namespaces are left alone entirely.
@@ -50,7 +67,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal
 
-from prometheus_client import Gauge
+from prometheus_client import Counter, Gauge
 
 from controllers.exposer.config import ExposerConfig
 from controllers.exposer.desired import (
@@ -71,6 +88,7 @@ from manager import (
     JsonDict,
     KubeClient,
     Lister,
+    NamespaceTerminating,
     NotFound,
     Request,
     Resource,
@@ -82,6 +100,7 @@ __all__ = [
     "DEPLOYMENTS",
     "EXPOSED_DEPLOYMENTS",
     "INGRESSES",
+    "NAMESPACE_TERMINATING",
     "REASON_CONFLICT",
     "REASON_EXPOSED",
     "REASON_UNEXPOSED",
@@ -107,6 +126,12 @@ EXPOSED_DEPLOYMENTS = Gauge(
     registry=REGISTRY,
 )
 
+NAMESPACE_TERMINATING = Counter(
+    "overseer_exposer_namespace_terminating",
+    "Creates refused because the namespace is being terminated; the Deployment is not retried.",
+    registry=REGISTRY,
+)
+
 _Outcome = Literal["created", "updated", "unchanged", "pending"]
 
 
@@ -124,7 +149,8 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 class ExposerReconciler:
-    """Converges one Deployment's Service, Ingress and exposed-url annotation.
+    """Converges one Deployment's Service and Ingress (and, if configured, its URL
+    annotation).
 
     Args:
         client: where writes go.
@@ -154,6 +180,9 @@ class ExposerReconciler:
         self._expectations = expectations if expectations is not None else Expectations()
         self._exposed_lock = threading.Lock()
         self._exposed: set[str] = set()
+        # namespace/name -> uid of Deployments whose namespace refused a create
+        self._terminating_lock = threading.Lock()
+        self._terminating: dict[str, str] = {}
 
     @property
     def exposed(self) -> frozenset[str]:
@@ -183,8 +212,11 @@ class ExposerReconciler:
             self._set_exposed(request.key, False)
             for resource in (SERVICES, INGRESSES, DEPLOYMENTS):
                 self._expectations.forget((resource.plural, namespace, name))
+            self._forget_terminating(request.key)
             return Result()
         uid = str(_meta(deployment).get("uid") or "")
+        if self._in_terminating_namespace(request.key, uid):
+            return Result()  # refused once already: its namespace is going away
         service = self._services.get(name, namespace)
         ingress = self._ingresses.get(name, namespace)
         try:
@@ -223,14 +255,18 @@ class ExposerReconciler:
             logger.info("name conflict", extra={"objects": exc.what})
             self._set_exposed(request.key, False)
             return Result()
+        except NamespaceTerminating as exc:
+            self._note_terminating(request.key, uid, exc)
+            return Result()
         previous_url = (_meta(deployment).get("annotations") or {}).get(ANNOTATION_URL)
-        if previous_url != exposure.url:
-            self._patch_url(deployment, exposure.url)
+        wanted_url = exposure.url if self._config.annotate_deployment else None
+        if previous_url != wanted_url:
+            self._patch_url(deployment, wanted_url)
         self._set_exposed(request.key, True)
         self._announce(
             deployment,
             exposure.url,
-            first=previous_url is None,
+            first=ing_outcome == "created",
             outcomes=(("Service", svc_outcome, svc_changes), ("Ingress", ing_outcome, ing_changes)),
         )
         return Result()
@@ -365,17 +401,37 @@ class ExposerReconciler:
             for kind, outcome, changes in outcomes
             if outcome == "updated"
         ]
-        if first and created:
+        if first:
             message = f"Exposed at {url}: created {' and '.join(created)} {name}"
             if updated:
                 message += f"; updated {'; '.join(updated)}"
-            self._recorder.event(deployment, NORMAL, REASON_EXPOSED, message)
+            if self._config.exposed_event:
+                self._recorder.event(deployment, NORMAL, REASON_EXPOSED, message)
             logger.info("exposed", extra={"url": url, "objects_created": created})
         elif created or updated:
             parts = [f"recreated {kind} {name}" for kind in created]
             parts += [f"updated {u}" for u in updated]
             self._recorder.event(deployment, NORMAL, REASON_UPDATED, "; ".join(parts))
             logger.info("exposure updated", extra={"url": url, "changes": parts})
+
+    # -- terminating namespaces ----------------------------------------------------------
+
+    def _note_terminating(self, key: str, uid: str, exc: NamespaceTerminating) -> None:
+        with self._terminating_lock:
+            self._terminating[key] = uid
+        NAMESPACE_TERMINATING.inc()
+        logger.debug(
+            "namespace is being terminated: create refused, not retried",
+            extra={"error": str(exc)},
+        )
+
+    def _in_terminating_namespace(self, key: str, uid: str) -> bool:
+        with self._terminating_lock:
+            return self._terminating.get(key) == uid
+
+    def _forget_terminating(self, key: str) -> None:
+        with self._terminating_lock:
+            self._terminating.pop(key, None)
 
     def _set_exposed(self, key: str, exposed: bool) -> None:
         with self._exposed_lock:

@@ -21,11 +21,21 @@ the LogicalPorts that name it from the caches and converges:
    proposes the lowest free address; the LogicalPort named after network and address is
    CREATEd — AlreadyExists means someone holds it, so the next address is tried; then
    the pod is annotated with a merge patch carrying the pod's UID as precondition.
+   No Event is posted for a successful allocation (the result is on the pod and the
+   LogicalPort; an Event per pod would double the writes of a pod burst).
    An exhausted network gives a Warning ``NoFreeAddress`` and a rate-limited requeue;
    the pod is also woken as soon as a port of that network is deleted.
 
+What one allocation costs the API server: one LogicalPort create and one pod patch.
+The pod is written at most once per allocation: its annotations are patched only when
+they differ from the cached pod, and not again while the pod cache still shows the
+version the last patch was made from (the reconciles woken by the watch events of our own
+LogicalPort create and pod patch would otherwise patch it a second time from a stale
+cache). DESIGN.md §4.2 keeps the annotations on by default: a CNI or a pod's own code
+reads them there, and a pod watch is what such consumers have.
+
 Thread-safe: called from several workers at once (never twice at once for one pod);
-state lives in the caches and the thread-safe allocator.
+state lives in the caches, the thread-safe allocator and a locked map of pending patches.
 """
 
 from __future__ import annotations
@@ -93,6 +103,7 @@ PORT_BY_POD: Final = "podport/pod"
 PORT_BY_POD_UID: Final = "podport/pod-uid"
 
 MAX_CREATE_ATTEMPTS: Final = 32  # AlreadyExists answers tolerated in one reconcile
+PATCH_PENDING_TTL: Final = 60.0  # seconds a pod patch may take to reach the pod cache
 CACHE_CATCH_UP: Final = 1.0  # seconds: requeue when the live pod is newer than the cache
 
 
@@ -242,6 +253,10 @@ class PodPortReconciler:
         self._recorder = recorder
         self._deleted = deleted_pods
         self._mac_prefix = parse_mac_prefix(config.mac_prefix)
+        self._clock = time.monotonic
+        # pod uid -> (resourceVersion the last annotation patch was made from, when)
+        self._patched_lock = threading.Lock()
+        self._patched: dict[str, tuple[str, float]] = {}
 
     # -- reconcile ---------------------------------------------------------------------
 
@@ -409,7 +424,7 @@ class PodPortReconciler:
             self._allocator.created(pool.name, offset, uid, port)
             if not self._annotate(pod, port):
                 return Result(requeue_after=CACHE_CATCH_UP)
-            self._event(pod, NORMAL, "PortAllocated", f"allocated {self._describe(port)}")
+            logger.debug("port allocated", extra={"port": _meta(port).get("name")})
             return Result()
         logger.warning("every address tried was taken; retrying", extra={"network": pool.name})
         return Result(requeue=True)
@@ -420,6 +435,8 @@ class PodPortReconciler:
         """Make the pod's annotations describe ``port`` (None: remove them). False if the
         pod is gone or was replaced."""
         meta = _meta(pod)
+        if self._patch_pending(pod):
+            return True  # our last patch is not in the pod cache yet
         current = meta.get("annotations") or {}
         if port is None:
             want: dict[str, str | None] = {
@@ -447,7 +464,37 @@ class PodPortReconciler:
             )
         except (NotFound, Conflict):
             return False
+        self._patched_from(pod)
         return True
+
+    def _patch_pending(self, pod: JsonDict) -> bool:
+        """Whether the cached ``pod`` is still the version our last patch was made from."""
+        meta = _meta(pod)
+        uid = str(meta.get("uid") or "")
+        with self._patched_lock:
+            pending = self._patched.get(uid)
+            if pending is None:
+                return False
+            version, at = pending
+            if version == str(meta.get("resourceVersion") or "") and (
+                self._clock() - at < PATCH_PENDING_TTL
+            ):
+                return True
+            del self._patched[uid]  # the cache has moved on: the patch is in (or lost)
+            return False
+
+    def _patched_from(self, pod: JsonDict) -> None:
+        meta = _meta(pod)
+        now = self._clock()
+        with self._patched_lock:
+            self._patched[str(meta.get("uid") or "")] = (
+                str(meta.get("resourceVersion") or ""),
+                now,
+            )
+            if len(self._patched) > 4096:  # pods deleted before their patch was seen
+                self._patched = {
+                    u: p for u, p in self._patched.items() if now - p[1] < PATCH_PENDING_TTL
+                }
 
     # -- helpers -----------------------------------------------------------------------
 

@@ -390,7 +390,7 @@ class Rest:
         return obj
 
     def _check_namespace(
-        self, served: ServedResource, namespace: str | None, *, creating: bool
+        self, served: ServedResource, namespace: str | None, *, creating: bool, name: str = ""
     ) -> None:
         if not served.resource.namespaced:
             return
@@ -405,21 +405,24 @@ class Rest:
                 {"name": namespace, "kind": "namespaces"},
             )
         if creating and (ns.get("metadata") or {}).get("deletionTimestamp"):
+            # NamespaceLifecycle admission: admission.NewForbidden names the object (its
+            # generateName before a name is generated, else "Unknown") and the resource.
             raise StatusError(
                 403,
                 "Forbidden",
-                f'{served.resource.plural} "" is forbidden: unable to create new content in '
-                f"namespace {namespace} because it is being terminated",
-                {
-                    "kind": served.resource.plural,
-                    "causes": [
+                f'{served.resource.group_resource} "{name}" is forbidden: unable to create new '
+                f"content in namespace {namespace} because it is being terminated",
+                _details(
+                    served,
+                    name,
+                    causes=[
                         {
                             "reason": "NamespaceTerminating",
                             "message": f"namespace {namespace} is being terminated",
                             "field": "metadata.namespace",
                         }
                     ],
-                },
+                ),
             )
 
     def _check_body_type(self, served: ServedResource, body: Any) -> JsonDict:
@@ -898,6 +901,7 @@ class Rest:
             raise StatusError(
                 500, "InternalError", "resourceVersion should not be set on objects to be created"
             )
+        admitted_name = str(meta.get("name") or meta.get("generateName") or "Unknown")
         if not meta.get("name") and meta.get("generateName"):
             suffix = "".join(secrets.choice(_NAME_ALPHABET) for _ in range(5))
             # SimpleNameGenerator: the base is cut so the name stays within 63 characters.
@@ -920,7 +924,7 @@ class Rest:
             else:
                 obj["status"] = {}
         with self.storage.lock:
-            self._check_namespace(served, namespace, creating=True)
+            self._check_namespace(served, namespace, creating=True, name=admitted_name)
             decoded = None
             if managed_fields is None and (r.kind, r.group) in _PLUGIN_DEFAULTED:
                 decoded = admission.default(

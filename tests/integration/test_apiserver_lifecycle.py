@@ -346,3 +346,68 @@ def test_terminating_namespace_refuses_new_content(api_client: Any, namespace: s
         NAMESPACE_TIMEOUT,
         "namespace deleted once its content is gone",
     )
+
+
+def test_terminating_namespace_refusal_names_the_object_and_the_cause(
+    api_client: Any, namespace: str
+) -> None:
+    """NamespaceLifecycle admission's answer, as kube-apiserver builds it
+    (``admission.NewForbidden`` + a ``NamespaceTerminating`` cause): controllers tell a
+    terminating namespace from an RBAC refusal by the cause."""
+    held = f"/api/v1/namespaces/{namespace}/configmaps/blocker"
+    _configmap(api_client, namespace, "blocker", finalizers=["example.com/hold"])
+    ok(http(api_client, "DELETE", f"/api/v1/namespaces/{namespace}"), 200)
+    try:
+        eventually(
+            lambda: bool(
+                ok(http(api_client, "GET", held), 200)["metadata"].get("deletionTimestamp")
+            ),
+            NAMESPACE_TIMEOUT,
+            "namespace deletion reaches its content",
+        )
+        cause = {
+            "reason": "NamespaceTerminating",
+            "message": f"namespace {namespace} is being terminated",
+            "field": "metadata.namespace",
+        }
+        tail = (
+            f"unable to create new content in namespace {namespace} because it is being terminated"
+        )
+        service = http(
+            api_client,
+            "POST",
+            f"/api/v1/namespaces/{namespace}/services",
+            body={
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": "late"},
+                "spec": {"ports": [{"port": 80}]},
+            },
+        )
+        assert service.status == 403
+        assert service.body["reason"] == "Forbidden"
+        assert service.body["message"] == f'services "late" is forbidden: {tail}'
+        assert service.body["details"] == {"name": "late", "kind": "services", "causes": [cause]}
+        ingress = http(
+            api_client,
+            "POST",
+            f"/apis/networking.k8s.io/v1/namespaces/{namespace}/ingresses",
+            body={
+                "apiVersion": "networking.k8s.io/v1",
+                "kind": "Ingress",
+                "metadata": {"generateName": "late-"},
+                "spec": {"defaultBackend": {"service": {"name": "x", "port": {"number": 80}}}},
+            },
+        )
+        assert ingress.status == 403
+        assert (
+            ingress.body["message"] == f'ingresses.networking.k8s.io "late-" is forbidden: {tail}'
+        )
+        assert ingress.body["details"] == {
+            "name": "late-",
+            "group": "networking.k8s.io",
+            "kind": "ingresses",
+            "causes": [cause],
+        }
+    finally:
+        _drop_finalizers(api_client, held)

@@ -6,6 +6,7 @@ the API. Nothing here relies on the local server's knobs.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import threading
@@ -17,16 +18,32 @@ from typing import Any
 
 import pytest
 
-from controllers.exposer import ExposerConfig, NamespaceScope, TLSConfig
-from manager import REGISTRY, JsonDict, KubeClient, Manager, ManagerOptions, NotFound, builtin
+from controllers.exposer import ExposerConfig, ExposerReconciler, NamespaceScope, TLSConfig
+from manager import (
+    REGISTRY,
+    ApiError,
+    JsonDict,
+    KubeClient,
+    Lister,
+    Manager,
+    ManagerOptions,
+    NotFound,
+    Request,
+    Resource,
+    Result,
+    builtin,
+)
+from manager.cache.store import new_indexer
 from manager.kube import ClientOptions
 from manager.plugins import ControllerSettings, PluginContext, load_path
-from manager.testing import eventually
+from manager.testing import FakeRecorder, eventually
 
 DEPLOYMENTS = builtin("apps/v1", "deployments")
 SERVICES = builtin("v1", "services")
 INGRESSES = builtin("networking.k8s.io/v1", "ingresses")
 EVENTS = builtin("v1", "events")
+CONFIGMAPS = builtin("v1", "configmaps")
+NAMESPACES = builtin("v1", "namespaces")
 
 EXPOSE = "overseer.io/expose"
 URL = "overseer.io/exposed-url"
@@ -238,12 +255,14 @@ def test_create_exposes_service_and_ingress_within_2s(
     assert "tls" not in ing["spec"]
 
     url = f"http://web.{namespace}.{DOMAIN}/"
-    eventually(
-        lambda: client.get(DEPLOYMENTS, "web", namespace)["metadata"]["annotations"].get(URL) == url
-    )
+    assert ing["metadata"]["annotations"][URL] == url
     event = wait_event(client, namespace, "web", "Exposed")
     assert event["type"] == "Normal"
     assert url in event["message"]
+    # The Deployment itself is never written by default (DESIGN.md §4.1).
+    dep_now = client.get(DEPLOYMENTS, "web", namespace)
+    assert URL not in dep_now["metadata"]["annotations"]
+    assert dep_now["metadata"]["generation"] == dep["metadata"]["generation"]
     eventually(lambda: REGISTRY.get_sample_value("overseer_exposer_exposed_deployments") == 1)
 
 
@@ -300,22 +319,16 @@ def test_host_and_path_annotations(
     _, ing = wait_exposed(client, namespace, "shop")
     assert backend_of(ing)[:2] == ("shop.example.org", "/api")
     assert ing["spec"]["tls"] == [{"hosts": ["shop.example.org"], "secretName": "shop-tls"}]
-    eventually(
-        lambda: (
-            client.get(DEPLOYMENTS, "shop", namespace)["metadata"]["annotations"].get(URL)
-            == "https://shop.example.org/api"
-        )
-    )
+    assert ing["metadata"]["annotations"][URL] == "https://shop.example.org/api"
     set_annotations(client, namespace, "shop", {"overseer.io/expose-host": "store.example.org"})
-    eventually(
-        lambda: backend_of(client.get(INGRESSES, "shop", namespace))[0] == "store.example.org"
-    )
-    eventually(
+    moved = eventually(
         lambda: (
-            client.get(DEPLOYMENTS, "shop", namespace)["metadata"]["annotations"].get(URL)
-            == "https://store.example.org/api"
+            (i := client.get(INGRESSES, "shop", namespace))
+            and backend_of(i)[0] == "store.example.org"
+            and i
         )
     )
+    assert moved["metadata"]["annotations"][URL] == "https://store.example.org/api"
     set_annotations(client, namespace, "shop", {"overseer.io/expose-path": None})
     eventually(lambda: backend_of(client.get(INGRESSES, "shop", namespace))[1] == "/")
 
@@ -357,7 +370,7 @@ def test_single_unnamed_port_is_referenced_by_number(
 def test_opt_in_removed_deletes_owned_objects_and_url(
     client: KubeClient, namespace: str, start_exposer: Starter
 ) -> None:
-    start_exposer()
+    start_exposer(ExposerConfig(domain=DOMAIN, annotate_deployment=True))
     client.create(DEPLOYMENTS, deployment("web"), namespace)
     wait_exposed(client, namespace, "web")
     eventually(lambda: URL in client.get(DEPLOYMENTS, "web", namespace)["metadata"]["annotations"])
@@ -673,8 +686,8 @@ def test_burst_of_500_deployments_exposed_exactly_once(
         list(pool.map(lambda n: client.create(DEPLOYMENTS, deployment(n), namespace), names))
 
     def all_exposed() -> bool:
-        deps = client.list(DEPLOYMENTS, namespace)["items"]
-        urls = sum(1 for d in deps if URL in (d["metadata"].get("annotations") or {}))
+        ings = client.list(INGRESSES, namespace)["items"]
+        urls = sum(1 for i in ings if URL in (i["metadata"].get("annotations") or {}))
         return urls == count
 
     eventually(all_exposed, timeout=240, interval=0.5)
@@ -701,3 +714,188 @@ def test_burst_of_500_deployments_exposed_exactly_once(
     failed = [r for r in caplog.records if "reconcile failed" in r.getMessage()]
     assert not failed
     assert elapsed < 240
+
+
+# -- what an exposure costs the API server ---------------------------------------------------
+
+
+def _delta(after: dict[Any, int], before: dict[Any, int]) -> dict[Any, int]:
+    return {k: n - before.get(k, 0) for k, n in after.items() if n != before.get(k, 0)}
+
+
+@pytest.mark.local_only  # the local server's request records
+def test_a_new_exposure_costs_three_writes_and_none_on_the_deployment(
+    client: KubeClient, namespace: str, start_exposer: Starter, local_server: Any
+) -> None:
+    start_exposer()
+    client.create(DEPLOYMENTS, deployment("canary"), namespace)
+    wait_exposed(client, namespace, "canary")
+    wait_event(client, namespace, "canary", "Exposed")
+    count = 20
+    before = local_server.requests()
+    for i in range(count):
+        client.create(DEPLOYMENTS, deployment(f"app-{i}"), namespace)
+    for i in range(count):
+        wait_exposed(client, namespace, f"app-{i}")
+    eventually(
+        lambda: (
+            len([e for e in client.list(EVENTS, namespace)["items"] if e["reason"] == "Exposed"])
+            == count + 1
+        ),
+        timeout=10,
+    )
+    writes = {
+        k: n
+        for k, n in _delta(local_server.requests(), before).items()
+        if k[0] in ("create", "update", "patch", "delete", "deletecollection")
+    }
+    assert writes == {
+        ("create", "apps", "deployments", ""): count,  # the test's own
+        ("create", "", "services", ""): count,
+        ("create", "networking.k8s.io", "ingresses", ""): count,
+        ("create", "", "events", ""): count,
+    }
+
+
+# -- a namespace being deleted ---------------------------------------------------------------
+
+
+class CountingClient:
+    """A :class:`KubeClient` that records every create and how the server answered."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self._client = client
+        self.creates: list[tuple[str, str]] = []  # (resource plural, answer)
+
+    def create(self, resource: Resource, body: JsonDict, namespace: str | None = None) -> JsonDict:
+        try:
+            created = self._client.create(resource, body, namespace)
+        except ApiError as exc:
+            self.creates.append((resource.plural, f"{exc.status} {type(exc).__name__}"))
+            raise
+        self.creates.append((resource.plural, "201"))
+        return created
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def _hold_namespace(client: KubeClient, namespace: str) -> None:
+    """A ConfigMap with a finalizer keeps the namespace Terminating once it is deleted."""
+    client.create(
+        CONFIGMAPS,
+        {"metadata": {"name": "hold", "finalizers": ["overseer.io/test-hold"]}},
+        namespace,
+    )
+
+
+def _release_namespace(client: KubeClient, namespace: str) -> None:
+    with contextlib.suppress(NotFound):
+        client.patch(CONFIGMAPS, "hold", {"metadata": {"finalizers": None}}, namespace=namespace)
+
+
+def _terminating(client: KubeClient, namespace: str) -> bool:
+    hold = client.get(CONFIGMAPS, "hold", namespace)
+    return bool(hold["metadata"].get("deletionTimestamp"))
+
+
+def test_a_terminating_namespace_refuses_one_create_per_deployment_and_no_more(
+    client: KubeClient, namespace: str
+) -> None:
+    """The exposer's caches lag behind a namespace deletion: its Services and Ingresses are
+    gone while its Deployments still look alive. Every wake-up of such a Deployment (each
+    Service, Ingress and Deployment event) must not cost another refused create."""
+    count = 5
+    deployments = [
+        client.create(DEPLOYMENTS, deployment(f"app-{i}"), namespace) for i in range(count)
+    ]
+    _hold_namespace(client, namespace)
+    try:
+        client.delete(NAMESPACES, namespace)
+        eventually(lambda: _terminating(client, namespace), timeout=30)
+        cached = new_indexer()
+        cached.replace(copy.deepcopy(d) for d in deployments)
+        counting = CountingClient(client)
+        reconciler = ExposerReconciler(
+            counting,  # type: ignore[arg-type]
+            deployments=Lister(cached, DEPLOYMENTS),
+            services=Lister(new_indexer(), SERVICES),
+            ingresses=Lister(new_indexer(), INGRESSES),
+            recorder=FakeRecorder(),
+            config=ExposerConfig(domain=DOMAIN),
+        )
+        before = REGISTRY.get_sample_value("overseer_exposer_namespace_terminating_total") or 0
+        for _ in range(3):
+            for d in deployments:
+                request = Request(namespace, d["metadata"]["name"])
+                assert reconciler.reconcile(request) == Result()  # no requeue
+        assert counting.creates == [("services", "403 NamespaceTerminating")] * count
+        after = REGISTRY.get_sample_value("overseer_exposer_namespace_terminating_total")
+        assert after == before + count
+    finally:
+        _release_namespace(client, namespace)
+
+
+def _exposer_idle() -> bool:
+    depth = REGISTRY.get_sample_value(
+        "workqueue_depth", {"name": "exposer", "controller": "exposer"}
+    )
+    active = REGISTRY.get_sample_value(
+        "controller_runtime_active_workers", {"controller": "exposer"}
+    )
+    return depth == 0 and active == 0
+
+
+def test_services_emptied_then_namespace_deleted_costs_at_most_one_refusal_each(
+    client: KubeClient,
+    namespace: str,
+    start_exposer: Starter,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the namespace controller may do: the Services go first, then the rest. The
+    exposer re-creates what it can while the namespace is active; once it is terminating,
+    each Deployment costs at most one refused create until it is gone, and its Events at
+    most one refused create for the whole namespace."""
+    refused: list[str] = []
+    create = KubeClient.create
+
+    def counting_create(
+        self: KubeClient, resource: Resource, body: JsonDict, namespace: str | None = None
+    ) -> JsonDict:
+        try:
+            return create(self, resource, body, namespace)
+        except ApiError as exc:
+            if exc.status == 403:
+                refused.append(resource.plural)
+            raise
+
+    monkeypatch.setattr(KubeClient, "create", counting_create)
+    mgr = start_exposer()
+    count = 10
+    for i in range(count):
+        client.create(DEPLOYMENTS, deployment(f"app-{i}"), namespace)
+    for i in range(count):
+        wait_exposed(client, namespace, f"app-{i}")
+    eventually(
+        lambda: (
+            len([e for e in client.list(EVENTS, namespace)["items"] if e["reason"] == "Exposed"])
+            == count
+        ),
+        timeout=10,
+    )
+    _hold_namespace(client, namespace)
+    try:
+        for svc in client.list(SERVICES, namespace)["items"]:
+            with contextlib.suppress(NotFound):
+                client.delete(SERVICES, svc["metadata"]["name"], namespace)
+        client.delete(NAMESPACES, namespace)
+        eventually(lambda: _terminating(client, namespace), timeout=30)
+        eventually(lambda: not client.list(DEPLOYMENTS, namespace)["items"], timeout=60)
+        eventually(lambda: not mgr.lister(DEPLOYMENTS).list(namespace), timeout=30)
+        eventually(_exposer_idle, timeout=30)
+        assert mgr.events.flush(10)
+        objects = [r for r in refused if r != "events"]
+        assert len(objects) <= count, refused
+        assert refused.count("events") <= 1, refused
+    finally:
+        _release_namespace(client, namespace)

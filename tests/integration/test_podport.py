@@ -195,7 +195,6 @@ def test_allocates_annotates_and_releases(
         make_pod(client, namespace, "b")
         b = wait_for("pod b allocated", lambda: allocated(client, namespace, "b"))
         assert b["overseer.io/ip"] == "10.77.0.3"
-        wait_for("PortAllocated event", lambda: events(client, namespace, "a", "PortAllocated"))
         wait_for(
             "metrics",
             lambda: (
@@ -215,6 +214,44 @@ def test_allocates_annotates_and_releases(
         c = wait_for("pod c allocated", lambda: allocated(client, namespace, "c"))
         assert c["overseer.io/ip"] == "10.77.0.2"
         check_consistent(client, namespace, net)
+
+
+def _podport_idle() -> bool:
+    depth = REGISTRY.get_sample_value(
+        "workqueue_depth", {"name": "podport", "controller": "podport"}
+    )
+    active = REGISTRY.get_sample_value(
+        "controller_runtime_active_workers", {"controller": "podport"}
+    )
+    return depth == 0 and active == 0
+
+
+@pytest.mark.local_only  # the local server's request records
+def test_each_pod_costs_one_port_create_and_one_pod_patch(
+    kubeconfig_path: str, namespace: str, client: KubeClient, net: str, local_server: Any
+) -> None:
+    count = 20
+    with running(kubeconfig_path, namespace, cfg(net), workers=4):
+        make_pod(client, namespace, "canary")
+        wait_for("the canary allocated", lambda: allocated(client, namespace, "canary"))
+        before = local_server.requests()
+        for i in range(count):
+            make_pod(client, namespace, f"p-{i}")
+        for i in range(count):
+            wait_for(f"p-{i} allocated", lambda i=i: allocated(client, namespace, f"p-{i}"))
+        wait_for("podport idle", _podport_idle)
+        after = local_server.requests()
+    writes = {
+        k: n - before.get(k, 0)
+        for k, n in after.items()
+        if k[0] in ("create", "update", "patch", "delete") and n != before.get(k, 0)
+    }
+    assert writes == {
+        ("create", "", "pods", ""): count,  # the test's own
+        ("create", "network.overseer.io", "logicalports", ""): count,
+        ("patch", "", "pods", ""): count,
+    }
+    assert not events(client, namespace, "p-0", "PortAllocated")
 
 
 def test_same_name_new_uid_gets_a_new_port(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -493,6 +494,48 @@ def test_client_errors_are_dropped_without_retrying(
     assert not r.clock.has_waiters()  # no backoff for an error retrying cannot fix
     assert dropped("api_error") == errors_before + 1
     assert events_about(kube, namespace, configmap["metadata"]["name"]) == []
+
+
+class CountingCreates(KubeClient):
+    """A KubeClient that counts its creates (sent requests, whatever the answer)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.creates = 0
+
+    def create(self, resource: Any, body: JsonDict, namespace: str | None = None) -> JsonDict:
+        self.creates += 1
+        return super().create(resource, body, namespace)
+
+
+def test_a_terminating_namespace_costs_one_refused_event_then_none_for_a_while(
+    kubeconfig_path: str, kube: KubeClient, namespace: str, running: Callable[..., Running]
+) -> None:
+    held = {"metadata": {"name": "hold", "finalizers": ["overseer.io/test-hold"]}}
+    about = make_configmap(kube, namespace)
+    kube.create(CM, held, namespace)
+    counting = CountingCreates.from_kubeconfig(kubeconfig_path, options=ClientOptions(qps=0))
+    try:
+        kube.delete(NAMESPACES, namespace)
+        deadline = time.monotonic() + WAIT
+        while not kube.get(CM, "hold", namespace)["metadata"].get("deletionTimestamp"):
+            assert time.monotonic() < deadline, "the namespace deletion never started"
+            time.sleep(0.05)
+        r = running(counting, terminating_namespace_ttl=60.0).start()
+        before = dropped("namespace_terminating")
+        for i in range(3):
+            r.recorder.event(about, NORMAL, "Tick", f"message {i}")
+        r.flush()
+        assert counting.creates == 1  # refused once; the next two were not sent
+        assert dropped("namespace_terminating") == before + 3
+        assert not r.clock.has_waiters()  # no retry backoff either
+        r.clock.step(61.0)
+        r.recorder.event(about, NORMAL, "Tick", "after the ttl")
+        r.flush()
+        assert counting.creates == 2  # tried again once the ttl is over
+    finally:
+        counting.close()
+        kube.patch(CM, "hold", {"metadata": {"finalizers": None}}, namespace=namespace)
 
 
 @pytest.mark.local_only

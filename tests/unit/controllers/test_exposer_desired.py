@@ -210,7 +210,10 @@ def test_desired_exposure_defaults() -> None:
     assert exposure.ingress == {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "Ingress",
-        "metadata": meta,
+        "metadata": {
+            **meta,
+            "annotations": {"overseer.io/exposed-url": "http://web.shop.apps.example.com/"},
+        },
         "spec": {
             "rules": [
                 {
@@ -263,6 +266,7 @@ def test_desired_exposure_with_annotations_and_tls() -> None:
     assert exposure.ingress["metadata"]["annotations"] == {
         "cert-manager.io/cluster-issuer": "le",
         "overseer.io/managed-annotations": "cert-manager.io/cluster-issuer",
+        "overseer.io/exposed-url": "https://shop.example.org/api/v1",
     }
     assert exposure.url == "https://shop.example.org/api/v1"
 
@@ -416,11 +420,33 @@ def test_ingress_update_removes_annotations_it_no_longer_manages() -> None:
         "a.io/y": "3",
         "foreign": "kept",
         "overseer.io/managed-annotations": "a.io/y",
+        "overseer.io/exposed-url": "https://web.shop.example.com/",
     }
     plain = ingress_update(update.body, desired_exposure(deployment(), CFG).ingress)
     assert plain is not None
-    assert plain.body["metadata"]["annotations"] == {"foreign": "kept"}
+    assert plain.body["metadata"]["annotations"] == {
+        "foreign": "kept",
+        "overseer.io/exposed-url": "http://web.shop.apps.example.com/",
+    }
     assert "tls" not in plain.body["spec"]
+
+
+def test_ingress_update_keeps_the_url_annotation_current() -> None:
+    observed = copy.deepcopy(desired_exposure(deployment(), CFG).ingress)
+    assert ingress_update(observed, desired_exposure(deployment(), CFG).ingress) is None
+    # An Ingress from a version that kept the URL only on the Deployment gets it.
+    del observed["metadata"]["annotations"]
+    update = ingress_update(observed, desired_exposure(deployment(), CFG).ingress)
+    assert update is not None and update.changes == ("annotations",)
+    assert update.body["metadata"]["annotations"] == {
+        "overseer.io/exposed-url": "http://web.shop.apps.example.com/"
+    }
+    moved = deployment(annotations={"overseer.io/expose-path": "/v2"})
+    update = ingress_update(update.body, desired_exposure(moved, CFG).ingress)
+    assert update is not None and update.changes == ("annotations", "rules")
+    assert update.body["metadata"]["annotations"]["overseer.io/exposed-url"] == (
+        "http://web.shop.apps.example.com/v2"
+    )
 
 
 def test_controller_uid() -> None:
@@ -561,3 +587,26 @@ def test_rbac_rules_cover_what_the_reconciler_does() -> None:
         assert {"get", "list", "watch", "create", "update", "delete"} <= verbs[key]
     assert {"create", "patch"} <= verbs[("", "events")]
     assert not any("secrets" in rule["resources"] for rule in RBAC_RULES)
+
+
+def test_updates_never_touch_the_observed_object() -> None:
+    """Cached objects are shared: the body to PUT is built beside them, never in them."""
+    want = desired_exposure(deployment(), CFG)
+    svc = copy.deepcopy(want.service)
+    svc["metadata"]["labels"] = {"team": "a"}
+    svc["spec"].update(type="NodePort", clusterIP="10.0.0.9")
+    svc["spec"]["ports"] = [{"name": "old", "port": 1, "nodePort": 30001}]
+    svc["status"] = {"loadBalancer": {}}
+    ing = copy.deepcopy(want.ingress)
+    ing["metadata"]["annotations"] = {"foreign": "kept", "overseer.io/exposed-url": "old"}
+    ing["spec"]["rules"][0]["host"] = "old.example.com"
+    ing["spec"]["tls"] = [{"hosts": ["old.example.com"]}]
+    before = copy.deepcopy((svc, ing))
+    s = service_update(svc, want.service)
+    i = ingress_update(ing, want.ingress)
+    assert s is not None and i is not None
+    assert (svc, ing) == before
+    assert s.body["status"] == svc["status"] and s.body["spec"]["clusterIP"] == "10.0.0.9"
+    assert s.body["metadata"]["labels"] == {"team": "a", "app.kubernetes.io/managed-by": "overseer"}
+    assert i.body["metadata"]["annotations"]["foreign"] == "kept"
+    assert "tls" not in i.body["spec"]

@@ -12,10 +12,12 @@ import pytest
 from controllers.exposer import ExposerConfig, ExposerReconciler
 from controllers.exposer.reconciler import DEPLOYMENTS, INGRESSES, SERVICES
 from manager import (
+    REGISTRY,
     AlreadyExists,
     Conflict,
     JsonDict,
     Lister,
+    NamespaceTerminating,
     NotFound,
     Request,
     Resource,
@@ -35,6 +37,7 @@ class FakeApi:
         self.objects: dict[tuple[str, str, str], JsonDict] = {}
         self.calls: list[tuple[str, str]] = []
         self.fail_replace: Exception | None = None
+        self.fail_create: Exception | None = None
         self._rv = itertools.count(100)
         self._uid = itertools.count(1)
 
@@ -55,6 +58,8 @@ class FakeApi:
 
     def create(self, resource: Resource, body: JsonDict, namespace: str | None = None) -> JsonDict:
         self.calls.append(("create", resource.plural))
+        if self.fail_create is not None:
+            raise self.fail_create
         key = (resource.plural, namespace or "", body["metadata"]["name"])
         if key in self.objects:
             raise AlreadyExists("taken", reason="AlreadyExists")
@@ -157,16 +162,15 @@ def world() -> World:
     return w
 
 
-def test_first_reconcile_creates_both_and_writes_the_url(world: World) -> None:
+def test_first_reconcile_creates_both_and_leaves_the_deployment_alone(world: World) -> None:
     assert world.reconcile() == Result()
-    assert world.api.writes() == [
-        ("create", "services"),
-        ("create", "ingresses"),
-        ("patch", "deployments"),
-    ]
+    assert world.api.writes() == [("create", "services"), ("create", "ingresses")]
     dep = world.api.objects[("deployments", "shop", "web")]
-    assert dep["metadata"]["annotations"][URL] == "http://web.shop.example.com/"
+    assert URL not in dep["metadata"]["annotations"]
+    ingress = world.api.objects[("ingresses", "shop", "web")]
+    assert ingress["metadata"]["annotations"][URL] == "http://web.shop.example.com/"
     assert world.reasons() == ["Exposed"]
+    assert "http://web.shop.example.com/" in world.recorder.events[0].message
     assert world.reconciler.exposed == {"shop/web"}
     world.sync()
     world.api.calls.clear()
@@ -252,14 +256,143 @@ def test_opt_in_removed_deletes_only_owned_objects_with_preconditions(world: Wor
     world.sync()
     world.api.calls.clear()
     assert world.reconcile() == Result()
-    assert world.api.writes() == [
+    assert world.api.writes() == [("delete", "ingresses"), ("delete", "services")]
+    assert world.reasons() == ["Exposed", "Unexposed"]
+    assert world.reconciler.exposed == frozenset()
+
+
+# -- the URL on the Deployment (opt-in) and the Exposed Event (opt-out) ------------------
+
+
+def test_annotate_deployment_writes_the_url_back_once() -> None:
+    w = World(ExposerConfig(domain="example.com", annotate_deployment=True))
+    w.api.put(DEPLOYMENTS, deployment())
+    w.sync()
+    assert w.reconcile() == Result()
+    assert w.api.writes() == [
+        ("create", "services"),
+        ("create", "ingresses"),
+        ("patch", "deployments"),
+    ]
+    dep = w.api.objects[("deployments", "shop", "web")]
+    assert dep["metadata"]["annotations"][URL] == "http://web.shop.example.com/"
+    w.api.calls.clear()
+    w.reconcile()  # the cache has not seen the patch yet: not patched again
+    assert w.api.writes() == []
+    w.sync()
+    assert w.reconcile() == Result()
+    assert w.api.writes() == []
+    # opt-in removed: the URL goes with the objects
+    del w.api.objects[("deployments", "shop", "web")]["metadata"]["annotations"][
+        "overseer.io/expose"
+    ]
+    w.sync()
+    w.reconcile()
+    assert w.api.writes() == [
         ("delete", "ingresses"),
         ("delete", "services"),
         ("patch", "deployments"),
     ]
+    assert URL not in w.api.objects[("deployments", "shop", "web")]["metadata"]["annotations"]
+
+
+def test_a_url_left_on_the_deployment_is_removed_once_while_annotating_is_off(
+    world: World,
+) -> None:
+    world.api.objects[("deployments", "shop", "web")]["metadata"]["annotations"][URL] = "old"
+    world.sync()
+    world.reconcile()
+    assert world.api.writes() == [
+        ("create", "services"),
+        ("create", "ingresses"),
+        ("patch", "deployments"),
+    ]
     assert URL not in world.api.objects[("deployments", "shop", "web")]["metadata"]["annotations"]
-    assert world.reasons() == ["Exposed", "Unexposed"]
-    assert world.reconciler.exposed == frozenset()
+    world.sync()
+    world.api.calls.clear()
+    world.reconcile()
+    assert world.api.calls == []
+
+
+def test_exposed_event_can_be_turned_off() -> None:
+    w = World(ExposerConfig(domain="example.com", exposed_event=False))
+    w.api.put(DEPLOYMENTS, deployment())
+    w.sync()
+    w.reconcile()
+    assert w.api.writes() == [("create", "services"), ("create", "ingresses")]
+    assert w.reasons() == []
+    assert w.reconciler.exposed == {"shop/web"}
+
+
+def test_exposed_is_told_when_the_ingress_is_created_and_updated_otherwise(
+    world: World,
+) -> None:
+    world.reconcile()
+    world.sync()
+    del world.api.objects[("services", "shop", "web")]  # someone deletes the Service
+    world.sync()
+    world.reconcile()
+    assert world.reasons() == ["Exposed", "Updated"]
+    assert "recreated Service web" in world.recorder.events[1].message
+
+
+# -- a terminating namespace ---------------------------------------------------------------
+
+
+def _terminating() -> NamespaceTerminating:
+    return NamespaceTerminating(
+        'services "web" is forbidden: unable to create new content in namespace shop '
+        "because it is being terminated",
+        reason="Forbidden",
+        details={"causes": [{"reason": "NamespaceTerminating"}]},
+    )
+
+
+def _refused() -> float:
+    return REGISTRY.get_sample_value("overseer_exposer_namespace_terminating_total") or 0.0
+
+
+def test_a_create_refused_by_a_terminating_namespace_is_not_retried(world: World) -> None:
+    before = _refused()
+    world.api.fail_create = _terminating()
+    assert world.reconcile() == Result()  # no requeue, no error for the workqueue
+    assert world.api.writes() == [("create", "services")]
+    assert world.reasons() == []
+    assert _refused() == before + 1
+    world.api.calls.clear()
+    for _ in range(3):  # woken again (its Ingress is deleted, ...): nothing is attempted
+        assert world.reconcile() == Result()
+    assert world.api.calls == []
+    assert _refused() == before + 1
+
+
+def test_a_recreated_deployment_of_the_same_name_is_exposed_again(world: World) -> None:
+    world.api.fail_create = _terminating()
+    world.reconcile()
+    # the namespace is gone and made again, with a Deployment of the same name
+    world.api.fail_create = None
+    world.api.objects.clear()
+    world.sync()
+    assert world.reconcile() == Result()
+    world.api.put(DEPLOYMENTS, deployment())
+    world.sync()
+    world.api.calls.clear()
+    assert world.reconcile() == Result()
+    assert world.api.writes() == [("create", "services"), ("create", "ingresses")]
+    assert world.reconciler.exposed == {"shop/web"}
+
+
+def test_a_new_uid_under_the_same_key_is_not_held_back(world: World) -> None:
+    world.api.fail_create = _terminating()
+    world.reconcile()
+    world.api.fail_create = None
+    dep = world.api.objects.pop(("deployments", "shop", "web"))
+    dep["metadata"]["uid"] = "another-uid"
+    world.api.objects[("deployments", "shop", "web")] = dep
+    world.sync()  # the delete was missed by the cache: only the new object is seen
+    world.api.calls.clear()
+    world.reconcile()
+    assert ("create", "ingresses") in world.api.writes()
 
 
 def test_stale_cache_on_delete_requeues(world: World) -> None:
