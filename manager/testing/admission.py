@@ -366,7 +366,8 @@ def _invalid_message(kind: str, group: str, name: str, errors: list[str]) -> str
 _ANNOTATIONS_LIMIT: Final = 256 * 1024
 _NAME_RULES: Final[Mapping[str, Callable[[str], list[str]]]] = {
     "Namespace": is_dns1123_label,
-    "Service": is_dns1035_label,
+    # 1.36 serves RelaxedServiceNameValidation: a Service name is an RFC 1123 label.
+    "Service": is_dns1123_label,
 }
 
 
@@ -944,7 +945,7 @@ def _ingress_backend(backend: Any, path: str) -> list[FieldError]:
     if not name:
         errs.append(_required(f"{path}.service.name"))
     else:
-        errs.extend(_invalid(f"{path}.service.name", name, m) for m in is_dns1035_label(str(name)))
+        errs.extend(_invalid(f"{path}.service.name", name, m) for m in is_dns1123_label(str(name)))
     port = service.get("port")
     port = port if isinstance(port, Mapping) else {}
     port_name, number = port.get("name"), port.get("number")

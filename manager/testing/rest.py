@@ -611,8 +611,17 @@ class Rest:
                 )
             if r.kind == "Pod" and not r.group:
                 self._check_service_account(namespace or "", obj)
+            crd_status: JsonDict | None = None
             if r.kind == "CustomResourceDefinition":
                 obj = self._crd_accept(obj)
+                # Stored first as kube's strategy leaves it (conditions null, names not yet
+                # accepted); the naming/establishing controllers' write follows at once.
+                crd_status = obj["status"]
+                obj["status"] = {
+                    "conditions": None,
+                    "acceptedNames": {"plural": "", "kind": ""},
+                    "storedVersions": crd_status["storedVersions"],
+                }
             meta = obj["metadata"]
             meta["uid"] = str(uuid.uuid4())
             meta["creationTimestamp"] = _now()
@@ -625,8 +634,17 @@ class Rest:
             self.storage.commit("ADDED", key, obj)
             if r.kind == "Namespace" and not r.group:
                 self._namespace_content(name, manager)
-            if r.kind == "CustomResourceDefinition":
-                self.registry.register_crd(obj)
+            if crd_status is not None:
+                established = {
+                    **obj,
+                    "metadata": {
+                        **meta,
+                        "resourceVersion": str(self.storage.next_revision()),
+                    },
+                    "status": crd_status,
+                }
+                self.storage.commit("MODIFIED", key, established)
+                self.registry.register_crd(established)
                 for cb in self.on_crd_change:
                     cb()
         return self._render(served, obj)
