@@ -241,8 +241,10 @@ class ResourceRegistry:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_path: dict[tuple[str, str, str], ServedResource] = {}
-        for served in _builtins():
+        builtins = _builtins()
+        for served in builtins:
             self._add(served)
+        self._builtin_groups = frozenset(s.resource.group for s in builtins)
 
     def _add(self, served: ServedResource) -> None:
         r = served.resource
@@ -278,6 +280,10 @@ class ResourceRegistry:
     def __iter__(self) -> Iterator[ServedResource]:
         with self._lock:
             return iter(sorted(self._by_path.values(), key=lambda s: s.key + s.resource.version))
+
+    def builtin_groups(self) -> frozenset[str]:
+        """The API groups compiled into the server (not defined by a CRD)."""
+        return self._builtin_groups
 
     def group_versions(self) -> dict[str, list[str]]:
         """``group -> [versions]`` for every served non-core group (discovery)."""

@@ -143,7 +143,7 @@ class _Handler(BaseHTTPRequestHandler):
         return self.rfile.read(length) if length else b""
 
     def _send_json(self, code: int, body: Any, headers: dict[str, str] | None = None) -> None:
-        data = orjson.dumps(body)
+        data = orjson.dumps(body) + b"\n"  # as kube-apiserver, a newline after every body
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -184,7 +184,18 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             route = self._route(path)
             if route is None:
-                self._not_found_page()
+                if self._under_builtin_api(path):
+                    # go-restful claims /api and /apis/{built-in group}: its 404 is a Status.
+                    self._send_status(
+                        StatusError(
+                            404,
+                            "NotFound",
+                            "the server could not find the requested resource",
+                            {},
+                        )
+                    )
+                else:
+                    self._not_found_page()
                 return
             verb = self._verb(method, route, query)
             r = route.served.resource
@@ -245,7 +256,12 @@ class _Handler(BaseHTTPRequestHandler):
         if path in ("/healthz", "/readyz", "/livez"):
             self._send_text(200, "ok")
         elif path == "/version":
-            self._send_json(200, discovery.version_info())
+            # responsewriters.WriteRawJSON: indented, and no newline after it.
+            data = orjson.dumps(discovery.version_info(), option=orjson.OPT_INDENT_2)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self._finish(data)
         elif path == "/openapi/v3":
             self._send_json(200, discovery.openapi_v3_root(owner.registry))
         elif path.startswith("/openapi/v3/"):
@@ -282,6 +298,19 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             return False
         return True
+
+    def _under_builtin_api(self, path: str) -> bool:
+        """Whether kube-apiserver's go-restful container claims ``path``: ``/api/...`` and
+        ``/apis/{group}/...`` of a built-in group (unknown groups, CRD groups and other
+        paths fall through to the plain-text not-found handler)."""
+        parts = path.strip("/").split("/")
+        if parts[0] == "api":
+            return True
+        return (
+            parts[0] == "apis"
+            and len(parts) >= 2
+            and parts[1] in self.server.owner.registry.builtin_groups()
+        )
 
     def _route(self, path: str) -> _Route | None:
         parts = path.strip("/").split("/")
