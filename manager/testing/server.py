@@ -33,7 +33,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import orjson
 import yaml
 
-from manager.testing import discovery, eventsconv, printers
+from manager.testing import discovery, eventsconv, negotiation, printers
 from manager.testing.audit import Audit
 from manager.testing.faults import Faults
 from manager.testing.garbage import GarbageCollector
@@ -365,6 +365,11 @@ class _Handler(BaseHTTPRequestHandler):
             return "patch"
         return "delete" if route.name is not None else "deletecollection"
 
+    def _decode(self, body: bytes, served: ServedResource) -> Any:
+        """A create/update body, read by its Content-Type (JSON, YAML or protobuf)."""
+        ctype = self.headers.get("Content-Type") or ""
+        return negotiation.decode_body(body, ctype, custom=served.custom)
+
     def _manager(self, query: dict[str, str]) -> str:
         agent = self.headers.get("User-Agent") or ""
         return query.get("fieldManager") or agent.split("/")[0] or "unknown"
@@ -394,7 +399,9 @@ class _Handler(BaseHTTPRequestHandler):
                 raise StatusError(
                     404, "NotFound", "the server could not find the requested resource"
                 )
-            obj = rest.create(served, ns, _decode(body), manager=manager, dry_run=dry_run)
+            obj = rest.create(
+                served, ns, self._decode(body, served), manager=manager, dry_run=dry_run
+            )
             return 201, obj
         if verb == "update":
             if name is None:
@@ -407,7 +414,7 @@ class _Handler(BaseHTTPRequestHandler):
                 served,
                 ns,
                 name,
-                _decode(body),
+                self._decode(body, served),
                 subresource=route.subresource,
                 manager=manager,
                 dry_run=dry_run,
@@ -432,7 +439,7 @@ class _Handler(BaseHTTPRequestHandler):
                 dry_run=dry_run,
             )
             return 200, obj
-        options = _delete_options(query, body)
+        options = _delete_options(query, body, self.headers.get("Content-Type") or "")
         if verb == "delete":
             assert name is not None
             gone, last = rest.delete(served, ns, name, options, manager=manager)
@@ -482,7 +489,7 @@ class _Handler(BaseHTTPRequestHandler):
         dry_run = query.get("dryRun") == "All"
 
         def incoming() -> JsonDict:
-            obj = _decode(body)
+            obj = self._decode(body, served)
             if not isinstance(obj, dict):
                 raise StatusError(400, "BadRequest", "the body must be an object")
             rest._check_body_type(served, obj)
@@ -496,7 +503,11 @@ class _Handler(BaseHTTPRequestHandler):
                 listed = rest.list(core, ns, _list_options(query))
             else:
                 listed = rest.delete_collection(
-                    core, ns, _list_options(query), _delete_options(query, body), manager=manager
+                    core,
+                    ns,
+                    _list_options(query),
+                    _delete_options(query, body, self.headers.get("Content-Type") or ""),
+                    manager=manager,
                 )
             items = []
             for item in listed["items"]:
@@ -541,7 +552,13 @@ class _Handler(BaseHTTPRequestHandler):
                 unview=eventsconv.events_to_core,
             )
             return 200, eventsconv.core_to_events(obj)
-        gone, last = rest.delete(core, ns, name, _delete_options(query, body), manager=manager)
+        gone, last = rest.delete(
+            core,
+            ns,
+            name,
+            _delete_options(query, body, self.headers.get("Content-Type") or ""),
+            manager=manager,
+        )
         return 200, rest.delete_answer(served, gone, eventsconv.core_to_events(last))
 
     # -- watch -----------------------------------------------------------------------
@@ -724,15 +741,6 @@ def _timeout(value: str | None) -> float:
     return 1800.0 * (1 + random.random())
 
 
-def _decode(body: bytes) -> Any:
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise StatusError(
-            400, "BadRequest", f"the object provided is unrecognized: invalid JSON: {exc}"
-        ) from None
-
-
 def _list_options(query: dict[str, str]) -> ListOptions:
     try:
         limit = int(query.get("limit") or 0)
@@ -750,10 +758,10 @@ def _list_options(query: dict[str, str]) -> ListOptions:
     )
 
 
-def _delete_options(query: dict[str, str], body: bytes) -> DeleteOptions:
+def _delete_options(query: dict[str, str], body: bytes, content_type: str = "") -> DeleteOptions:
     data: JsonDict = {}
     if body.strip():
-        decoded = _decode(body)
+        decoded = negotiation.decode_body(body, content_type)
         if not isinstance(decoded, dict):
             raise StatusError(400, "BadRequest", "DeleteOptions must be an object")
         data = decoded
