@@ -1230,6 +1230,10 @@ def validate(kind: str, group: str, obj: dict[str, Any], old: dict[str, Any] | N
             errs.extend(_immutable("type", obj.get("type"), old.get("type")))
     elif builtin == ("CustomResourceDefinition", "apiextensions.k8s.io"):
         errs.extend(_crd(obj))
+    else:
+        from manager.testing import kinds  # the other built-in kinds
+
+        errs.extend(kinds.validate(kind, group, obj, old))
     if errs:
         raise AdmissionError(kind, group, str(meta.get("name") or ""), [e.cause() for e in errs])
 
@@ -1535,4 +1539,8 @@ def default(
         out.setdefault("type", "Opaque")
     elif builtin == ("CustomResourceDefinition", "apiextensions.k8s.io"):
         _default_crd(out)
+    else:
+        from manager.testing import kinds  # the other built-in kinds
+
+        kinds.default(kind, group, out, creating=creating)
     return out

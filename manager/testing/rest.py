@@ -623,7 +623,7 @@ class Rest:
                     "storedVersions": crd_status["storedVersions"],
                 }
             meta = obj["metadata"]
-            meta["uid"] = str(uuid.uuid4())
+            meta["uid"] = meta.get("uid") or str(uuid.uuid4())  # a Job's selector names it
             meta["creationTimestamp"] = _now()
             if served.generation is not Generation.NONE:
                 meta["generation"] = 1

@@ -33,7 +33,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import orjson
 import yaml
 
-from manager.testing import discovery, eventsconv, negotiation, printers
+from manager.testing import discovery, eventsconv, negotiation, printers, subresources
 from manager.testing.audit import Audit
 from manager.testing.faults import Faults
 from manager.testing.garbage import GarbageCollector
@@ -165,6 +165,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self._finish(data)
 
+    def _send_plain(self, code: int, text: str) -> None:
+        data = text.encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-cache, private")
+        self._finish(data)
+
     def _send_status(self, err: StatusError) -> None:
         self._send_json(err.code, err.status(), err.headers)
 
@@ -218,6 +226,9 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             with owner.audit.acting(self._user(), verb):
                 code, answer = self._handle(verb, route, query, body)
+            if isinstance(answer, str):  # pods/log
+                self._send_plain(code, answer)
+                return
             if verb in ("get", "list") and "as=Table" in (self.headers.get("Accept") or ""):
                 answer = self._table(route, verb, answer, query)
             self._send_json(code, answer)
@@ -343,7 +354,11 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         name = rest[1] if len(rest) >= 2 else None
         subresource = rest[2] if len(rest) == 3 else None
-        if subresource is not None and subresource not in ("status", "finalize"):
+        if subresource is not None and subresource not in (
+            "status",
+            "finalize",
+            *served.subresources,
+        ):
             return None
         if subresource == "status" and not served.resource.has_status:
             return None
@@ -376,13 +391,52 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _handle(
         self, verb: str, route: _Route, query: dict[str, str], body: bytes
-    ) -> tuple[int, JsonDict]:
+    ) -> tuple[int, Any]:
         rest = self.server.owner.rest
         served, ns, name = route.served, route.namespace, route.name
         if served.resource.group == "events.k8s.io":
             return self._handle_events_view(verb, route, query, body)
         manager = self._manager(query)
         dry_run = query.get("dryRun") == "All"
+        sub = route.subresource
+        if sub is not None and sub not in ("status", "finalize", "approval"):
+            assert name is not None
+            owner = self.server.owner
+            decoded = self._decode(body, served) if verb in ("create", "update") else None
+            return subresources.handle(
+                rest,
+                owner.registry,
+                verb,
+                served,
+                ns,
+                name=name,
+                subresource=sub,
+                body=decoded,
+                raw=body,
+                content_type=self.headers.get("Content-Type") or "",
+                query=query,
+                manager=manager,
+                dry_run=dry_run,
+            )
+        if served.resource.kind in subresources.CREATE_ONLY_KINDS:
+            if verb != "create" or name is not None:
+                raise StatusError(
+                    405,
+                    "MethodNotAllowed",
+                    "the server does not allow this method on the requested resource",
+                )
+            return subresources.create_only(
+                rest, self.server.owner.registry, served, ns, self._decode(body, served)
+            )
+        if sub == "approval":
+            if verb != "update":
+                raise StatusError(
+                    405,
+                    "MethodNotAllowed",
+                    "the server does not allow this method on the requested resource",
+                )
+            route = _Route(served, ns, name, "status", route.watch_path)
+            verb = "update"
         if verb == "get":
             assert name is not None
             return 200, rest.get(served, ns, name)
@@ -839,6 +893,7 @@ class LocalApiServer:
             raise RuntimeError("LocalApiServer.start may be called once")
         self._started = True
         self.rest.bootstrap()
+        subresources.bootstrap_apiservices(self.rest, self.registry)
         self.gc.start()
         self._serve((self._host, self._port))
         self._write_kubeconfig()
