@@ -142,10 +142,17 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length else b""
 
-    def _send_json(self, code: int, body: Any, headers: dict[str, str] | None = None) -> None:
+    def _send_json(
+        self,
+        code: int,
+        body: Any,
+        headers: dict[str, str] | None = None,
+        *,
+        content_type: str = "application/json",
+    ) -> None:
         data = orjson.dumps(body) + b"\n"  # as kube-apiserver, a newline after every body
         self.send_response(code)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-cache, private")
         for k, v in (headers or {}).items():
@@ -229,8 +236,8 @@ class _Handler(BaseHTTPRequestHandler):
             if isinstance(answer, str):  # pods/log
                 self._send_plain(code, answer)
                 return
-            if verb in ("get", "list") and "as=Table" in (self.headers.get("Accept") or ""):
-                answer = self._table(route, verb, answer, query)
+            if verb in ("get", "list"):
+                answer = self._transform(route, verb, answer, query)
             self._send_json(code, answer)
         except StatusError as err:
             self._send_status(err)
@@ -286,6 +293,19 @@ class _Handler(BaseHTTPRequestHandler):
                 self._not_found_page()
             else:
                 self._send_json(200, doc)
+        elif (
+            path in ("/api", "/apis")
+            and (target := negotiation.target(self.headers.get("Accept") or "")).as_kind
+            == "APIGroupDiscoveryList"
+        ):
+            # Aggregated discovery: the Content-Type names what was answered (client-go
+            # checks it to tell aggregated from legacy discovery).
+            doc = discovery.aggregated(owner.registry, core=path == "/api", version=target.version)
+            ctype = (
+                f"application/json;g=apidiscovery.k8s.io;v={target.version}"
+                ";as=APIGroupDiscoveryList"
+            )
+            self._send_json(200, doc, {"Vary": "Accept"}, content_type=ctype)
         elif path == "/api":
             self._send_json(
                 200, discovery.api_versions(self.server.owner.url.removeprefix("http://"))
@@ -501,6 +521,25 @@ class _Handler(BaseHTTPRequestHandler):
         return 200, rest.delete_collection(
             served, ns, _list_options(query), options, manager=manager
         )
+
+    def _transform(
+        self, route: _Route, verb: str, answer: JsonDict, query: dict[str, str]
+    ) -> JsonDict:
+        """The answer in the form the Accept header asks for (Table, metadata only)."""
+        target = negotiation.target(self.headers.get("Accept") or "")
+        if target.as_kind == "Table":
+            return self._table(route, verb, answer, query)
+        if target.as_kind in ("PartialObjectMetadata", "PartialObjectMetadataList"):
+            wanted = "PartialObjectMetadataList" if verb == "list" else "PartialObjectMetadata"
+            if target.as_kind != wanted:
+                raise StatusError(
+                    406,
+                    "NotAcceptable",
+                    f"only the following media types are accepted: application/json;as="
+                    f"{wanted};g=meta.k8s.io;v={target.version}",
+                )
+            return partial_metadata(answer, f"meta.k8s.io/{target.version}", listed=verb == "list")
+        return answer
 
     def _table(self, route: _Route, verb: str, answer: JsonDict, query: dict[str, str]) -> JsonDict:
         """Server-side printing: a meta.k8s.io/v1 Table, as ``kubectl get`` asks for."""
@@ -778,6 +817,27 @@ def _renderer(served: ServedResource) -> Any:
         return {**obj, "apiVersion": api_version}
 
     return render
+
+
+def partial_metadata(answer: JsonDict, api_version: str, *, listed: bool) -> JsonDict:
+    """``PartialObjectMetadata`` of an object, or ``PartialObjectMetadataList`` of a list
+    (handlers/response.go ``asPartialObjectMetadata``/``asPartialObjectMetadataList``)."""
+
+    def one(obj: JsonDict) -> JsonDict:
+        return {
+            "kind": "PartialObjectMetadata",
+            "apiVersion": api_version,
+            "metadata": obj.get("metadata") or {},
+        }
+
+    if not listed:
+        return one(answer)
+    return {
+        "kind": "PartialObjectMetadataList",
+        "apiVersion": api_version,
+        "metadata": answer.get("metadata") or {},
+        "items": [one(item) for item in answer.get("items") or []],
+    }
 
 
 def _truthy(value: str | None) -> bool:
