@@ -346,13 +346,33 @@ def _check_budget(rest: Rest, pdbs: ServedResource, ns: str, pdb: JsonDict, pod:
     spec, status = pdb.get("spec") or {}, pdb.get("status") or {}
     name = pdb["metadata"]["name"]
     too_many = "Cannot evict pod as it would violate the pod's disruption budget."
-    if not _pod_ready(pod) and spec.get("unhealthyPodEvictionPolicy") == "AlwaysAllow":
-        return
+    ready = _pod_ready(pod)
+    if spec.get("unhealthyPodEvictionPolicy") == "AlwaysAllow":
+        if not ready:
+            return
+    elif (
+        not ready
+        and int(status.get("currentHealthy") or 0) >= int(status.get("desiredHealthy") or 0)
+        and int(status.get("desiredHealthy") or 0) > 0
+    ):
+        return  # IfHealthyBudget: an unhealthy pod goes while the budget is healthy
     if int(status.get("observedGeneration") or 0) < int(pdb["metadata"].get("generation") or 0):
         raise StatusError(
-            429, "TooManyRequests", too_many, {"causes": [{"reason": "DisruptionBudget",
-            "message": f"The disruption budget {name} is still being processed by the server."}]},
-        )  # fmt: skip
+            429,
+            "TooManyRequests",
+            too_many,
+            {
+                "causes": [
+                    {
+                        "reason": "DisruptionBudget",
+                        "message": f"The disruption budget {name} is still being processed by "
+                        "the server.",
+                    }
+                ],
+                "retryAfterSeconds": 10,
+            },
+            headers={"Retry-After": "10"},
+        )
     allowed = int(status.get("disruptionsAllowed") or 0)
     if allowed < 0:
         raise StatusError(
@@ -362,17 +382,25 @@ def _check_budget(rest: Rest, pdbs: ServedResource, ns: str, pdb: JsonDict, pod:
             "pdb disruptions allowed is negative",
             {"name": name, "group": "policy", "kind": "poddisruptionbudgets"},
         )
-    if not _pod_ready(pod) and int(status.get("currentHealthy") or 0) >= int(
-        status.get("desiredHealthy") or 0
-    ):
-        return  # IfHealthyBudget: an unhealthy pod goes when the budget is healthy
     if allowed == 0:
+        desired, current = (
+            int(status.get("desiredHealthy") or 0),
+            int(status.get("currentHealthy") or 0),
+        )
         raise StatusError(
-            429, "TooManyRequests", too_many, {"causes": [{"reason": "DisruptionBudget",
-            "message": f"The disruption budget {name} needs "
-            f"{int(status.get('desiredHealthy') or 0)} healthy pods and has "
-            f"{int(status.get('currentHealthy') or 0)} currently"}]},
-        )  # fmt: skip
+            429,
+            "TooManyRequests",
+            too_many,
+            {
+                "causes": [
+                    {
+                        "reason": "DisruptionBudget",
+                        "message": f"The disruption budget {name} needs {desired} healthy pods "
+                        f"and has {current} currently",
+                    }
+                ]
+            },
+        )
     new = copy.deepcopy(pdb)
     new_status = new.setdefault("status", {})
     new_status["disruptionsAllowed"] = allowed - 1
