@@ -364,10 +364,21 @@ def _invalid_message(kind: str, group: str, name: str, errors: list[str]) -> str
 # --- metadata --------------------------------------------------------------------------
 
 _ANNOTATIONS_LIMIT: Final = 256 * 1024
+def _is_path_segment_name(value: str) -> list[str]:
+    """``path.IsValidPathSegmentName``: RBAC and APIService names (``system:...``, ``v1.``)."""
+    if value in (".", ".."):
+        return [f"may not be '{value}'"]
+    return [f"may not contain '{c}'" for c in "/%" if c in value]
+
+
 _NAME_RULES: Final[Mapping[str, Callable[[str], list[str]]]] = {
     "Namespace": is_dns1123_label,
     # 1.36 serves RelaxedServiceNameValidation: a Service name is an RFC 1123 label.
     "Service": is_dns1123_label,
+    **dict.fromkeys(
+        ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding", "APIService"),
+        _is_path_segment_name,
+    ),
 }
 
 

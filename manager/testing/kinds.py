@@ -563,7 +563,7 @@ def _apiservice(obj: Mapping[str, Any]) -> list[FieldError]:
     name = str(a._map(obj.get("metadata")).get("name") or "")
     if not version:
         errs.append(a._required("spec.version"))
-    expected = f"{version}.{group}" if group else version
+    expected = f"{version}.{group}"
     if name and version and name != expected:
         errs.append(
             a._invalid(

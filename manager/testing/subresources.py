@@ -651,7 +651,7 @@ def bootstrap_apiservices(rest: Rest, registry: ResourceRegistry) -> None:
     versions = {(s.resource.group, s.resource.version) for s in registry if not s.custom}
     for group, version in sorted(versions):
         minimum, priority = _PRIORITIES.get(group, (16000, 15))
-        name = f"{version}.{group}" if group else version
+        name = f"{version}.{group}"  # "v1." for the core group
         body = {
             "metadata": {
                 "name": name,
