@@ -364,6 +364,8 @@ def _invalid_message(kind: str, group: str, name: str, errors: list[str]) -> str
 # --- metadata --------------------------------------------------------------------------
 
 _ANNOTATIONS_LIMIT: Final = 256 * 1024
+
+
 def _is_path_segment_name(value: str) -> list[str]:
     """``path.IsValidPathSegmentName``: RBAC and APIService names (``system:...``, ``v1.``)."""
     if value in (".", ".."):

@@ -33,7 +33,14 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import orjson
 import yaml
 
-from manager.testing import discovery, eventsconv, negotiation, printers, subresources
+from manager.testing import (
+    discovery,
+    eventsconv,
+    negotiation,
+    openapi,
+    printers,
+    subresources,
+)
 from manager.testing.audit import Audit
 from manager.testing.faults import Faults
 from manager.testing.garbage import GarbageCollector
@@ -154,7 +161,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(code)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
-        self.send_header("Cache-Control", "no-cache, private")
+        if "Cache-Control" not in (headers or {}):
+            self.send_header("Cache-Control", "no-cache, private")
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self._finish(data)
@@ -281,18 +289,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(len(data)))
             self._finish(data)
         elif path == "/openapi/v3":
-            self._send_json(200, discovery.openapi_v3_root(owner.registry))
+            self._send_json(200, openapi.root(owner.registry, self._crds()))
         elif path.startswith("/openapi/v3/"):
-            parts = path.removeprefix("/openapi/v3/").split("/")
-            doc = None
-            if parts[0] == "api" and len(parts) == 2:
-                doc = discovery.openapi_v3_group_version(owner.registry, "", parts[1])
-            elif parts[0] == "apis" and len(parts) == 3:
-                doc = discovery.openapi_v3_group_version(owner.registry, parts[1], parts[2])
-            if doc is None:
-                self._not_found_page()
-            else:
-                self._send_json(200, doc)
+            self._openapi(path.removeprefix("/openapi/v3/"))
         elif (
             path in ("/api", "/apis")
             and (target := negotiation.target(self.headers.get("Accept") or "")).as_kind
@@ -300,12 +299,14 @@ class _Handler(BaseHTTPRequestHandler):
         ):
             # Aggregated discovery: the Content-Type names what was answered (client-go
             # checks it to tell aggregated from legacy discovery).
-            doc = discovery.aggregated(owner.registry, core=path == "/api", version=target.version)
+            listing = discovery.aggregated(
+                owner.registry, core=path == "/api", version=target.version
+            )
             ctype = (
                 f"application/json;g=apidiscovery.k8s.io;v={target.version}"
                 ";as=APIGroupDiscoveryList"
             )
-            self._send_json(200, doc, {"Vary": "Accept"}, content_type=ctype)
+            self._send_json(200, listing, {"Vary": "Accept"}, content_type=ctype)
         elif path == "/api":
             self._send_json(
                 200, discovery.api_versions(self.server.owner.url.removeprefix("http://"))
@@ -329,6 +330,41 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             return False
         return True
+
+    def _crds(self) -> dict[str, JsonDict]:
+        storage = self.server.owner.storage
+        with storage.lock:
+            crds = storage.list("apiextensions.k8s.io/customresourcedefinitions", None)
+        return {str(c["metadata"]["name"]): c for c in crds}
+
+    def _openapi(self, rel: str) -> None:
+        """One group-version's OpenAPI v3 document; ``?hash=`` as kube-apiserver serves it
+        (the current hash: cacheable for good; a stale one: a redirect to the current)."""
+        parts = rel.split("/")
+        registry = self.server.owner.registry
+        doc = None
+        if parts[0] == "api" and len(parts) == 2:
+            doc = openapi.group_version_document(registry, "", parts[1], self._crds())
+        elif parts[0] == "apis" and len(parts) == 3:
+            doc = openapi.group_version_document(registry, parts[1], parts[2], self._crds())
+        if doc is None:
+            self._not_found_page()
+            return
+        digest = openapi.document_hash(doc)
+        asked = parse_qs(urlsplit(self.path).query).get("hash", [""])[-1]
+        if asked and asked != digest:
+            self.send_response(301)
+            self.send_header("Location", f"/openapi/v3/{rel}?hash={digest}")
+            self.send_header("Content-Length", "0")
+            self._finish(b"")
+            return
+        headers = {"Etag": f'"{digest}"'}
+        if asked:
+            headers["Cache-Control"] = "public, immutable"
+            headers["Expires"] = time.strftime(
+                "%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 365 * 86400)
+            )
+        self._send_json(200, doc, headers)
 
     def _under_builtin_api(self, path: str) -> bool:
         """Whether kube-apiserver's go-restful container claims ``path``: ``/api/...`` and

@@ -262,3 +262,29 @@ def test_unsupported_request_media_type_is_415(api_client: Any, namespace: str) 
     )
     for media in ("application/json", "application/yaml", "application/vnd.kubernetes.protobuf"):
         assert media in message
+
+
+# --------------------------------------------------------------------------- OpenAPI v3
+
+
+def test_openapi_v3_documents_per_group_version(api_client: Any) -> None:
+    root = ok(http(api_client, "GET", "/openapi/v3"), 200)
+    url = root["paths"]["apis/apps/v1"]["serverRelativeURL"]
+    path, _, query = url.partition("?")
+    assert path == "/openapi/v3/apis/apps/v1"
+    digest = query.removeprefix("hash=")
+    assert len(digest) == 128
+    assert set(digest) <= set("0123456789ABCDEF")
+    response = http(api_client, "GET", path, query={"hash": digest})
+    assert response.status == 200
+    assert "immutable" in response.headers.get("Cache-Control", "")
+    schemas = response.body["components"]["schemas"]
+    deployment = next(
+        s
+        for s in schemas.values()
+        if {"group": "apps", "version": "v1", "kind": "Deployment"}
+        in s.get("x-kubernetes-group-version-kind", [])
+    )
+    assert {"apiVersion", "kind", "metadata", "spec", "status"} <= set(deployment["properties"])
+    assert "/apis/apps/v1/namespaces/{namespace}/deployments/{name}" in response.body["paths"]
+    assert "api/v1" in root["paths"]

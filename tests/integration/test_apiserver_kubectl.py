@@ -330,3 +330,12 @@ def test_kubectl_create_namespace(kubeconfig_path: str, tmp_path: Path, api_clie
         assert ns.status.phase == "Active"
     finally:
         _kubectl(kubeconfig_path, tmp_path, "delete", "namespace", name, "--wait=false")
+
+
+def test_kubectl_explain_reads_openapi_v3(kubeconfig_path: str, tmp_path: Path) -> None:
+    out = _succeeded(_kubectl(kubeconfig_path, tmp_path, "explain", "deployment.spec.replicas"))
+    assert "KIND:       Deployment" in out
+    assert "replicas" in out
+    assert "<integer>" in out
+    out = _succeeded(_kubectl(kubeconfig_path, tmp_path, "explain", "pods.spec.containers"))
+    assert "image\t<string>" in out
