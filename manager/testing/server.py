@@ -25,6 +25,7 @@ import socket
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -793,18 +794,53 @@ class _Handler(BaseHTTPRequestHandler):
             return
         owner._watch_opened(watcher)
         try:
-            self._stream(watcher, timeout, bookmarks)
+            self._stream(watcher, timeout, bookmarks, self._watch_transform(route, query))
         finally:
             storage.unsubscribe(served.key, watcher)
             owner._watch_closed(watcher)
         self.close_connection = True
 
-    def _stream(self, watcher: Watcher, timeout: float, bookmarks: bool) -> None:
+    def _watch_transform(
+        self, route: _Route, query: dict[str, str]
+    ) -> Callable[[str, JsonDict], JsonDict] | None:
+        """What each event's object becomes when the Accept header asks for a Table (one
+        row per event; column definitions on the first only, as the watch server's
+        Fixup sets NoHeaders) or for PartialObjectMetadata; None for plain objects."""
+        target = negotiation.target(self.headers.get("Accept") or "")
+        render = _renderer(route.served)
+        if target.as_kind == "PartialObjectMetadata":
+            api_version = f"meta.k8s.io/{target.version}"
+            return lambda _t, obj: partial_metadata(render(obj), api_version, listed=False)
+        if target.as_kind != "Table":
+            return None
+        headers = [True]
+
+        def table(event_type: str, obj: JsonDict) -> JsonDict:
+            if event_type in ("BOOKMARK", "ERROR"):
+                return obj
+            rv = (obj.get("metadata") or {}).get("resourceVersion", "")
+            out = self._table(route, "get", render(obj), query)
+            out["metadata"] = {"resourceVersion": rv}
+            if not headers[0]:
+                out["columnDefinitions"] = None
+            headers[0] = False
+            return out
+
+        return table
+
+    def _stream(
+        self,
+        watcher: Watcher,
+        timeout: float,
+        bookmarks: bool,
+        transform: Callable[[str, JsonDict], JsonDict] | None = None,
+    ) -> None:
         owner = self.server.owner
         deadline = time.monotonic() + timeout
         interval = owner.bookmark_interval
         next_bookmark = time.monotonic() + interval
-        render = _renderer(watcher.served)
+        render = transform or _event_renderer(watcher.served)
+
         try:
             while True:
                 now = time.monotonic()
@@ -824,7 +860,7 @@ class _Handler(BaseHTTPRequestHandler):
                             b'{"type":"'
                             + t.encode()
                             + b'","object":'
-                            + orjson.dumps(render(o))
+                            + orjson.dumps(render(t, o))
                             + b"}\n"
                             for t, o in batch
                         )
@@ -838,6 +874,14 @@ class _Handler(BaseHTTPRequestHandler):
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
+
+
+def _event_renderer(served: ServedResource) -> Callable[[str, JsonDict], JsonDict]:
+    """``_renderer`` taking the event type too (one call per event on the hot path)."""
+    if not served.custom and served.resource.group != "events.k8s.io":
+        return lambda _t, obj: obj
+    plain = _renderer(served)
+    return lambda _t, obj: plain(obj)
 
 
 def _renderer(served: ServedResource) -> Any:

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 from typing import Any
 
 import pytest
 
-from tests.integration.rawhttp import http, ok
+from tests.integration.rawhttp import http, ok, stream
 
 AGGREGATED_V2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 AGGREGATED_V2BETA1 = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
@@ -288,3 +289,61 @@ def test_openapi_v3_documents_per_group_version(api_client: Any) -> None:
     assert {"apiVersion", "kind", "metadata", "spec", "status"} <= set(deployment["properties"])
     assert "/apis/apps/v1/namespaces/{namespace}/deployments/{name}" in response.body["paths"]
     assert "api/v1" in root["paths"]
+
+
+# --------------------------------------------------------------------------- watch formats
+
+
+def _events(resp: Any, count: int) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    buffer = b""
+    for chunk in resp.stream(amt=None, decode_content=False):
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            if line.strip():
+                events.append(json.loads(line))
+        if len(events) >= count:
+            break
+    return events
+
+
+@pytest.mark.parametrize("as_kind", ["Table", "PartialObjectMetadata"])
+def test_watch_in_table_and_metadata_form(api_client: Any, namespace: str, as_kind: str) -> None:
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    listed = ok(http(api_client, "GET", path), 200)
+    accept = TABLE if as_kind == "Table" else PARTIAL
+    resp = stream(
+        api_client,
+        "GET",
+        path,
+        query={
+            "watch": True,
+            "resourceVersion": listed["metadata"]["resourceVersion"],
+            "timeoutSeconds": 20,
+        },
+        headers={"Accept": f"{accept},application/json"},
+        read_timeout=20,
+    )
+    try:
+        assert resp.status == 200
+        for name in ("w1", "w2"):
+            body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}
+            ok(http(api_client, "POST", path, body=body), 201)
+        first, second = _events(resp, 2)
+    finally:
+        resp.close()
+        resp.release_conn()
+    assert (first["type"], second["type"]) == ("ADDED", "ADDED")
+    if as_kind == "Table":
+        assert first["object"]["kind"] == "Table"
+        assert [c["name"] for c in first["object"]["columnDefinitions"]][:2] == ["Name", "Data"]
+        assert second["object"]["columnDefinitions"] is None
+        assert [r["cells"][0] for r in (first["object"]["rows"] + second["object"]["rows"])] == [
+            "w1",
+            "w2",
+        ]
+    else:
+        assert first["object"]["kind"] == "PartialObjectMetadata"
+        assert first["object"]["metadata"]["name"] == "w1"
+        assert "data" not in second["object"]
