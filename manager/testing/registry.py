@@ -53,6 +53,7 @@ class ServedResource:
     default_finalizers: tuple[str, ...] = field(default=())
     storage_key: str = ""  # stored as another resource (events.k8s.io Events are core Events)
     subresources: tuple[str, ...] = ()  # beyond status: scale, log, binding, eviction, ...
+    default_propagation: str = ""  # "Orphan": DefaultGarbageCollectionPolicy (batch/v1 Jobs)
 
     @property
     def key(self) -> str:
@@ -85,6 +86,7 @@ def _builtin(
     version: str = "v1",
     subresources: tuple[str, ...] = (),
     verbs: tuple[str, ...] = _DEFAULT_VERBS,
+    default_propagation: str = "",
 ) -> ServedResource:
     return ServedResource(
         Resource(group, version, plural, kind, namespaced, has_status=status),
@@ -95,6 +97,7 @@ def _builtin(
         delete_returns_object=returns_object,
         categories=categories,
         subresources=subresources,
+        default_propagation=default_propagation,
     )
 
 
@@ -125,6 +128,7 @@ def _more_builtins() -> list[ServedResource]:
             generation=_SPEC,
             categories=("all",),
             subresources=("scale",),
+            default_propagation="Orphan",  # v1 keeps the old default, for compatibility
         ),
         b("", "resourcequotas", "ResourceQuota", True, short=("quota",), status=True),
         # apps/v1
@@ -151,7 +155,16 @@ def _more_builtins() -> list[ServedResource]:
             subresources=("scale",),
         ),
         # batch/v1
-        b("batch", "jobs", "Job", True, status=True, generation=_SPEC, categories=("all",)),
+        b(
+            "batch",
+            "jobs",
+            "Job",
+            True,
+            status=True,
+            generation=_SPEC,
+            categories=("all",),
+            default_propagation="Orphan",  # batch/v1 keeps the old default, for compatibility
+        ),
         b(
             "batch",
             "cronjobs",

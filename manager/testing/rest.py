@@ -1019,6 +1019,7 @@ class Rest:
             policy = options.propagation_policy
             if not policy and options.orphan_dependents is not None:
                 policy = "Orphan" if options.orphan_dependents else "Background"
+            policy = policy or served.default_propagation  # the strategy's default
             if policy and policy not in ("Orphan", "Background", "Foreground"):
                 raise StatusError(
                     422,

@@ -676,3 +676,20 @@ def test_token_request_too_short_is_invalid(api_client: Any, namespace: str) -> 
         body=request,
     )
     assert response.status == 422, response.body
+
+
+def test_deleting_a_job_orphans_by_default(api_client: Any, namespace: str) -> None:
+    """batch/v1 Jobs keep OrphanDependents as their default GC policy (jobStrategy)."""
+    path = f"/apis/batch/v1/namespaces/{namespace}/jobs"
+    body = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "orphaning"},
+        "spec": {"suspend": True, "template": _template("orphaning", "Never")},
+    }
+    ok(http(api_client, "POST", path, body=body), 201)
+    answer = ok(http(api_client, "DELETE", f"{path}/orphaning"), 200)
+    assert answer["kind"] == "Job"
+    assert "orphan" in answer["metadata"]["finalizers"]
+    assert answer["metadata"]["deletionTimestamp"]
+    eventually(gone(api_client, f"{path}/orphaning"), 30, "job deleted after orphaning")
