@@ -483,7 +483,12 @@ class _Handler(BaseHTTPRequestHandler):
                     "the server does not allow this method on the requested resource",
                 )
             return subresources.create_only(
-                rest, self.server.owner.registry, served, ns, self._decode(body, served)
+                rest,
+                self.server.owner.registry,
+                served,
+                ns,
+                self._decode(body, served),
+                user=self._user(),
             )
         if sub == "approval":
             if verb != "update":

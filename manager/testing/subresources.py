@@ -49,7 +49,7 @@ __all__ = [
 
 JsonDict = dict[str, Any]
 
-ANONYMOUS: Final = {"username": "system:anonymous", "groups": ["system:unauthenticated"]}
+ANONYMOUS_USER: Final = "system:anonymous"
 ISSUER: Final = "https://kubernetes.default.svc.cluster.local"
 CREATE_ONLY_KINDS: Final = frozenset(
     {
@@ -546,9 +546,18 @@ def _token_user(token: str) -> JsonDict | None:
 
 
 def create_only(
-    rest: Rest, registry: ResourceRegistry, served: ServedResource, ns: str | None, body: Any
+    rest: Rest,
+    registry: ResourceRegistry,
+    served: ServedResource,
+    ns: str | None,
+    body: Any,
+    *,
+    user: str = ANONYMOUS_USER,
 ) -> tuple[int, JsonDict]:
-    """A POST to a resource that stores nothing: bindings and the reviews."""
+    """A POST to a resource that stores nothing: bindings and the reviews.
+
+    ``user`` is who asks (the server authenticates nobody: the bearer token names it).
+    """
     kind = served.resource.kind
     obj = _body(body, kind)
     if kind == "Binding":
@@ -581,12 +590,13 @@ def create_only(
             "incomplete": False,
         }
     elif kind == "SelfSubjectReview":
-        out["status"] = {"userInfo": dict(ANONYMOUS)}
+        groups = ["system:unauthenticated"] if user == ANONYMOUS_USER else ["system:authenticated"]
+        out["status"] = {"userInfo": {"username": user, "groups": groups}}
     elif kind == "TokenReview":
-        user = _token_user(str(spec.get("token") or ""))
+        reviewed = _token_user(str(spec.get("token") or ""))
         out["status"] = (
-            {"authenticated": True, "user": user, "audiences": [ISSUER]}
-            if user is not None
+            {"authenticated": True, "user": reviewed, "audiences": [ISSUER]}
+            if reviewed is not None
             else {"user": {}, "error": "[invalid bearer token, token lookup failed]"}
         )
     return 201, out

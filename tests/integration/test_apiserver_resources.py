@@ -693,3 +693,33 @@ def test_deleting_a_job_orphans_by_default(api_client: Any, namespace: str) -> N
     assert "orphan" in answer["metadata"]["finalizers"]
     assert answer["metadata"]["deletionTimestamp"]
     eventually(gone(api_client, f"{path}/orphaning"), 30, "job deleted after orphaning")
+
+
+def test_self_subject_review_and_access_review(api_client: Any) -> None:
+    review = ok(
+        http(
+            api_client,
+            "POST",
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            body={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+        ),
+        201,
+    )
+    assert review["kind"] == "SelfSubjectReview"
+    assert review["status"]["userInfo"]["username"]
+    access = ok(
+        http(
+            api_client,
+            "POST",
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            body={
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SelfSubjectAccessReview",
+                "spec": {"resourceAttributes": {"verb": "list", "resource": "configmaps"}},
+            },
+        ),
+        201,
+    )
+    assert access["status"]["allowed"] is True
+    listing = http(api_client, "GET", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")
+    assert listing.status == 405, listing.body
