@@ -368,9 +368,23 @@ def _invalid_message(kind: str, group: str, name: str, errors: list[str]) -> str
 # --- metadata --------------------------------------------------------------------------
 
 _ANNOTATIONS_LIMIT: Final = 256 * 1024
+
+
+def _is_path_segment_name(value: str) -> list[str]:
+    """``path.IsValidPathSegmentName``: RBAC and APIService names (``system:...``, ``v1.``)."""
+    if value in (".", ".."):
+        return [f"may not be '{value}'"]
+    return [f"may not contain '{c}'" for c in "/%" if c in value]
+
+
 _NAME_RULES: Final[Mapping[str, Callable[[str], list[str]]]] = {
     "Namespace": is_dns1123_label,
-    "Service": is_dns1035_label,
+    # 1.36 serves RelaxedServiceNameValidation: a Service name is an RFC 1123 label.
+    "Service": is_dns1123_label,
+    **dict.fromkeys(
+        ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding", "APIService"),
+        _is_path_segment_name,
+    ),
 }
 
 
@@ -1043,7 +1057,7 @@ def _ingress_backend(backend: Any, path: str) -> list[FieldError]:
     if not name:
         errs.append(_required(f"{path}.service.name"))
     else:
-        errs.extend(_invalid(f"{path}.service.name", name, m) for m in is_dns1035_label(str(name)))
+        errs.extend(_invalid(f"{path}.service.name", name, m) for m in is_dns1123_label(str(name)))
     port = service.get("port")
     port = port if isinstance(port, Mapping) else {}
     port_name, number = port.get("name"), port.get("number")
@@ -1407,6 +1421,10 @@ def validate(kind: str, group: str, obj: dict[str, Any], old: dict[str, Any] | N
         errs.extend(_crd(obj))
     elif builtin == ("Event", ""):
         errs.extend(_event(obj))
+    else:
+        from manager.testing import kinds  # the other built-in kinds
+
+        errs.extend(kinds.validate(kind, group, obj, old))
     if errs:
         raise AdmissionError(kind, group, str(meta.get("name") or ""), [e.cause() for e in errs])
 
@@ -1761,4 +1779,8 @@ def default(
         _default_secret(out)
     elif builtin == ("CustomResourceDefinition", "apiextensions.k8s.io"):
         _default_crd(out)
+    else:
+        from manager.testing import kinds  # the other built-in kinds
+
+        kinds.default(kind, group, out, creating=creating)
     return out

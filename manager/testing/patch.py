@@ -373,6 +373,63 @@ STRATEGIC_KINDS: Final[Mapping[str, _Schema]] = {
     "Event": {"metadata": _META},
     "Ingress": {"metadata": _META},
     "Lease": {"metadata": _META},
+    # The other built-in kinds (manager.testing.kinds): templates and conditions merge.
+    "DaemonSet": _WORKLOAD,
+    "StatefulSet": _WORKLOAD,
+    "ReplicationController": _WORKLOAD,
+    "Job": _WORKLOAD,
+    "CronJob": {
+        "metadata": _META,
+        "spec": _Field(
+            schema={"jobTemplate": _Field(schema={"spec": _Field(schema={"template": _TEMPLATE})})}
+        ),
+    },
+    "PodTemplate": {"metadata": _META, "template": _TEMPLATE},
+    "Scale": {"metadata": _META},
+    **{
+        kind: {"metadata": _META, "status": _Field(schema={"conditions": _CONDITIONS})}
+        for kind in (
+            "PersistentVolumeClaim",
+            "PersistentVolume",
+            "ResourceQuota",
+            "HorizontalPodAutoscaler",
+            "PodDisruptionBudget",
+            "APIService",
+            "CertificateSigningRequest",
+            "CustomResourceDefinition",
+            "FlowSchema",
+            "PriorityLevelConfiguration",
+            "ValidatingAdmissionPolicy",
+            "VolumeAttachment",
+        )
+    },
+    **{
+        kind: {"metadata": _META, "webhooks": _Field(merge=True, key="name")}
+        for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+    },
+    **{
+        kind: {"metadata": _META}
+        for kind in (
+            "ControllerRevision",
+            "Endpoints",
+            "LimitRange",
+            "Role",
+            "RoleBinding",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "EndpointSlice",
+            "IngressClass",
+            "NetworkPolicy",
+            "StorageClass",
+            "CSIDriver",
+            "CSINode",
+            "CSIStorageCapacity",
+            "VolumeAttributesClass",
+            "PriorityClass",
+            "RuntimeClass",
+            "ValidatingAdmissionPolicyBinding",
+        )
+    },
 }
 """The kinds strategic merge patch knows, with the merge strategy of their fields."""
 

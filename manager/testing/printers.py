@@ -969,6 +969,682 @@ _PRINTERS: Final[dict[tuple[str, str], _Printer]] = {
 }
 
 
+# --- the other built-in kinds (printers.go) ----------------------------------------------
+
+
+def _since_or_none(value: Any, now: datetime) -> str:
+    return "<none>" if value is None else _since(value, now)
+
+
+def _print_daemonset(obj: JsonDict, now: datetime) -> _Row:
+    spec, status = _dict(obj.get("spec")), _dict(obj.get("status"))
+    names, images = _containers(_d(spec, "template", "spec"))
+    cells: list[Cell] = [
+        _name(obj),
+        _int(status.get("desiredNumberScheduled")),
+        _int(status.get("currentNumberScheduled")),
+        _int(status.get("numberReady")),
+        _int(status.get("updatedNumberScheduled")),
+        _int(status.get("numberAvailable")),
+        _format_labels(_d(spec, "template", "spec", "nodeSelector")),
+        _age(obj, now),
+        names,
+        images,
+        _selector_string(spec.get("selector"), invalid="<invalid>") or "<none>",
+    ]
+    return cells, None
+
+
+def _print_statefulset(obj: JsonDict, now: datetime) -> _Row:
+    spec, status = _dict(obj.get("spec")), _dict(obj.get("status"))
+    desired = _int(spec.get("replicas")) if "replicas" in spec else 1
+    names, images = _containers(_d(spec, "template", "spec"))
+    ready = f"{_int(status.get('readyReplicas'))}/{desired}"
+    return [_name(obj), ready, _age(obj, now), names, images], None
+
+
+def _print_replication_controller(obj: JsonDict, now: datetime) -> _Row:
+    spec, status = _dict(obj.get("spec")), _dict(obj.get("status"))
+    desired = _int(spec.get("replicas")) if "replicas" in spec else 1
+    names, images = _containers(_d(spec, "template", "spec"))
+    cells: list[Cell] = [
+        _name(obj),
+        desired,
+        _int(status.get("replicas")),
+        _int(status.get("readyReplicas")),
+        _age(obj, now),
+        names,
+        images,
+        _format_labels(spec.get("selector")),
+    ]
+    return cells, None
+
+
+def _job_status(obj: JsonDict) -> str:
+    conditions = {
+        str(_dict(c).get("type")): _dict(c).get("status")
+        for c in _list(_d(obj, "status", "conditions"))
+    }
+    for state in ("Complete", "Failed", "FailureTarget", "SuccessCriteriaMet"):
+        if conditions.get(state) == "True":
+            return state
+    if _d(obj, "spec", "suspend") is True or conditions.get("Suspended") == "True":
+        return "Suspended"
+    return "Running"
+
+
+def _print_job(obj: JsonDict, now: datetime) -> _Row:
+    spec, status = _dict(obj.get("spec")), _dict(obj.get("status"))
+    succeeded = _int(status.get("succeeded"))
+    if spec.get("completions") is not None:
+        completions = f"{succeeded}/{_int(spec.get('completions'))}"
+    else:
+        parallelism = _int(spec.get("parallelism"))
+        completions = f"{succeeded}/1 of {parallelism}" if parallelism > 1 else f"{succeeded}/1"
+    started = _parse_time(status.get("startTime"))
+    finished = _parse_time(status.get("completionTime")) or now
+    duration = "" if started is None else human_duration(finished - started)
+    names, images = _containers(_d(spec, "template", "spec"))
+    selector = _selector_string(spec.get("selector"), invalid="<error>") or "<none>"
+    cells: list[Cell] = [
+        _name(obj),
+        _job_status(obj),
+        completions,
+        duration,
+        _age(obj, now),
+        names,
+        images,
+        selector,
+    ]
+    return cells, None
+
+
+def _print_cronjob(obj: JsonDict, now: datetime) -> _Row:
+    spec, status = _dict(obj.get("spec")), _dict(obj.get("status"))
+    template_spec = _d(spec, "jobTemplate", "spec", "template", "spec")
+    names, images = _containers(template_spec)
+    selector = _d(spec, "jobTemplate", "spec", "selector")
+    cells: list[Cell] = [
+        _name(obj),
+        str(spec.get("schedule", "")),
+        str(spec.get("timeZone")) if spec.get("timeZone") else "<none>",
+        "True" if spec.get("suspend") else "False",
+        len(_list(status.get("active"))),
+        _since_or_none(status.get("lastScheduleTime"), now),
+        _age(obj, now),
+        names,
+        images,
+        _selector_string(selector, invalid="<error>") or "<none>",
+    ]
+    return cells, None
+
+
+def _print_pdb(obj: JsonDict, now: datetime) -> _Row:
+    spec, status = _dict(obj.get("spec")), _dict(obj.get("status"))
+    cells: list[Cell] = [
+        _name(obj),
+        "N/A" if spec.get("minAvailable") is None else str(spec["minAvailable"]),
+        "N/A" if spec.get("maxUnavailable") is None else str(spec["maxUnavailable"]),
+        _int(status.get("disruptionsAllowed")),
+        _age(obj, now),
+    ]
+    return cells, None
+
+
+def _print_binding(obj: JsonDict, now: datetime) -> _Row:
+    ref = _dict(obj.get("roleRef"))
+    users, groups, sas = [], [], []
+    for subject in (_dict(s) for s in _list(obj.get("subjects"))):
+        kind, name = subject.get("kind"), str(subject.get("name", ""))
+        if kind == "User":
+            users.append(name)
+        elif kind == "Group":
+            groups.append(name)
+        elif kind == "ServiceAccount":
+            sas.append(f"{subject.get('namespace', '')}/{name}")
+    cells: list[Cell] = [
+        _name(obj),
+        f"{ref.get('kind', '')}/{ref.get('name', '')}",
+        _age(obj, now),
+        ", ".join(users),
+        ", ".join(groups),
+        ", ".join(sas),
+    ]
+    return cells, None
+
+
+def _print_apiservice(obj: JsonDict, now: datetime) -> _Row:
+    service = _d(obj, "spec", "service")
+    shown = "Local" if not service else f"{service.get('namespace', '')}/{service.get('name', '')}"
+    available = "Unknown"
+    for cond in (_dict(c) for c in _list(_d(obj, "status", "conditions"))):
+        if cond.get("type") == "Available":
+            available = str(cond.get("status"))
+            if available != "True":
+                available = f"{available} ({cond.get('reason', '')})"
+    return [_name(obj), shown, available, _age(obj, now)], None
+
+
+def _print_endpointslice(obj: JsonDict, now: datetime) -> _Row:
+    ports = [str(_dict(p).get("port", "")) for p in _list(obj.get("ports"))]
+    addresses = [
+        str(a) for e in _list(obj.get("endpoints")) for a in _list(_dict(e).get("addresses"))
+    ]
+    shown = ",".join(addresses[:3]) + (
+        f" + {len(addresses) - 3} more..." if len(addresses) > 3 else ""
+    )
+    cells: list[Cell] = [
+        _name(obj),
+        str(obj.get("addressType", "")),
+        ",".join(ports) or "<unset>",
+        shown or "<unset>",
+        _age(obj, now),
+    ]
+    return cells, None
+
+
+def _print_priority_class(obj: JsonDict, now: datetime) -> _Row:
+    cells: list[Cell] = [
+        _name(obj),
+        _int(obj.get("value")),
+        bool(obj.get("globalDefault")),
+        _age(obj, now),
+        str(obj.get("preemptionPolicy") or ""),
+    ]
+    return cells, None
+
+
+def _print_storage_class(obj: JsonDict, now: datetime) -> _Row:
+    name = _name(obj)
+    annotations = _dict(_d(obj, "metadata", "annotations"))
+    if annotations.get("storageclass.kubernetes.io/is-default-class") == "true":
+        name += " (default)"
+    cells: list[Cell] = [
+        name,
+        str(obj.get("provisioner", "")),
+        str(obj.get("reclaimPolicy") or "Delete"),
+        str(obj.get("volumeBindingMode") or "Immediate"),
+        bool(obj.get("allowVolumeExpansion")),
+        _age(obj, now),
+    ]
+    return cells, None
+
+
+_ACCESS_MODES: Final = {
+    "ReadWriteOnce": "RWO",
+    "ReadOnlyMany": "ROX",
+    "ReadWriteMany": "RWX",
+    "ReadWriteOncePod": "RWOP",
+}
+
+
+def _access_modes(modes: Any) -> str:
+    return ",".join(_ACCESS_MODES.get(str(m), str(m)) for m in _list(modes))
+
+
+def _print_pvc(obj: JsonDict, now: datetime) -> _Row:
+    spec, status = _dict(obj.get("spec")), _dict(obj.get("status"))
+    phase = str(status.get("phase") or "")
+    if _d(obj, "metadata", "deletionTimestamp"):
+        phase = "Terminating"
+    capacity = (
+        str(_dict(status.get("capacity")).get("storage", "")) if spec.get("volumeName") else ""
+    )
+    cells: list[Cell] = [
+        _name(obj),
+        phase,
+        str(spec.get("volumeName") or ""),
+        capacity,
+        _access_modes(status.get("accessModes")) if spec.get("volumeName") else "",
+        str(spec.get("storageClassName") or "<unset>"),
+        str(spec.get("volumeAttributesClassName") or "<unset>"),
+        _age(obj, now),
+        str(spec.get("volumeMode") or "<unset>"),
+    ]
+    return cells, None
+
+
+def _print_pv(obj: JsonDict, now: datetime) -> _Row:
+    spec, status = _dict(obj.get("spec")), _dict(obj.get("status"))
+    claim = _dict(spec.get("claimRef"))
+    phase = "Terminating" if _d(obj, "metadata", "deletionTimestamp") else status.get("phase", "")
+    cells: list[Cell] = [
+        _name(obj),
+        str(_dict(spec.get("capacity")).get("storage", "")),
+        _access_modes(spec.get("accessModes")),
+        str(spec.get("persistentVolumeReclaimPolicy") or ""),
+        str(phase),
+        f"{claim['namespace']}/{claim['name']}" if claim.get("name") else "",
+        str(spec.get("storageClassName") or ""),
+        str(spec.get("volumeAttributesClassName") or "<unset>"),
+        str(status.get("reason") or ""),
+        _age(obj, now),
+        str(spec.get("volumeMode") or "<unset>"),
+    ]
+    return cells, None
+
+
+def _print_name_created_age(obj: JsonDict, now: datetime) -> _Row:
+    return [_name(obj), _age(obj, now)], None
+
+
+def _print_hpa(obj: JsonDict, now: datetime) -> _Row:
+    spec, status = _dict(obj.get("spec")), _dict(obj.get("status"))
+    ref = _dict(spec.get("scaleTargetRef"))
+    targets = []
+    for metric in (_dict(m) for m in _list(spec.get("metrics"))):
+        if metric.get("type") == "Resource":
+            resource = _dict(metric.get("resource"))
+            target = _dict(resource.get("target"))
+            if target.get("averageUtilization") is not None:
+                targets.append(f"{resource.get('name')}: <unknown>/{target['averageUtilization']}%")
+            else:
+                targets.append(
+                    f"{resource.get('name')}: <unknown>/{target.get('averageValue', '')}"
+                )
+        else:
+            targets.append("<unknown>")
+    shown = ", ".join(targets[:2]) + (f" + {len(targets) - 2} more..." if len(targets) > 2 else "")
+    cells: list[Cell] = [
+        _name(obj),
+        f"{ref.get('kind', '')}/{ref.get('name', '')}",
+        shown or "<none>",
+        _int(spec.get("minReplicas")) if spec.get("minReplicas") is not None else "<unset>",
+        _int(spec.get("maxReplicas")),
+        _int(status.get("currentReplicas")),
+        _age(obj, now),
+    ]
+    return cells, None
+
+
+def _print_controller_revision(obj: JsonDict, now: datetime) -> _Row:
+    owner = next(
+        (
+            _dict(r)
+            for r in _list(_d(obj, "metadata", "ownerReferences"))
+            if _dict(r).get("controller")
+        ),
+        None,
+    )
+    controller = "<none>"
+    if owner is not None:
+        group = str(owner.get("apiVersion", "")).rpartition("/")[0]
+        kind = str(owner.get("kind", "")).lower()
+        controller = (
+            f"{kind}.{group}/{owner.get('name', '')}"
+            if group
+            else f"{kind}/{owner.get('name', '')}"
+        )
+    return [_name(obj), controller, _int(obj.get("revision")), _age(obj, now)], None
+
+
+def _print_network_policy(obj: JsonDict, now: datetime) -> _Row:
+    selector = _d(obj, "spec", "podSelector")
+    shown = _selector_string(selector, invalid="<invalid>") or "<none>"
+    return [_name(obj), shown, _age(obj, now)], None
+
+
+def _print_ingress_class(obj: JsonDict, now: datetime) -> _Row:
+    spec = _dict(obj.get("spec"))
+    params = _dict(spec.get("parameters"))
+    shown = "<none>"
+    if params:
+        group = params.get("apiGroup") or ""
+        kind = f"{params.get('kind', '')}.{group}" if group else str(params.get("kind", ""))
+        shown = f"{kind}/{params.get('name', '')}"
+    return [_name(obj), str(spec.get("controller", "")), shown, _age(obj, now)], None
+
+
+def _print_runtime_class(obj: JsonDict, now: datetime) -> _Row:
+    return [_name(obj), str(obj.get("handler", "")), _age(obj, now)], None
+
+
+def _print_webhooks(obj: JsonDict, now: datetime) -> _Row:
+    return [_name(obj), len(_list(obj.get("webhooks"))), _age(obj, now)], None
+
+
+_SELECTOR_DOC: Final = "Selector is a label query over pods."
+_MORE_PRINTERS: Final[dict[tuple[str, str], _Printer]] = {
+    ("apps", "DaemonSet"): _Printer(
+        (
+            _NAME_COL,
+            _col("Desired", "The total number of nodes that should be running the daemon pod."),
+            _col("Current", "The number of nodes running at least one daemon pod."),
+            _col(
+                "Ready",
+                "The number of nodes that should be running the daemon pod and have one or "
+                "more ready.",
+            ),
+            _col("Up-to-date", "The total number of nodes that are running updated daemon pod"),
+            _col(
+                "Available",
+                "The number of nodes that should be running the daemon pod and have one or "
+                "more available.",
+            ),
+            _col(
+                "Node Selector",
+                "NodeSelector is a selector which must be true for the pod to fit on a node.",
+            ),
+            _AGE_COL,
+            _col("Containers", _CONTAINERS_DOC, priority=1),
+            _col("Images", _IMAGES_DOC, priority=1),
+            _col("Selector", _SELECTOR_DOC, priority=1),
+        ),
+        _print_daemonset,
+    ),
+    ("apps", "StatefulSet"): _Printer(
+        (
+            _NAME_COL,
+            _col("Ready", "Number of the pod with ready state"),
+            _AGE_COL,
+            _col("Containers", _CONTAINERS_DOC, priority=1),
+            _col("Images", _IMAGES_DOC, priority=1),
+        ),
+        _print_statefulset,
+    ),
+    ("", "ReplicationController"): _Printer(
+        (
+            _NAME_COL,
+            _col("Desired", "Replicas is the number of desired replicas."),
+            _col("Current", "Replicas is the most recently observed number of replicas."),
+            _col("Ready", "The number of ready replicas for this replication controller."),
+            _AGE_COL,
+            _col("Containers", _CONTAINERS_DOC, priority=1),
+            _col("Images", _IMAGES_DOC, priority=1),
+            _col("Selector", _SELECTOR_DOC, priority=1),
+        ),
+        _print_replication_controller,
+    ),
+    ("batch", "Job"): _Printer(
+        (
+            _NAME_COL,
+            _col("Status", "Status of the job."),
+            _col(
+                "Completions",
+                "The desired number of successfully finished pods the job should be run with.",
+            ),
+            _col("Duration", "Time required to complete the job."),
+            _AGE_COL,
+            _col("Containers", _CONTAINERS_DOC, priority=1),
+            _col("Images", _IMAGES_DOC, priority=1),
+            _col("Selector", _SELECTOR_DOC, priority=1),
+        ),
+        _print_job,
+    ),
+    ("batch", "CronJob"): _Printer(
+        (
+            _NAME_COL,
+            _col(
+                "Schedule", "The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron."
+            ),
+            _col("Timezone", "The time zone name for the given schedule."),
+            _col("Suspend", "This flag tells the controller to suspend subsequent executions."),
+            _col("Active", "A list of pointers to currently running jobs."),
+            _col(
+                "Last Schedule",
+                "Information when was the last time the job was successfully scheduled.",
+            ),
+            _AGE_COL,
+            _col("Containers", _CONTAINERS_DOC, priority=1),
+            _col("Images", _IMAGES_DOC, priority=1),
+            _col("Selector", _SELECTOR_DOC, priority=1),
+        ),
+        _print_cronjob,
+    ),
+    ("policy", "PodDisruptionBudget"): _Printer(
+        (
+            _NAME_COL,
+            _col(
+                "Min Available", "The minimum number of pods that must be available simultaneously."
+            ),
+            _col(
+                "Max Unavailable",
+                "The maximum number of pods that may be unavailable simultaneously.",
+            ),
+            _col(
+                "Allowed Disruptions",
+                "Calculated number of pods that may be disrupted at this time.",
+            ),
+            _AGE_COL,
+        ),
+        _print_pdb,
+    ),
+    **{
+        ("rbac.authorization.k8s.io", kind): _Printer(
+            (_NAME_COL, _col("Created At", _CREATED_DOC, "date")), _print_created_at
+        )
+        for kind in ("Role", "ClusterRole")
+    },
+    **{
+        ("rbac.authorization.k8s.io", kind): _Printer(
+            (
+                _NAME_COL,
+                _col("Role", "Role for this binding."),
+                _AGE_COL,
+                _col("Users", "Users in the binding.", priority=1),
+                _col("Groups", "Groups in the binding.", priority=1),
+                _col("ServiceAccounts", "ServiceAccounts in the binding.", priority=1),
+            ),
+            _print_binding,
+        )
+        for kind in ("RoleBinding", "ClusterRoleBinding")
+    },
+    ("apiregistration.k8s.io", "APIService"): _Printer(
+        (
+            _NAME_COL,
+            _col("Service", "The reference to the service that hosts this API endpoint."),
+            _col("Available", "Whether this service is available."),
+            _AGE_COL,
+        ),
+        _print_apiservice,
+    ),
+    ("discovery.k8s.io", "EndpointSlice"): _Printer(
+        (
+            _NAME_COL,
+            _col("AddressType", "The type of address carried by this EndpointSlice."),
+            _col("Ports", "Ports provided by this EndpointSlice."),
+            _col("Endpoints", "Endpoints in this EndpointSlice."),
+            _AGE_COL,
+        ),
+        _print_endpointslice,
+    ),
+    ("scheduling.k8s.io", "PriorityClass"): _Printer(
+        (
+            _NAME_COL,
+            _col("Value", "The value of this priority class.", "integer"),
+            _col(
+                "Global-Default",
+                "globalDefault specifies whether this PriorityClass should be considered as "
+                "the default priority.",
+                "boolean",
+            ),
+            _AGE_COL,
+            _col(
+                "PreemptionPolicy",
+                "PreemptionPolicy is the Policy for preempting pods with lower priority.",
+            ),
+        ),
+        _print_priority_class,
+    ),
+    ("storage.k8s.io", "StorageClass"): _Printer(
+        (
+            _NAME_COL,
+            _col("Provisioner", "Indicates the type of the provisioner."),
+            _col("ReclaimPolicy", "Indicates the type of the reclaim policy."),
+            _col(
+                "VolumeBindingMode",
+                "Indicates how PersistentVolumeClaims should be provisioned and bound.",
+            ),
+            _col(
+                "AllowVolumeExpansion",
+                "Indicates whether the storage class allow volume expand.",
+                "boolean",
+            ),
+            _AGE_COL,
+        ),
+        _print_storage_class,
+    ),
+    ("", "PersistentVolumeClaim"): _Printer(
+        (
+            _NAME_COL,
+            _col(
+                "Status",
+                "The phase indicates if a volume is available, bound to a claim, or released "
+                "by a claim.",
+            ),
+            _col(
+                "Volume",
+                "VolumeName is the binding reference to the PersistentVolume backing this claim.",
+            ),
+            _col("Capacity", "Capacity represents the actual resources of the underlying volume."),
+            _col(
+                "Access Modes",
+                "AccessModes contains the desired access modes the volume should have.",
+            ),
+            _col(
+                "StorageClass",
+                "StorageClassName is the name of the StorageClass required by the claim.",
+            ),
+            _col("VolumeAttributesClass", "VolumeAttributesClassName of the claim."),
+            _AGE_COL,
+            _col(
+                "VolumeMode",
+                "volumeMode defines what type of volume is required by the claim.",
+                priority=1,
+            ),
+        ),
+        _print_pvc,
+    ),
+    ("", "PersistentVolume"): _Printer(
+        (
+            _NAME_COL,
+            _col(
+                "Capacity",
+                "capacity is the description of the persistent volume's resources and capacity.",
+            ),
+            _col("Access Modes", "accessModes contains all ways the volume can be mounted."),
+            _col(
+                "Reclaim Policy",
+                "persistentVolumeReclaimPolicy defines what happens to a persistent volume "
+                "when released from its claim.",
+            ),
+            _col(
+                "Status",
+                "phase indicates if a volume is available, bound to a claim, or released by a"
+                " claim.",
+            ),
+            _col(
+                "Claim",
+                "claimRef is part of a bi-directional binding between PersistentVolume and "
+                "PersistentVolumeClaim.",
+            ),
+            _col(
+                "StorageClass",
+                "storageClassName is the name of StorageClass to which this persistent volume"
+                " belongs.",
+            ),
+            _col(
+                "VolumeAttributesClass",
+                "Name of VolumeAttributesClass to which this persistent volume belongs.",
+            ),
+            _col("Reason", "reason is a brief CamelCase string that describes any failure."),
+            _AGE_COL,
+            _col(
+                "VolumeMode",
+                "volumeMode defines if a volume is intended to be used with a formatted "
+                "filesystem or to remain in raw block state.",
+                priority=1,
+            ),
+        ),
+        _print_pv,
+    ),
+    ("autoscaling", "HorizontalPodAutoscaler"): _Printer(
+        (
+            _NAME_COL,
+            _col(
+                "Reference",
+                "reference to scaled resource; horizontal pod autoscaler will learn the "
+                "current resource consumption and will set the desired number of pods by "
+                "using its Scale subresource.",
+            ),
+            _col(
+                "Targets",
+                "metrics contains the specifications for which to use to calculate the "
+                "desired replica count.",
+            ),
+            _col(
+                "MinPods",
+                "minReplicas is the lower limit for the number of replicas to which the "
+                "autoscaler can scale down.",
+            ),
+            _col(
+                "MaxPods",
+                "maxReplicas is the upper limit for the number of replicas to which the "
+                "autoscaler can scale up.",
+                "integer",
+            ),
+            _col(
+                "Replicas",
+                "currentReplicas is current number of replicas of pods managed by this autoscaler.",
+                "integer",
+            ),
+            _AGE_COL,
+        ),
+        _print_hpa,
+    ),
+    ("apps", "ControllerRevision"): _Printer(
+        (
+            _NAME_COL,
+            _col("Controller", "Controller of the object"),
+            _col(
+                "Revision",
+                "Revision indicates the revision of the state represented by Data.",
+                "integer",
+            ),
+            _AGE_COL,
+        ),
+        _print_controller_revision,
+    ),
+    ("networking.k8s.io", "NetworkPolicy"): _Printer(
+        (
+            _NAME_COL,
+            _col("Pod-Selector", "Selects the pods to which this NetworkPolicy object applies."),
+            _AGE_COL,
+        ),
+        _print_network_policy,
+    ),
+    ("networking.k8s.io", "IngressClass"): _Printer(
+        (
+            _NAME_COL,
+            _col("Controller", "Controller that is responsible for handling this class"),
+            _col("Parameters", "A reference to a resource with additional parameters"),
+            _AGE_COL,
+        ),
+        _print_ingress_class,
+    ),
+    ("node.k8s.io", "RuntimeClass"): _Printer(
+        (
+            _NAME_COL,
+            _col("Handler", "Handler is the name of the underlying runtime and configuration."),
+            _AGE_COL,
+        ),
+        _print_runtime_class,
+    ),
+    **{
+        ("admissionregistration.k8s.io", kind): _Printer(
+            (
+                _NAME_COL,
+                _col("Webhooks", "Webhooks indicates the number of webhooks.", "integer"),
+                _AGE_COL,
+            ),
+            _print_webhooks,
+        )
+        for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+    },
+}
+_PRINTERS.update(_MORE_PRINTERS)
+
+
 # --- custom resources ------------------------------------------------------------------
 
 

@@ -183,12 +183,28 @@ class TcpProxy:
                 data = b""
             if not self._pass():
                 return
+            closed = not data or _eof_waiting(src)  # a close held during a partition
             try:
-                if not data:
+                if closed and data and hasattr(socket, "TCP_CORK"):
+                    # The close travels in the data's last segment, as one held through a
+                    # partition arrives once it heals: the server sees both at once.
+                    dst.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+                if data:
+                    dst.sendall(data)
+                if closed:
                     dst.shutdown(socket.SHUT_WR)  # the close, held and delivered like data
                     return
-                dst.sendall(data)
             except OSError:
                 with contextlib.suppress(OSError):
                     src.shutdown(socket.SHUT_RD)
                 return
+
+
+def _eof_waiting(sock: socket.socket) -> bool:
+    """Whether the peer's close is already waiting behind the data read so far."""
+    try:
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return True

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Final
 
 from manager.resources import Resource
 
@@ -52,6 +52,8 @@ class ServedResource:
     crd_name: str = ""
     default_finalizers: tuple[str, ...] = field(default=())
     storage_key: str = ""  # stored as another resource (events.k8s.io Events are core Events)
+    subresources: tuple[str, ...] = ()  # beyond status: scale, log, binding, eviction, ...
+    default_propagation: str = ""  # "Orphan": DefaultGarbageCollectionPolicy (batch/v1 Jobs)
 
     @property
     def key(self) -> str:
@@ -75,21 +77,224 @@ def _builtin(
     kind: str,
     namespaced: bool,
     *,
-    singular: str,
+    singular: str = "",
     short: tuple[str, ...] = (),
     status: bool = False,
     generation: Generation = Generation.NONE,
     returns_object: bool = False,
     categories: tuple[str, ...] = (),
+    version: str = "v1",
+    subresources: tuple[str, ...] = (),
+    verbs: tuple[str, ...] = _DEFAULT_VERBS,
+    default_propagation: str = "",
 ) -> ServedResource:
     return ServedResource(
-        Resource(group, "v1", plural, kind, namespaced, has_status=status),
-        singular=singular,
+        Resource(group, version, plural, kind, namespaced, has_status=status),
+        singular=singular or kind.lower(),
         short_names=short,
+        verbs=verbs,
         generation=generation,
         delete_returns_object=returns_object,
         categories=categories,
+        subresources=subresources,
+        default_propagation=default_propagation,
     )
+
+
+_CREATE_ONLY: Final = ("create",)
+_SPEC: Final = Generation.SPEC
+_SPEC_ANN: Final = Generation.SPEC_AND_ANNOTATIONS
+
+
+def _more_builtins() -> list[ServedResource]:
+    """The rest of what a 1.36 server lists: plain CRUD + watch, with each strategy's
+    generation, status split and DELETE answer (registry/*/strategy.go)."""
+    b = _builtin
+    return [
+        # core/v1
+        b("", "bindings", "Binding", True, verbs=_CREATE_ONLY),
+        b("", "endpoints", "Endpoints", True, singular="endpoints", short=("ep",)),
+        b("", "limitranges", "LimitRange", True, short=("limits",)),
+        b("", "persistentvolumeclaims", "PersistentVolumeClaim", True, short=("pvc",), status=True),
+        b("", "persistentvolumes", "PersistentVolume", False, short=("pv",), status=True),
+        b("", "podtemplates", "PodTemplate", True),
+        b(
+            "",
+            "replicationcontrollers",
+            "ReplicationController",
+            True,
+            short=("rc",),
+            status=True,
+            generation=_SPEC,
+            categories=("all",),
+            subresources=("scale",),
+            default_propagation="Orphan",  # v1 keeps the old default, for compatibility
+        ),
+        b("", "resourcequotas", "ResourceQuota", True, short=("quota",), status=True),
+        # apps/v1
+        b("apps", "controllerrevisions", "ControllerRevision", True),
+        b(
+            "apps",
+            "daemonsets",
+            "DaemonSet",
+            True,
+            short=("ds",),
+            status=True,
+            generation=_SPEC,
+            categories=("all",),
+        ),
+        b(
+            "apps",
+            "statefulsets",
+            "StatefulSet",
+            True,
+            short=("sts",),
+            status=True,
+            generation=_SPEC,
+            categories=("all",),
+            subresources=("scale",),
+        ),
+        # batch/v1
+        b(
+            "batch",
+            "jobs",
+            "Job",
+            True,
+            status=True,
+            generation=_SPEC,
+            categories=("all",),
+            default_propagation="Orphan",  # batch/v1 keeps the old default, for compatibility
+        ),
+        b(
+            "batch",
+            "cronjobs",
+            "CronJob",
+            True,
+            short=("cj",),
+            status=True,
+            generation=_SPEC,
+            categories=("all",),
+        ),
+        # autoscaling/v2 (v1 left out: a second shape of the same objects)
+        b(
+            "autoscaling",
+            "horizontalpodautoscalers",
+            "HorizontalPodAutoscaler",
+            True,
+            short=("hpa",),
+            status=True,
+            version="v2",
+            categories=("all",),
+        ),
+        # policy/v1
+        b(
+            "policy",
+            "poddisruptionbudgets",
+            "PodDisruptionBudget",
+            True,
+            short=("pdb",),
+            status=True,
+            generation=_SPEC,
+        ),
+        # rbac.authorization.k8s.io/v1
+        b("rbac.authorization.k8s.io", "roles", "Role", True),
+        b("rbac.authorization.k8s.io", "rolebindings", "RoleBinding", True),
+        b("rbac.authorization.k8s.io", "clusterroles", "ClusterRole", False),
+        b("rbac.authorization.k8s.io", "clusterrolebindings", "ClusterRoleBinding", False),
+        # apiregistration.k8s.io/v1
+        b("apiregistration.k8s.io", "apiservices", "APIService", False, status=True),
+        # discovery.k8s.io/v1
+        b("discovery.k8s.io", "endpointslices", "EndpointSlice", True),
+        # networking.k8s.io/v1
+        b("networking.k8s.io", "ingressclasses", "IngressClass", False),
+        b(
+            "networking.k8s.io",
+            "networkpolicies",
+            "NetworkPolicy",
+            True,
+            short=("netpol",),
+            generation=_SPEC,
+        ),
+        # storage.k8s.io/v1
+        b("storage.k8s.io", "storageclasses", "StorageClass", False, short=("sc",)),
+        b("storage.k8s.io", "csidrivers", "CSIDriver", False),
+        b("storage.k8s.io", "csinodes", "CSINode", False),
+        b("storage.k8s.io", "csistoragecapacities", "CSIStorageCapacity", True),
+        b("storage.k8s.io", "volumeattachments", "VolumeAttachment", False, status=True),
+        b(
+            "storage.k8s.io",
+            "volumeattributesclasses",
+            "VolumeAttributesClass",
+            False,
+            short=("vac",),
+        ),
+        # scheduling.k8s.io/v1, node.k8s.io/v1
+        b("scheduling.k8s.io", "priorityclasses", "PriorityClass", False, short=("pc",)),
+        b("node.k8s.io", "runtimeclasses", "RuntimeClass", False),
+        # certificates.k8s.io/v1
+        b(
+            "certificates.k8s.io",
+            "certificatesigningrequests",
+            "CertificateSigningRequest",
+            False,
+            short=("csr",),
+            status=True,
+            subresources=("approval",),
+        ),
+        # admissionregistration.k8s.io/v1 (stored; webhooks are not called, CEL not run)
+        b(
+            "admissionregistration.k8s.io",
+            "mutatingwebhookconfigurations",
+            "MutatingWebhookConfiguration",
+            False,
+            categories=("api-extensions",),
+        ),
+        b(
+            "admissionregistration.k8s.io",
+            "validatingwebhookconfigurations",
+            "ValidatingWebhookConfiguration",
+            False,
+            categories=("api-extensions",),
+        ),
+        b(
+            "admissionregistration.k8s.io",
+            "validatingadmissionpolicies",
+            "ValidatingAdmissionPolicy",
+            False,
+            status=True,
+            generation=_SPEC,
+            categories=("api-extensions",),
+        ),
+        b(
+            "admissionregistration.k8s.io",
+            "validatingadmissionpolicybindings",
+            "ValidatingAdmissionPolicyBinding",
+            False,
+            generation=_SPEC,
+            categories=("api-extensions",),
+        ),
+        # flowcontrol.apiserver.k8s.io/v1
+        b("flowcontrol.apiserver.k8s.io", "flowschemas", "FlowSchema", False, status=True),
+        b(
+            "flowcontrol.apiserver.k8s.io",
+            "prioritylevelconfigurations",
+            "PriorityLevelConfiguration",
+            False,
+            status=True,
+        ),
+        # authorization.k8s.io/v1, authentication.k8s.io/v1: reviews, answered at once
+        b("authorization.k8s.io", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False,
+          verbs=_CREATE_ONLY),
+        b("authorization.k8s.io", "selfsubjectrulesreviews", "SelfSubjectRulesReview", False,
+          verbs=_CREATE_ONLY),
+        b("authorization.k8s.io", "subjectaccessreviews", "SubjectAccessReview", False,
+          verbs=_CREATE_ONLY),
+        b("authorization.k8s.io", "localsubjectaccessreviews", "LocalSubjectAccessReview", True,
+          verbs=_CREATE_ONLY),
+        b("authentication.k8s.io", "selfsubjectreviews", "SelfSubjectReview", False,
+          verbs=_CREATE_ONLY),
+        b("authentication.k8s.io", "tokenreviews", "TokenReview", False, verbs=_CREATE_ONLY),
+    ]  # fmt: skip
 
 
 def _builtins() -> list[ServedResource]:
@@ -115,6 +320,7 @@ def _builtins() -> list[ServedResource]:
             generation=Generation.SPEC,
             returns_object=True,
             categories=("all",),
+            subresources=("binding", "eviction", "log"),
         ),
         _builtin(
             "",
@@ -137,6 +343,7 @@ def _builtins() -> list[ServedResource]:
             singular="serviceaccount",
             short=("sa",),
             returns_object=True,
+            subresources=("token",),
         ),
         _builtin("", "events", "Event", True, singular="event", short=("ev",)),
         _builtin(
@@ -159,6 +366,7 @@ def _builtins() -> list[ServedResource]:
             status=True,
             generation=Generation.SPEC_AND_ANNOTATIONS,
             categories=("all",),
+            subresources=("scale",),
         ),
         _builtin(
             "apps",
@@ -170,6 +378,7 @@ def _builtins() -> list[ServedResource]:
             status=True,
             generation=Generation.SPEC_AND_ANNOTATIONS,
             categories=("all",),
+            subresources=("scale",),
         ),
         _builtin(
             "networking.k8s.io",
@@ -198,6 +407,7 @@ def _builtins() -> list[ServedResource]:
             status=True,
             generation=Generation.SPEC,
         ),
+        *_more_builtins(),
     ]
 
 
@@ -241,8 +451,10 @@ class ResourceRegistry:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_path: dict[tuple[str, str, str], ServedResource] = {}
-        for served in _builtins():
+        builtins = _builtins()
+        for served in builtins:
             self._add(served)
+        self._builtin_groups = frozenset(s.resource.group for s in builtins)
 
     def _add(self, served: ServedResource) -> None:
         r = served.resource
@@ -278,6 +490,10 @@ class ResourceRegistry:
     def __iter__(self) -> Iterator[ServedResource]:
         with self._lock:
             return iter(sorted(self._by_path.values(), key=lambda s: s.key + s.resource.version))
+
+    def builtin_groups(self) -> frozenset[str]:
+        """The API groups compiled into the server (not defined by a CRD)."""
+        return self._builtin_groups
 
     def group_versions(self) -> dict[str, list[str]]:
         """``group -> [versions]`` for every served non-core group (discovery)."""

@@ -15,7 +15,10 @@ Contract:
     * ``!=`` and ``notin`` match objects that lack the key; the empty selector matches
       everything.
     * :meth:`FieldSelector.parse` rejects a field the resource does not support with
-      ``field label not supported: <field>``; a missing field value compares as ``""``.
+      kube's message for that kind (``field label not supported: <field>`` for kinds with
+      a conversion of their own, ``"<field>" is not a known field selector: only
+      "metadata.name", "metadata.namespace"`` for the rest); a missing field value
+      compares as ``""``.
 
 Thread-safety: pure functions over immutable values; safe to share between threads.
 """
@@ -31,6 +34,7 @@ from manager.labels import SelectorError
 __all__ = [
     "FieldRequirement",
     "FieldSelector",
+    "SupportedFields",
     "object_fields",
     "supported_fields",
 ]
@@ -140,7 +144,9 @@ class FieldSelector:
             raw_field, op, raw_value = parts
             field, value = raw_field, _unescape(raw_value)
             if field not in supported:
-                raise SelectorError(f"field label not supported: {field}")
+                if isinstance(supported, SupportedFields):
+                    raise SelectorError(supported.error(field))
+                raise SelectorError(_NOT_SUPPORTED.format(field))
             reqs.append(FieldRequirement(field, "!=" if op == "!=" else "=", value))
         return cls(tuple(reqs))
 
@@ -178,6 +184,7 @@ _POD_FIELDS: Final = (
     "spec.hostNetwork",
     "status.phase",
     "status.podIP",
+    "status.podIPs",
     "status.nominatedNodeName",
 )
 _EVENT_FIELDS: Final = {
@@ -193,56 +200,89 @@ _EVENT_FIELDS: Final = {
     "source": "source.component",
     "type": "type",
 }
-_CLUSTER_SCOPED: Final = frozenset(
-    {
-        ("", "namespaces"),
-        ("", "nodes"),
-        ("", "persistentvolumes"),
-        ("apiextensions.k8s.io", "customresourcedefinitions"),
-        ("rbac.authorization.k8s.io", "clusterroles"),
-        ("rbac.authorization.k8s.io", "clusterrolebindings"),
-        ("storage.k8s.io", "storageclasses"),
-        ("scheduling.k8s.io", "priorityclasses"),
-    }
+_META: Final = ("metadata.name", "metadata.namespace")
+_NOT_SUPPORTED: Final = "field label not supported: {}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Conversion:
+    """A kind's field label conversion (``scheme.AddFieldLabelConversionFunc``)."""
+
+    labels: tuple[str, ...]  # the field labels accepted
+    paths: Mapping[str, str]  # label -> dotted path, for labels beyond metadata
+    message: str  # the error for any other label; "{}" is the label
+
+
+def _conversion(extra: Mapping[str, str], *, meta: tuple[str, ...] = _META) -> _Conversion:
+    return _Conversion((*meta, *extra), dict(extra), _NOT_SUPPORTED)
+
+
+# Kinds with a conversion of their own (pkg/apis/*/v1/conversion.go); every other kind
+# gets runtime.DefaultMetaV1FieldSelectorConversion: metadata.name and metadata.namespace.
+_CONVERSIONS: Final[Mapping[tuple[str, str], _Conversion]] = {
+    ("", "pods"): _conversion({f: f for f in _POD_FIELDS}),
+    ("", "nodes"): _conversion(
+        {"spec.unschedulable": "spec.unschedulable"}, meta=("metadata.name",)
+    ),
+    ("", "replicationcontrollers"): _conversion({"status.replicas": "status.replicas"}),
+    ("", "events"): _conversion(_EVENT_FIELDS),
+    ("", "namespaces"): _conversion({"status.phase": "status.phase"}, meta=("metadata.name",)),
+    ("", "secrets"): _conversion({"type": "type"}),
+    ("", "services"): _conversion({"spec.clusterIP": "spec.clusterIP", "spec.type": "spec.type"}),
+    ("apps", "replicasets"): _conversion({"status.replicas": "status.replicas"}),
+    ("batch", "jobs"): _Conversion(
+        (*_META, "status.successful"),
+        {"status.successful": "status.succeeded"},
+        'field label "{}" not supported for "Job"',
+    ),
+    ("batch", "cronjobs"): _Conversion(
+        (*_META, "status.successful"), {}, 'field label "{}" not supported for "CronJob"'
+    ),
+    ("certificates.k8s.io", "certificatesigningrequests"): _conversion(
+        {"spec.signerName": "spec.signerName"}
+    ),
+}
+_DEFAULT: Final = _Conversion(
+    _META, {}, '"{}" is not a known field selector: only "metadata.name", "metadata.namespace"'
 )
 
 
-def _extra_fields(plural: str, group: str) -> dict[str, str]:
+class SupportedFields(frozenset[str]):
+    """The field labels a resource accepts, and kube's error for any other label."""
+
+    message: str = _NOT_SUPPORTED
+
+    def error(self, label: str) -> str:
+        return self.message.format(label)
+
+
+def _conversion_of(plural: str, group: str) -> _Conversion:
+    return _CONVERSIONS.get((group, plural), _DEFAULT)
+
+
+def _extra_fields(plural: str, group: str) -> Mapping[str, str]:
     """Resource-specific field label → dotted path in the object."""
-    if group == "":
-        if plural == "pods":
-            return {f: f for f in _POD_FIELDS}
-        if plural == "events":
-            return dict(_EVENT_FIELDS)
-        if plural == "namespaces":
-            return {"status.phase": "status.phase"}
-        if plural == "secrets":
-            return {"type": "type"}
-        if plural == "nodes":
-            return {"spec.unschedulable": "spec.unschedulable"}
-    if group == "apps" and plural == "replicasets":
-        return {"status.replicas": "status.replicas"}
-    return {}
+    return _conversion_of(plural, group).paths
 
 
-def supported_fields(plural: str, group: str) -> frozenset[str]:
+def supported_fields(plural: str, group: str) -> SupportedFields:
     """The field labels a resource accepts in a field selector."""
-    base = {"metadata.name"}
-    if (group, plural) not in _CLUSTER_SCOPED:
-        base.add("metadata.namespace")
-    return frozenset(base | set(_extra_fields(plural, group)))
+    conversion = _conversion_of(plural, group)
+    out = SupportedFields(conversion.labels)
+    out.message = conversion.message
+    return out
 
 
 def object_fields(plural: str, group: str, obj: Mapping[str, Any]) -> dict[str, str]:
     """The selectable field values of ``obj`` (missing values are ``""``)."""
     fields = {"metadata.name": _get(obj, "metadata.name")}
-    if (group, plural) not in _CLUSTER_SCOPED:
+    if "metadata.namespace" in _conversion_of(plural, group).labels:
         fields["metadata.namespace"] = _get(obj, "metadata.namespace")
     for label, path in _extra_fields(plural, group).items():
         value = _get(obj, path)
         if label in ("spec.hostNetwork", "spec.unschedulable") and value == "":
             value = "false"
-        if label == "status.replicas" and value == "":
+        if label in ("status.replicas", "status.successful") and value == "":
             value = "0"
         fields[label] = value
     return fields

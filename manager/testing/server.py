@@ -25,6 +25,7 @@ import socket
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,14 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import orjson
 import yaml
 
-from manager.testing import discovery, eventsconv, printers
+from manager.testing import (
+    discovery,
+    eventsconv,
+    negotiation,
+    openapi,
+    printers,
+    subresources,
+)
 from manager.testing.audit import Audit
 from manager.testing.faults import Faults
 from manager.testing.fieldvalidation import Directive, warning_header
@@ -149,12 +157,20 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length else b""
 
-    def _send_json(self, code: int, body: Any, headers: dict[str, str] | None = None) -> None:
-        data = orjson.dumps(body)
+    def _send_json(
+        self,
+        code: int,
+        body: Any,
+        headers: dict[str, str] | None = None,
+        *,
+        content_type: str = "application/json",
+    ) -> None:
+        data = orjson.dumps(body) + b"\n"  # as kube-apiserver, a newline after every body
         self.send_response(code)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
-        self.send_header("Cache-Control", "no-cache, private")
+        if "Cache-Control" not in (headers or {}):
+            self.send_header("Cache-Control", "no-cache, private")
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         for text in getattr(self, "_warnings", ()):
@@ -172,6 +188,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/plain; charset=utf-8")
         self.send_header("X-Content-Type-Options", "nosniff")
         self.send_header("Content-Length", str(len(data)))
+        self._finish(data)
+
+    def _send_plain(self, code: int, text: str) -> None:
+        data = text.encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-cache, private")
         self._finish(data)
 
     def _send_status(self, err: StatusError) -> None:
@@ -194,7 +218,18 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             route = self._route(path)
             if route is None:
-                self._not_found_page()
+                if self._under_builtin_api(path):
+                    # go-restful claims /api and /apis/{built-in group}: its 404 is a Status.
+                    self._send_status(
+                        StatusError(
+                            404,
+                            "NotFound",
+                            "the server could not find the requested resource",
+                            {},
+                        )
+                    )
+                else:
+                    self._not_found_page()
                 return
             verb = self._verb(method, route, query)
             r = route.served.resource
@@ -217,8 +252,11 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             with owner.audit.acting(self._user(), verb):
                 code, answer = self._handle(verb, route, query, body)
-            if verb in ("get", "list") and "as=Table" in (self.headers.get("Accept") or ""):
-                answer = self._table(route, verb, answer, query)
+            if isinstance(answer, str):  # pods/log
+                self._send_plain(code, answer)
+                return
+            if verb in ("get", "list"):
+                answer = self._transform(route, verb, answer, query)
             self._send_json(code, answer)
         except StatusError as err:
             self._send_status(err)
@@ -255,20 +293,31 @@ class _Handler(BaseHTTPRequestHandler):
         if path in ("/healthz", "/readyz", "/livez"):
             self._send_text(200, "ok")
         elif path == "/version":
-            self._send_json(200, discovery.version_info())
+            # responsewriters.WriteRawJSON: indented, and no newline after it.
+            data = orjson.dumps(discovery.version_info(), option=orjson.OPT_INDENT_2)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self._finish(data)
         elif path == "/openapi/v3":
-            self._send_json(200, discovery.openapi_v3_root(owner.registry))
+            self._send_json(200, openapi.root(owner.registry, self._crds()))
         elif path.startswith("/openapi/v3/"):
-            parts = path.removeprefix("/openapi/v3/").split("/")
-            doc = None
-            if parts[0] == "api" and len(parts) == 2:
-                doc = discovery.openapi_v3_group_version(owner.registry, "", parts[1])
-            elif parts[0] == "apis" and len(parts) == 3:
-                doc = discovery.openapi_v3_group_version(owner.registry, parts[1], parts[2])
-            if doc is None:
-                self._not_found_page()
-            else:
-                self._send_json(200, doc)
+            self._openapi(path.removeprefix("/openapi/v3/"))
+        elif (
+            path in ("/api", "/apis")
+            and (target := negotiation.target(self.headers.get("Accept") or "")).as_kind
+            == "APIGroupDiscoveryList"
+        ):
+            # Aggregated discovery: the Content-Type names what was answered (client-go
+            # checks it to tell aggregated from legacy discovery).
+            listing = discovery.aggregated(
+                owner.registry, core=path == "/api", version=target.version
+            )
+            ctype = (
+                f"application/json;g=apidiscovery.k8s.io;v={target.version}"
+                ";as=APIGroupDiscoveryList"
+            )
+            self._send_json(200, listing, {"Vary": "Accept"}, content_type=ctype)
         elif path == "/api":
             self._send_json(
                 200, discovery.api_versions(self.server.owner.url.removeprefix("http://"))
@@ -292,6 +341,54 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             return False
         return True
+
+    def _crds(self) -> dict[str, JsonDict]:
+        storage = self.server.owner.storage
+        with storage.lock:
+            crds = storage.list("apiextensions.k8s.io/customresourcedefinitions", None)
+        return {str(c["metadata"]["name"]): c for c in crds}
+
+    def _openapi(self, rel: str) -> None:
+        """One group-version's OpenAPI v3 document; ``?hash=`` as kube-apiserver serves it
+        (the current hash: cacheable for good; a stale one: a redirect to the current)."""
+        parts = rel.split("/")
+        registry = self.server.owner.registry
+        doc = None
+        if parts[0] == "api" and len(parts) == 2:
+            doc = openapi.group_version_document(registry, "", parts[1], self._crds())
+        elif parts[0] == "apis" and len(parts) == 3:
+            doc = openapi.group_version_document(registry, parts[1], parts[2], self._crds())
+        if doc is None:
+            self._not_found_page()
+            return
+        digest = openapi.document_hash(doc)
+        asked = parse_qs(urlsplit(self.path).query).get("hash", [""])[-1]
+        if asked and asked != digest:
+            self.send_response(301)
+            self.send_header("Location", f"/openapi/v3/{rel}?hash={digest}")
+            self.send_header("Content-Length", "0")
+            self._finish(b"")
+            return
+        headers = {"Etag": f'"{digest}"'}
+        if asked:
+            headers["Cache-Control"] = "public, immutable"
+            headers["Expires"] = time.strftime(
+                "%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 365 * 86400)
+            )
+        self._send_json(200, doc, headers)
+
+    def _under_builtin_api(self, path: str) -> bool:
+        """Whether kube-apiserver's go-restful container claims ``path``: ``/api/...`` and
+        ``/apis/{group}/...`` of a built-in group (unknown groups, CRD groups and other
+        paths fall through to the plain-text not-found handler)."""
+        parts = path.strip("/").split("/")
+        if parts[0] == "api":
+            return True
+        return (
+            parts[0] == "apis"
+            and len(parts) >= 2
+            and parts[1] in self.server.owner.registry.builtin_groups()
+        )
 
     def _route(self, path: str) -> _Route | None:
         parts = path.strip("/").split("/")
@@ -324,7 +421,11 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         name = rest[1] if len(rest) >= 2 else None
         subresource = rest[2] if len(rest) == 3 else None
-        if subresource is not None and subresource not in ("status", "finalize"):
+        if subresource is not None and subresource not in (
+            "status",
+            "finalize",
+            *served.subresources,
+        ):
             return None
         if subresource == "status" and not served.resource.has_status:
             return None
@@ -357,13 +458,18 @@ class _Handler(BaseHTTPRequestHandler):
                     values += [str(v) for v in sent]
         return values
 
+    def _decode(self, body: bytes, served: ServedResource) -> Any:
+        """A create/update body, read by its Content-Type (JSON, YAML or protobuf)."""
+        ctype = self.headers.get("Content-Type") or ""
+        return negotiation.decode_body(body, ctype, custom=served.custom)
+
     def _manager(self, query: dict[str, str]) -> str:
         agent = self.headers.get("User-Agent") or ""
         return query.get("fieldManager") or agent.split("/")[0] or "unknown"
 
     def _handle(
         self, verb: str, route: _Route, query: dict[str, str], body: bytes
-    ) -> tuple[int, JsonDict]:
+    ) -> tuple[int, Any]:
         rest = self.server.owner.rest
         served, ns, name = route.served, route.namespace, route.name
         if served.resource.group == "events.k8s.io":
@@ -373,6 +479,50 @@ class _Handler(BaseHTTPRequestHandler):
         check_write_options(
             verb, query, self._dry_run(query, body, verb), self.headers.get("Content-Type") or ""
         )
+        sub = route.subresource
+        if sub is not None and sub not in ("status", "finalize", "approval"):
+            assert name is not None
+            owner = self.server.owner
+            decoded = self._decode(body, served) if verb in ("create", "update") else None
+            return subresources.handle(
+                rest,
+                owner.registry,
+                verb,
+                served,
+                ns,
+                name=name,
+                subresource=sub,
+                body=decoded,
+                raw=body,
+                content_type=self.headers.get("Content-Type") or "",
+                query=query,
+                manager=manager,
+                dry_run=dry_run,
+            )
+        if served.resource.kind in subresources.CREATE_ONLY_KINDS:
+            if verb != "create" or name is not None:
+                raise StatusError(
+                    405,
+                    "MethodNotAllowed",
+                    "the server does not allow this method on the requested resource",
+                )
+            return subresources.create_only(
+                rest,
+                self.server.owner.registry,
+                served,
+                ns,
+                self._decode(body, served),
+                user=self._user(),
+            )
+        if sub == "approval":
+            if verb != "update":
+                raise StatusError(
+                    405,
+                    "MethodNotAllowed",
+                    "the server does not allow this method on the requested resource",
+                )
+            route = _Route(served, ns, name, "status", route.watch_path)
+            verb = "update"
         if verb == "get":
             assert name is not None
             return 200, rest.get(served, ns, name)
@@ -389,7 +539,12 @@ class _Handler(BaseHTTPRequestHandler):
                 raise StatusError(
                     404, "NotFound", "the server could not find the requested resource"
                 )
-            decoded, directive = rest.decode_write(served, body, query.get("fieldValidation", ""))
+            decoded, directive = rest.decode_write(
+                served,
+                body,
+                query.get("fieldValidation", ""),
+                self.headers.get("Content-Type") or "",
+            )
             self._warnings = directive.warnings
             obj = rest.create(
                 served,
@@ -408,7 +563,12 @@ class _Handler(BaseHTTPRequestHandler):
                     "MethodNotAllowed",
                     "the server does not allow this method on the requested resource",
                 )
-            decoded, directive = rest.decode_write(served, body, query.get("fieldValidation", ""))
+            decoded, directive = rest.decode_write(
+                served,
+                body,
+                query.get("fieldValidation", ""),
+                self.headers.get("Content-Type") or "",
+            )
             self._warnings = directive.warnings
             obj = rest.update(
                 served,
@@ -444,7 +604,7 @@ class _Handler(BaseHTTPRequestHandler):
                 force=_truthy(query.get("force")),
                 directive=directive,
             )
-        options = _delete_options(query, body)
+        options = _delete_options(query, body, self.headers.get("Content-Type") or "")
         if verb == "delete":
             assert name is not None
             gone, last = rest.delete(served, ns, name, options, manager=manager)
@@ -452,6 +612,25 @@ class _Handler(BaseHTTPRequestHandler):
         return 200, rest.delete_collection(
             served, ns, _list_options(query), options, manager=manager
         )
+
+    def _transform(
+        self, route: _Route, verb: str, answer: JsonDict, query: dict[str, str]
+    ) -> JsonDict:
+        """The answer in the form the Accept header asks for (Table, metadata only)."""
+        target = negotiation.target(self.headers.get("Accept") or "")
+        if target.as_kind == "Table":
+            return self._table(route, verb, answer, query)
+        if target.as_kind in ("PartialObjectMetadata", "PartialObjectMetadataList"):
+            wanted = "PartialObjectMetadataList" if verb == "list" else "PartialObjectMetadata"
+            if target.as_kind != wanted:
+                raise StatusError(
+                    406,
+                    "NotAcceptable",
+                    f"only the following media types are accepted: application/json;as="
+                    f"{wanted};g=meta.k8s.io;v={target.version}",
+                )
+            return partial_metadata(answer, f"meta.k8s.io/{target.version}", listed=verb == "list")
+        return answer
 
     def _table(self, route: _Route, verb: str, answer: JsonDict, query: dict[str, str]) -> JsonDict:
         """Server-side printing: a meta.k8s.io/v1 Table, as ``kubectl get`` asks for."""
@@ -494,7 +673,7 @@ class _Handler(BaseHTTPRequestHandler):
         dry_run = query.get("dryRun") == "All"
 
         def incoming() -> JsonDict:
-            obj = _decode(body)
+            obj = self._decode(body, served)
             if not isinstance(obj, dict):
                 raise StatusError(400, "BadRequest", "the body must be an object")
             rest._check_body_type(served, obj)
@@ -508,7 +687,11 @@ class _Handler(BaseHTTPRequestHandler):
                 listed = rest.list(core, ns, _list_options(query))
             else:
                 listed = rest.delete_collection(
-                    core, ns, _list_options(query), _delete_options(query, body), manager=manager
+                    core,
+                    ns,
+                    _list_options(query),
+                    _delete_options(query, body, self.headers.get("Content-Type") or ""),
+                    manager=manager,
                 )
             items = []
             for item in listed["items"]:
@@ -555,7 +738,13 @@ class _Handler(BaseHTTPRequestHandler):
                 unview=eventsconv.events_to_core,
             )
             return 200, eventsconv.core_to_events(obj)
-        gone, last = rest.delete(core, ns, name, _delete_options(query, body), manager=manager)
+        gone, last = rest.delete(
+            core,
+            ns,
+            name,
+            _delete_options(query, body, self.headers.get("Content-Type") or ""),
+            manager=manager,
+        )
         return 200, rest.delete_answer(served, gone, eventsconv.core_to_events(last))
 
     # -- watch -----------------------------------------------------------------------
@@ -664,18 +853,53 @@ class _Handler(BaseHTTPRequestHandler):
             return
         owner._watch_opened(watcher)
         try:
-            self._stream(watcher, timeout, bookmarks)
+            self._stream(watcher, timeout, bookmarks, self._watch_transform(route, query))
         finally:
             storage.unsubscribe(served.key, watcher)
             owner._watch_closed(watcher)
         self.close_connection = True
 
-    def _stream(self, watcher: Watcher, timeout: float, bookmarks: bool) -> None:
+    def _watch_transform(
+        self, route: _Route, query: dict[str, str]
+    ) -> Callable[[str, JsonDict], JsonDict] | None:
+        """What each event's object becomes when the Accept header asks for a Table (one
+        row per event; column definitions on the first only, as the watch server's
+        Fixup sets NoHeaders) or for PartialObjectMetadata; None for plain objects."""
+        target = negotiation.target(self.headers.get("Accept") or "")
+        render = _renderer(route.served)
+        if target.as_kind == "PartialObjectMetadata":
+            api_version = f"meta.k8s.io/{target.version}"
+            return lambda _t, obj: partial_metadata(render(obj), api_version, listed=False)
+        if target.as_kind != "Table":
+            return None
+        headers = [True]
+
+        def table(event_type: str, obj: JsonDict) -> JsonDict:
+            if event_type in ("BOOKMARK", "ERROR"):
+                return obj
+            rv = (obj.get("metadata") or {}).get("resourceVersion", "")
+            out = self._table(route, "get", render(obj), query)
+            out["metadata"] = {"resourceVersion": rv}
+            if not headers[0]:
+                out["columnDefinitions"] = None
+            headers[0] = False
+            return out
+
+        return table
+
+    def _stream(
+        self,
+        watcher: Watcher,
+        timeout: float,
+        bookmarks: bool,
+        transform: Callable[[str, JsonDict], JsonDict] | None = None,
+    ) -> None:
         owner = self.server.owner
         deadline = time.monotonic() + timeout
         interval = owner.bookmark_interval
         next_bookmark = time.monotonic() + interval
-        render = _renderer(watcher.served)
+        render = transform or _event_renderer(watcher.served)
+
         try:
             while True:
                 now = time.monotonic()
@@ -695,7 +919,7 @@ class _Handler(BaseHTTPRequestHandler):
                             b'{"type":"'
                             + t.encode()
                             + b'","object":'
-                            + orjson.dumps(render(o))
+                            + orjson.dumps(render(t, o))
                             + b"}\n"
                             for t, o in batch
                         )
@@ -709,6 +933,14 @@ class _Handler(BaseHTTPRequestHandler):
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
+
+
+def _event_renderer(served: ServedResource) -> Callable[[str, JsonDict], JsonDict]:
+    """``_renderer`` taking the event type too (one call per event on the hot path)."""
+    if not served.custom and served.resource.group != "events.k8s.io":
+        return lambda _t, obj: obj
+    plain = _renderer(served)
+    return lambda _t, obj: plain(obj)
 
 
 def _renderer(served: ServedResource) -> Any:
@@ -726,6 +958,27 @@ def _renderer(served: ServedResource) -> Any:
     return render
 
 
+def partial_metadata(answer: JsonDict, api_version: str, *, listed: bool) -> JsonDict:
+    """``PartialObjectMetadata`` of an object, or ``PartialObjectMetadataList`` of a list
+    (handlers/response.go ``asPartialObjectMetadata``/``asPartialObjectMetadataList``)."""
+
+    def one(obj: JsonDict) -> JsonDict:
+        return {
+            "kind": "PartialObjectMetadata",
+            "apiVersion": api_version,
+            "metadata": obj.get("metadata") or {},
+        }
+
+    if not listed:
+        return one(answer)
+    return {
+        "kind": "PartialObjectMetadataList",
+        "apiVersion": api_version,
+        "metadata": answer.get("metadata") or {},
+        "items": [one(item) for item in answer.get("items") or []],
+    }
+
+
 def _truthy(value: str | None) -> bool:
     return (value or "").lower() in ("true", "1")
 
@@ -739,15 +992,6 @@ def _timeout(value: str | None) -> float:
                 400, "BadRequest", f'timeoutSeconds: Invalid value: "{value}"'
             ) from None
     return 1800.0 * (1 + random.random())
-
-
-def _decode(body: bytes) -> Any:
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise StatusError(
-            400, "BadRequest", f"the object provided is unrecognized: invalid JSON: {exc}"
-        ) from None
 
 
 def _list_options(query: dict[str, str]) -> ListOptions:
@@ -767,10 +1011,10 @@ def _list_options(query: dict[str, str]) -> ListOptions:
     )
 
 
-def _delete_options(query: dict[str, str], body: bytes) -> DeleteOptions:
+def _delete_options(query: dict[str, str], body: bytes, content_type: str = "") -> DeleteOptions:
     data: JsonDict = {}
     if body.strip():
-        decoded = _decode(body)
+        decoded = negotiation.decode_body(body, content_type)
         if not isinstance(decoded, dict):
             raise StatusError(400, "BadRequest", "DeleteOptions must be an object")
         data = decoded
@@ -848,6 +1092,7 @@ class LocalApiServer:
             raise RuntimeError("LocalApiServer.start may be called once")
         self._started = True
         self.rest.bootstrap()
+        subresources.bootstrap_apiservices(self.rest, self.registry)
         self.gc.start()
         self._serve((self._host, self._port))
         self._write_kubeconfig()

@@ -107,12 +107,17 @@ def make_crd(api_client: Any) -> Iterator[Callable[..., Crd]]:
             201,
         )
         assert answer["metadata"]["name"] == crd.name
+        # The create answer is the object as stored, before the controllers accept the
+        # names: never Established yet, and conditions may be null.
+        assert not (answer.get("status") or {}).get("conditions")
         created.append(crd)
 
         def established() -> bool:
+            # status.conditions is null (not []) until the naming and establishing
+            # controllers have run: kube-apiserver's create answer always carries null.
             body = ok(http(api_client, "GET", f"{CRDS}/{crd.name}"), 200)
             conditions = {
-                c["type"]: c["status"] for c in body.get("status", {}).get("conditions", [])
+                c["type"]: c["status"] for c in (body.get("status") or {}).get("conditions") or []
             }
             return conditions.get("Established") == "True"
 

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from tests.integration.rawhttp import MERGE, STRATEGIC, http, ok
+from tests.integration.rawhttp import MERGE, STRATEGIC, http, ok, stream
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
@@ -145,12 +145,8 @@ def test_discovery_core_v1_lists_resources(api_client: Any) -> None:
 
 @pytest.mark.parametrize(
     "path",
-    [
-        "/no-such-path-{hex}",
-        "/api/v1/namespaces/default/nosuchthings{hex}",
-        "/apis/nosuch{hex}.example.com/v1",
-    ],
-    ids=["top-level", "unknown-resource", "unknown-group"],
+    ["/no-such-path-{hex}", "/apis/nosuch{hex}.example.com/v1", "/apis/nosuch{hex}.example.com"],
+    ids=["top-level", "unknown-group", "unknown-group-root"],
 )
 def test_unknown_path_is_plain_text_404(api_client: Any, path: str) -> None:
     response = http(api_client, "GET", path.format(hex=uuid.uuid4().hex[:6]))
@@ -158,6 +154,51 @@ def test_unknown_path_is_plain_text_404(api_client: Any, path: str) -> None:
     assert response.headers["Content-Type"].startswith("text/plain")
     assert isinstance(response.body, str)
     assert response.body.strip() == "404 page not found"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/namespaces/default/nosuchthings{hex}",
+        "/api/v1/nosuchthings{hex}",
+        "/apis/apps/v1/nosuchthings{hex}",
+        "/apis/apps/v1/namespaces/default/deployments/x/nosuchsub{hex}",
+    ],
+    ids=["core-namespaced", "core-cluster", "apps", "unknown-subresource"],
+)
+def test_unknown_resource_of_served_group_is_status_404(api_client: Any, path: str) -> None:
+    """Under a built-in group-version, go-restful answers: a JSON Status, not plain text."""
+    response = http(api_client, "GET", path.format(hex=uuid.uuid4().hex[:6]))
+    assert response.status == 404
+    assert response.headers["Content-Type"].startswith("application/json")
+    assert response.body == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": "the server could not find the requested resource",
+        "reason": "NotFound",
+        "details": {},
+        "code": 404,
+    }
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/namespaces/default/configmaps/nope-{hex}",
+        "/no-such-path-{hex}",
+        "/api/v1/namespaces",
+    ],
+    ids=["status", "plain-text", "list"],
+)
+def test_every_body_ends_with_a_newline(api_client: Any, path: str) -> None:
+    resp = stream(api_client, "GET", path.format(hex=uuid.uuid4().hex[:6]))
+    try:
+        raw = resp.read()
+    finally:
+        resp.release_conn()
+    assert raw.endswith(b"\n"), raw[-40:]
 
 
 # --------------------------------------------------------------------------- CRUD per resource

@@ -13,6 +13,7 @@ import select
 import shutil
 import subprocess
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -221,3 +222,120 @@ def test_kubectl_get_watch(
     assert text.index("listed-first") < text.index("watched-later")
     assert proc.returncode is not None
     assert b"error" not in stderr.lower(), stderr.decode(errors="replace")
+
+
+# kubectl's typed create commands send protobuf (application/vnd.kubernetes.protobuf).
+CREATE_COMMANDS = [
+    (["create", "configmap", "cm1", "--from-literal=a=b"], "configmaps/cm1"),
+    (["create", "secret", "generic", "s1", "--from-literal=k=v"], "secrets/s1"),
+    (["create", "deployment", "web", "--image=registry.k8s.io/pause:3.9", "--replicas=0"], None),
+    (["create", "service", "clusterip", "svc1", "--tcp=80:8080"], "services/svc1"),
+    (["create", "service", "nodeport", "np1", "--tcp=80:8080"], "services/np1"),
+    (["create", "serviceaccount", "sa1"], "serviceaccounts/sa1"),
+    (["create", "job", "j1", "--image=registry.k8s.io/pause:3.9"], None),
+    (
+        ["create", "cronjob", "cj1", "--image=registry.k8s.io/pause:3.9", "--schedule=*/5 * * * *"],
+        None,
+    ),
+    (["create", "role", "r1", "--verb=get", "--resource=pods"], None),
+    (["create", "rolebinding", "rb1", "--role=r1", "--user=someone"], None),
+    (["create", "poddisruptionbudget", "pdb1", "--selector=app=x", "--min-available=1"], None),
+    (["create", "quota", "q1", "--hard=pods=2,cpu=1"], None),
+    (["create", "ingress", "ing1", "--rule=ing1.example.com/=svc1:80"], None),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "path"), CREATE_COMMANDS, ids=[" ".join(a[1:3]) for a, _ in CREATE_COMMANDS]
+)
+def test_kubectl_typed_create(
+    kubeconfig_path: str, tmp_path: Path, namespace: str, args: list[str], path: str | None
+) -> None:
+    out = _succeeded(_kubectl(kubeconfig_path, tmp_path, "-n", namespace, *args, "-o", "json"))
+    created = json.loads(out)
+    assert created["metadata"]["name"] in args
+    assert created["metadata"]["namespace"] == namespace
+    assert created["metadata"]["uid"]
+    shown = json.loads(
+        _succeeded(
+            _kubectl(
+                kubeconfig_path,
+                tmp_path,
+                "-n",
+                namespace,
+                "get",
+                f"{created['kind'].lower()}.{created['apiVersion'].split('/')[0]}"
+                if "/" in created["apiVersion"]
+                else created["kind"].lower(),
+                created["metadata"]["name"],
+                "-o",
+                "json",
+            )
+        )
+    )
+    assert shown["metadata"]["uid"] == created["metadata"]["uid"]
+
+
+def test_kubectl_create_configmap_and_secret_content(
+    kubeconfig_path: str, tmp_path: Path, namespace: str, api_client: Any
+) -> None:
+    _succeeded(
+        _kubectl(
+            kubeconfig_path, tmp_path, "-n", namespace, "create", "configmap", "cfg",
+            "--from-literal=a=b", "--from-literal=empty=",
+        )
+    )  # fmt: skip
+    _succeeded(
+        _kubectl(
+            kubeconfig_path, tmp_path, "-n", namespace, "create", "secret", "generic", "sec",
+            "--from-literal=k=v",
+        )
+    )  # fmt: skip
+    core = client.CoreV1Api(api_client)
+    cfg = core.read_namespaced_config_map("cfg", namespace)
+    assert cfg.data == {"a": "b", "empty": ""}
+    sec = core.read_namespaced_secret("sec", namespace)
+    assert sec.data == {"k": "dg=="}
+    assert sec.type == "Opaque"
+
+
+def test_kubectl_create_deployment_keeps_zero_replicas(
+    kubeconfig_path: str, tmp_path: Path, namespace: str
+) -> None:
+    _succeeded(
+        _kubectl(
+            kubeconfig_path, tmp_path, "-n", namespace, "create", "deployment", "zero",
+            "--image=registry.k8s.io/pause:3.9", "--replicas=0", "--port=8080",
+        )
+    )  # fmt: skip
+    shown = json.loads(
+        _succeeded(
+            _kubectl(
+                kubeconfig_path, tmp_path, "-n", namespace, "get", "deploy", "zero", "-o", "json"
+            )
+        )
+    )
+    assert shown["spec"]["replicas"] == 0
+    container = shown["spec"]["template"]["spec"]["containers"][0]
+    assert container["ports"] == [{"containerPort": 8080, "protocol": "TCP"}]
+    assert shown["spec"]["selector"] == {"matchLabels": {"app": "zero"}}
+
+
+def test_kubectl_create_namespace(kubeconfig_path: str, tmp_path: Path, api_client: Any) -> None:
+    name = f"ovs-kubectl-{uuid.uuid4().hex[:8]}"
+    try:
+        out = _succeeded(_kubectl(kubeconfig_path, tmp_path, "create", "namespace", name))
+        assert out.strip() == f"namespace/{name} created"
+        ns = client.CoreV1Api(api_client).read_namespace(name)
+        assert ns.status.phase == "Active"
+    finally:
+        _kubectl(kubeconfig_path, tmp_path, "delete", "namespace", name, "--wait=false")
+
+
+def test_kubectl_explain_reads_openapi_v3(kubeconfig_path: str, tmp_path: Path) -> None:
+    out = _succeeded(_kubectl(kubeconfig_path, tmp_path, "explain", "deployment.spec.replicas"))
+    assert "KIND:       Deployment" in out
+    assert "replicas" in out
+    assert "<integer>" in out
+    out = _succeeded(_kubectl(kubeconfig_path, tmp_path, "explain", "pods.spec.containers"))
+    assert "image\t<string>" in out

@@ -5,12 +5,11 @@ After every rejected write the object must not exist: a rejection stores nothing
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
-from tests.integration.rawhttp import Response, http, ok
+from tests.integration.rawhttp import MERGE, Response, http, ok
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
 
@@ -137,11 +136,11 @@ def test_name_in_body_not_matching_url_on_update_is_bad_request(
         ("configmaps", "ConfigMap", "Upper-Case"),
         ("configmaps", "ConfigMap", "under_score"),
         ("configmaps", "ConfigMap", "x" * 254),
-        ("services", "Service", "1starts-with-digit"),
         ("services", "Service", "s" * 64),
         ("services", "Service", "dotted.name"),
+        ("services", "Service", "-leading-dash"),
     ],
-    ids=["uppercase", "underscore", "too-long-254", "svc-digit", "svc-too-long-64", "svc-dot"],
+    ids=["uppercase", "underscore", "too-long-254", "svc-too-long-64", "svc-dot", "svc-dash"],
 )
 def test_invalid_name_is_rejected(
     api_client: Any, namespace: str, resource: str, kind: str, name: str
@@ -157,6 +156,19 @@ def test_invalid_name_is_rejected(
     assert http(api_client, "GET", f"{collection}/{name}").status in (404, 400)
     listed = ok(http(api_client, "GET", collection), 200)
     assert name not in [i["metadata"]["name"] for i in listed["items"]]
+
+
+def test_service_name_may_start_with_a_digit(api_client: Any, namespace: str) -> None:
+    """1.36 validates Service names as RFC 1123 labels (RelaxedServiceNameValidation)."""
+    collection = f"/api/v1/namespaces/{namespace}/services"
+    body = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "1starts-with-digit"},
+        "spec": {"ports": [{"port": 80}]},
+    }
+    created = ok(http(api_client, "POST", collection, body=body), 201)
+    assert created["metadata"]["name"] == "1starts-with-digit"
 
 
 def test_missing_name_is_invalid(api_client: Any, namespace: str) -> None:
@@ -239,12 +251,17 @@ def test_deployment_selector_not_matching_template_is_invalid(
 
 def test_deployment_selector_is_immutable(api_client: Any, namespace: str) -> None:
     collection = f"/apis/apps/v1/namespaces/{namespace}/deployments"
-    created = ok(http(api_client, "POST", collection, body=_deployment("fixed")), 201)
-    changed = json.loads(json.dumps(created))
-    changed["spec"]["selector"] = {"matchLabels": {"app": "fixed", "extra": "x"}}
-    changed["spec"]["template"]["metadata"]["labels"]["extra"] = "x"
+    ok(http(api_client, "POST", collection, body=_deployment("fixed")), 201)
+    # A patch, not a PUT of the created object: on a cluster the deployment controller
+    # writes the status in between, and a stale PUT would be a 409, not the 422 tested.
+    change = {
+        "spec": {
+            "selector": {"matchLabels": {"app": "fixed", "extra": "x"}},
+            "template": {"metadata": {"labels": {"app": "fixed", "extra": "x"}}},
+        }
+    }
     _assert_invalid(
-        http(api_client, "PUT", f"{collection}/fixed", body=changed),
+        http(api_client, "PATCH", f"{collection}/fixed", body=change, content_type=MERGE),
         "Deployment",
         "spec.selector",
         group="apps",

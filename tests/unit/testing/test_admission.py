@@ -100,7 +100,8 @@ def test_name_messages_are_kubes() -> None:
     [
         ("Namespace", "", "a.b", False),  # DNS label
         ("Namespace", "", "team-a", True),
-        ("Service", "", "1svc", False),  # DNS-1035 label
+        ("Service", "", "1svc", True),  # RFC 1123 label in 1.36 (RelaxedServiceNameValidation)
+        ("Service", "", "svc.dotted", False),
         ("ConfigMap", "", "a.b", True),  # DNS subdomain
         ("Lease", "coordination.k8s.io", "kube.leader", True),
         ("Widget", "example.com", "Bad_Name", False),  # custom resources: subdomain

@@ -1014,3 +1014,90 @@ def test_jsonpath_find(path: str, expected: list[Any]) -> None:
 def test_jsonpath_outside_the_subset_is_an_error(path: str) -> None:
     with pytest.raises(JsonPathError):
         jsonpath_find(DOC, path)
+
+
+# --- the other built-in kinds ------------------------------------------------------------
+
+
+def test_job_row_status_completions_and_duration() -> None:
+    job = {
+        "metadata": meta("batch"),
+        "spec": {
+            "completions": 3,
+            "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "u"}},
+            "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}},
+        },
+        "status": {
+            "succeeded": 3,
+            "startTime": "2024-01-10T11:57:00Z",
+            "completionTime": "2024-01-10T11:57:42Z",
+            "conditions": [{"type": "Complete", "status": "True"}],
+        },
+    }
+    assert cells("Job", "batch", job) == [
+        "batch",
+        "Complete",
+        "3/3",
+        "42s",
+        "3m12s",
+        "c",
+        "busybox",
+        "batch.kubernetes.io/controller-uid=u",
+    ]
+    suspended = {"metadata": meta("s"), "spec": {"suspend": True, "completions": 1}}
+    assert cells("Job", "batch", suspended)[1:4] == ["Suspended", "0/1", ""]
+
+
+def test_cronjob_and_pdb_rows() -> None:
+    cj = {
+        "metadata": meta("nightly"),
+        "spec": {"schedule": "0 3 * * *", "suspend": False, "jobTemplate": {"spec": {}}},
+        "status": {"active": [{"name": "j"}]},
+    }
+    assert cells("CronJob", "batch", cj)[:7] == [
+        "nightly",
+        "0 3 * * *",
+        "<none>",
+        "False",
+        1,
+        "<none>",
+        "3m12s",
+    ]
+    pdb = {
+        "metadata": meta("guard"),
+        "spec": {"maxUnavailable": "25%"},
+        "status": {"disruptionsAllowed": 2},
+    }
+    assert cells("PodDisruptionBudget", "policy", pdb) == ["guard", "N/A", "25%", 2, "3m12s"]
+
+
+def test_binding_and_apiservice_rows() -> None:
+    rb = {
+        "metadata": meta("rb"),
+        "roleRef": {"kind": "ClusterRole", "name": "view"},
+        "subjects": [
+            {"kind": "User", "name": "ann"},
+            {"kind": "ServiceAccount", "name": "sa", "namespace": "ns"},
+        ],
+    }
+    assert cells("RoleBinding", "rbac.authorization.k8s.io", rb) == [
+        "rb",
+        "ClusterRole/view",
+        "3m12s",
+        "ann",
+        "",
+        "ns/sa",
+    ]
+    svc = {
+        "metadata": meta("v1.example.com"),
+        "spec": {"service": {"namespace": "ns", "name": "api"}},
+        "status": {
+            "conditions": [{"type": "Available", "status": "False", "reason": "ServiceNotFound"}]
+        },
+    }
+    assert cells("APIService", "apiregistration.k8s.io", svc) == [
+        "v1.example.com",
+        "ns/api",
+        "False (ServiceNotFound)",
+        "3m12s",
+    ]

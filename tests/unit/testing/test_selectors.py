@@ -205,8 +205,16 @@ def test_field_selector_on_pods(text: str, expected: bool) -> None:
 def test_field_selector_rejects_unsupported_fields() -> None:
     with pytest.raises(SelectorError, match=r"^field label not supported: spec\.foo$"):
         FieldSelector.parse("spec.foo=bar", supported_fields("pods", ""))
-    with pytest.raises(SelectorError, match=r"field label not supported: spec\.nodeName"):
+    with pytest.raises(
+        SelectorError,
+        match=r'^"spec\.nodeName" is not a known field selector: '
+        r'only "metadata\.name", "metadata\.namespace"$',
+    ):
         FieldSelector.parse("spec.nodeName=x", supported_fields("deployments", "apps"))
+    with pytest.raises(SelectorError, match=r'^field label "spec\.x" not supported for "Job"$'):
+        FieldSelector.parse("spec.x=1", supported_fields("jobs", "batch"))
+    with pytest.raises(SelectorError, match=r"^field label not supported: metadata\.namespace$"):
+        FieldSelector.parse("metadata.namespace=x", supported_fields("nodes", ""))
 
 
 def test_field_selector_needs_an_operator() -> None:
