@@ -22,8 +22,8 @@ import base64
 import builtins
 import copy
 import datetime as dt
+import random
 import secrets
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -59,6 +59,18 @@ JsonDict = dict[str, Any]
 
 CRD_CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_UID_RANDOM = random.Random()  # seeded from os.urandom once
+
+
+def new_uid() -> str:
+    """A random (version 4) UUID as kube's ``uuid.NewUUID`` gives. Not from
+    ``uuid.uuid4()``: its ``os.urandom`` per call was a fifth of a create's time, and
+    a uid is unique, not secret."""
+    n = _UID_RANDOM.getrandbits(128)
+    n = (n & ~(0xC000 << 48)) | (0x8000 << 48)  # RFC 4122 variant
+    n = (n & ~(0xF000 << 64)) | (4 << 76)  # version 4
+    h = f"{n:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 _SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
@@ -968,7 +980,7 @@ class Rest:
                     "storedVersions": crd_status["storedVersions"],
                 }
             meta = obj["metadata"]
-            meta["uid"] = meta.get("uid") or str(uuid.uuid4())  # a Job's selector names it
+            meta["uid"] = meta.get("uid") or new_uid()  # a Job's selector names it
             meta["creationTimestamp"] = _now()
             if served.generation is not Generation.NONE:
                 meta["generation"] = 1
