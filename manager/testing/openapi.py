@@ -24,6 +24,7 @@ from typing import Any, Final
 
 import orjson
 
+from manager.testing.protobuf import INLINE
 from manager.testing.protoschema import KINDS, MESSAGES
 from manager.testing.registry import ResourceRegistry, ServedResource
 
@@ -64,16 +65,6 @@ _SPECIAL: Final[dict[str, JsonDict]] = {
     "k8s.io.apimachinery.pkg.api.resource.Quantity": {"type": "string"},
     "k8s.io.apimachinery.pkg.runtime.RawExtension": {"type": "object"},
 }
-_INLINE: Final = frozenset(
-    {
-        ("k8s.io.api.core.v1.Volume", "volumeSource"),
-        ("k8s.io.api.core.v1.PersistentVolumeSpec", "persistentVolumeSource"),
-        ("k8s.io.api.core.v1.Probe", "handler"),
-        ("k8s.io.api.core.v1.EphemeralContainer", "ephemeralContainerCommon"),
-        ("k8s.io.api.admissionregistration.v1.RuleWithOperations", "rule"),
-        ("k8s.io.api.admissionregistration.v1.NamedRuleWithOperations", "ruleWithOperations"),
-    }
-)
 
 
 def schema_name(message: str) -> str:
@@ -93,7 +84,7 @@ def _properties(message: str, schemas: dict[str, JsonDict]) -> JsonDict:
             value = _field_schema(value_kind, value_ref, schemas)
             props[member] = {"type": "object", "additionalProperties": value}
             continue
-        if kind == "message" and (message, member) in _INLINE:
+        if kind == "message" and (message, member) in INLINE:
             props.update(_properties(ref, schemas))
             _collect(ref, schemas)
             continue

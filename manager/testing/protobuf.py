@@ -31,7 +31,7 @@ import orjson
 
 from manager.testing.protoschema import KINDS, MESSAGES
 
-__all__ = ["MAGIC", "ProtobufError", "decode", "decode_message"]
+__all__ = ["INLINE", "MAGIC", "ProtobufError", "decode", "decode_message"]
 
 MAGIC: Final = b"k8s\x00"
 CONTENT_TYPE: Final = "application/vnd.kubernetes.protobuf"
@@ -48,7 +48,7 @@ _RAW_EXTENSION: Final = "k8s.io.apimachinery.pkg.runtime.RawExtension"
 _UNKNOWN: Final = "k8s.io.apimachinery.pkg.runtime.Unknown"
 
 # Go members embedded with `json:",inline"`: their fields belong to the parent's JSON.
-_INLINE: Final = frozenset(
+INLINE: Final = frozenset(
     {
         ("k8s.io.api.core.v1.Volume", "volumeSource"),
         ("k8s.io.api.core.v1.PersistentVolumeSpec", "persistentVolumeSource"),
@@ -286,7 +286,7 @@ def decode_message(name: str, data: bytes) -> Any:
             value = _scalar(kind, wire, raw)
         if repeated:
             out.setdefault(member, []).append(value)
-        elif (name, member) in _INLINE and isinstance(value, dict):
+        elif (name, member) in INLINE and isinstance(value, dict):
             out.update(value)
         elif value is None or (kind == "string" and value == ""):
             continue

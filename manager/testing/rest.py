@@ -71,6 +71,8 @@ def new_uid() -> str:
     n = (n & ~(0xF000 << 64)) | (4 << 76)  # version 4
     h = f"{n:032x}"
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 _SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 

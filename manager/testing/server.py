@@ -463,6 +463,16 @@ class _Handler(BaseHTTPRequestHandler):
         ctype = self.headers.get("Content-Type") or ""
         return negotiation.decode_body(body, ctype, custom=served.custom)
 
+    def _decode_write(
+        self, served: ServedResource, query: dict[str, str], body: bytes
+    ) -> tuple[Any, Directive]:
+        """A POST/PUT body as kube's decoder reads it; its warnings go with the answer."""
+        decoded, directive = self.server.owner.rest.decode_write(
+            served, body, query.get("fieldValidation", ""), self.headers.get("Content-Type") or ""
+        )
+        self._warnings = directive.warnings
+        return decoded, directive
+
     def _manager(self, query: dict[str, str]) -> str:
         agent = self.headers.get("User-Agent") or ""
         return query.get("fieldManager") or agent.split("/")[0] or "unknown"
@@ -539,13 +549,7 @@ class _Handler(BaseHTTPRequestHandler):
                 raise StatusError(
                     404, "NotFound", "the server could not find the requested resource"
                 )
-            decoded, directive = rest.decode_write(
-                served,
-                body,
-                query.get("fieldValidation", ""),
-                self.headers.get("Content-Type") or "",
-            )
-            self._warnings = directive.warnings
+            decoded, directive = self._decode_write(served, query, body)
             obj = rest.create(
                 served,
                 ns,
@@ -563,13 +567,7 @@ class _Handler(BaseHTTPRequestHandler):
                     "MethodNotAllowed",
                     "the server does not allow this method on the requested resource",
                 )
-            decoded, directive = rest.decode_write(
-                served,
-                body,
-                query.get("fieldValidation", ""),
-                self.headers.get("Content-Type") or "",
-            )
-            self._warnings = directive.warnings
+            decoded, directive = self._decode_write(served, query, body)
             obj = rest.update(
                 served,
                 ns,

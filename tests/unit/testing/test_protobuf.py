@@ -189,4 +189,4 @@ def test_every_embedded_member_is_flattened() -> None:
             if kind == "message" and name not in known:
                 embedded.add((message, name))
     assert embedded, "no model matched: the check would pass vacuously"
-    assert embedded - protobuf._INLINE == set()
+    assert embedded - protobuf.INLINE == set()
