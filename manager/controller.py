@@ -20,6 +20,11 @@ Contract (DESIGN.md §3.6):
   may not write now) ends the reconcile without a retry: ``forget``, counted as
   ``result="fenced"``, logged at debug level (the fence itself logs once). The replica
   that may write handles the object.
+* A create refused because its namespace is being deleted
+  (:class:`~manager.errors.NamespaceTerminating`) ends the reconcile without a retry:
+  ``forget``, ``result="namespace_terminating"``, debug log. Every retry would be refused
+  too, and the namespace's deletion removes what lives in it; an object that wants
+  to act again when such a namespace is recreated gets its event then, or its resync.
 * Workers run in a copy of the context of the thread that runs the controller, so a
   write fence set there (:func:`manager.fencing.fenced`) applies to every reconcile.
 * Stopping: no new request is started; reconciles in flight finish; ``run`` returns when
@@ -45,7 +50,13 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from manager.cache.informer import HandlerRegistration, SharedInformer
 from manager.clock import Clock
-from manager.errors import ApiError, OverseerError, TerminalError, WriteFenced
+from manager.errors import (
+    ApiError,
+    NamespaceTerminating,
+    OverseerError,
+    TerminalError,
+    WriteFenced,
+)
 from manager.handler import EnqueueRequestForObject, EnqueueRequestForOwner, EventMapper, unwrap
 from manager.keys import DeletedFinalStateUnknown, JsonDict
 from manager.logs import reconcile_context
@@ -360,6 +371,13 @@ class Controller:
                 RECONCILE_TOTAL.labels(name, "fenced").inc()
                 span.set_attribute("result", "fenced")
                 logger.debug("reconcile ended: write refused by the fence", extra={"why": str(exc)})
+            except NamespaceTerminating as exc:
+                queue.forget(req)
+                RECONCILE_TOTAL.labels(name, "namespace_terminating").inc()
+                span.set_attribute("result", "namespace_terminating")
+                logger.debug(
+                    "reconcile ended: the namespace is being terminated", extra={"why": str(exc)}
+                )
             except TerminalError as exc:
                 queue.forget(req)
                 TERMINAL_ERRORS.labels(name).inc()

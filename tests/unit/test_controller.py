@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from manager.cache.informer import HandlerFuncs, HandlerRegistration, SharedInformer
 from manager.clock import FakeClock
 from manager.controller import Controller
-from manager.errors import ApiError, TerminalError, WriteFenced
+from manager.errors import ApiError, NamespaceTerminating, TerminalError, WriteFenced
 from manager.fencing import current_fence, fenced
 from manager.handler import EnqueueRequestForOwner
 from manager.keys import JsonDict
@@ -454,6 +454,39 @@ def test_a_fenced_write_ends_the_reconcile_without_a_retry(env: Env) -> None:
     assert metric("controller_runtime_reconcile_total", controller=ctl.name, result="fenced") == 1
     assert metric("controller_runtime_reconcile_errors_total", controller=ctl.name) == 0
     assert metric("controller_runtime_reconcile_panics_total", controller=ctl.name) == 0
+
+
+def test_a_create_refused_in_a_terminating_namespace_is_not_retried(env: Env) -> None:
+    """NamespaceLifecycle refused a create: the namespace and what is in it are going
+    away, and every retry would be refused again (issue 15: ~3 refused creates per
+    object). Any plugin gets this, not only the exposer."""
+
+    def behave(req: Request, n: int) -> Result:
+        raise NamespaceTerminating(
+            'services "a" is forbidden: unable to create new content in namespace ns '
+            "because it is being terminated"
+        )
+
+    recon = Recon(behave)
+    clock = FakeClock()
+    limiter = RecordingLimiter(default_controller_rate_limiter(clock=clock))
+    ctl = Controller(unique("ctl"), recon, rate_limiter=limiter, clock=clock)
+    run = env.run(ctl)
+    req = Request("ns", "a")
+    run.add(req)
+    recon.wait_calls(req)
+    run.sync(recon)
+    assert limiter.calls_for(req) == [("forget", req)]
+    assert_never_retried(clock, run, recon, req)
+    assert (
+        metric(
+            "controller_runtime_reconcile_total",
+            controller=ctl.name,
+            result="namespace_terminating",
+        )
+        == 1
+    )
+    assert metric("controller_runtime_reconcile_errors_total", controller=ctl.name) == 0
 
 
 def test_workers_reconcile_under_the_fence_of_the_thread_that_runs_the_controller(
