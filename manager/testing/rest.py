@@ -1253,40 +1253,6 @@ class Rest:
 
     # -- patch -----------------------------------------------------------------------
 
-    def patch(
-        self,
-        served: ServedResource,
-        namespace: str | None,
-        name: str,
-        body: bytes,
-        content_type: str,
-        *,
-        subresource: str | None = None,
-        manager: str = "",
-        dry_run: bool = False,
-        force: bool = False,
-        view: Callable[[JsonDict], JsonDict] | None = None,
-        unview: Callable[[JsonDict], JsonDict] | None = None,
-        directive: Directive | None = None,
-    ) -> JsonDict:
-        """Apply a patch. With ``view``/``unview``, the patch is applied to
-        ``view(stored object)`` (another API's shape of the same object, e.g.
-        events.k8s.io over core Events) and the result stored as ``unview(patched)``."""
-        return self.patch_with_status(
-            served,
-            namespace,
-            name,
-            body,
-            content_type,
-            subresource=subresource,
-            manager=manager,
-            dry_run=dry_run,
-            force=force,
-            view=view,
-            unview=unview,
-            directive=directive,
-        )[1]
-
     def patch_with_status(
         self,
         served: ServedResource,
@@ -1303,7 +1269,10 @@ class Rest:
         unview: Callable[[JsonDict], JsonDict] | None = None,
         directive: Directive | None = None,
     ) -> tuple[int, JsonDict]:
-        """:meth:`patch`, with the HTTP status: 201 when an apply created the object."""
+        """Apply a patch; the HTTP status comes with the object (201 when an apply created
+        it). With ``view``/``unview``, the patch is applied to ``view(stored object)``
+        (another API's shape of the same object, e.g. events.k8s.io over core Events) and
+        the result stored as ``unview(patched)``."""
         ctype = content_type.split(";", maxsplit=1)[0].strip().lower()
         kinds = {
             "application/merge-patch+json": "merge",

@@ -724,7 +724,7 @@ class _Handler(BaseHTTPRequestHandler):
             obj = rest.update(core, ns, name, incoming(), manager=manager, dry_run=dry_run)
             return 200, eventsconv.core_to_events(obj)
         if verb == "patch":
-            obj = rest.patch(
+            code, obj = rest.patch_with_status(
                 core,
                 ns,
                 name,
@@ -735,7 +735,7 @@ class _Handler(BaseHTTPRequestHandler):
                 view=eventsconv.core_to_events,
                 unview=eventsconv.events_to_core,
             )
-            return 200, eventsconv.core_to_events(obj)
+            return code, eventsconv.core_to_events(obj)
         gone, last = rest.delete(
             core,
             ns,
