@@ -49,7 +49,13 @@ unit: $(STAMP)
 test: lint typecheck
 	$(BIN)/python -m pytest -q
 
-bench: $(STAMP)
+# The benchmarks' peers (kopf) are never a runtime or test dependency: installed here.
+BENCH_STAMP := $(VENV)/.installed-bench
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench all
 
 # The e2e suite against a kind cluster running deploy/ (skips without docker or kind).
