@@ -219,20 +219,8 @@ def check_write_options(verb: str, query: dict[str, str], dry_run: list[str], ct
                 f"Unsupported value: {_go_quote(validation)}: supported values: {supported}",
             )
         )
-    if not causes:
-        return
-    errors = [f"{f}: {m}" for _, f, m in causes]
-    joined = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
-    raise StatusError(
-        422,
-        "Invalid",
-        f'{kind}.meta.k8s.io "" is invalid: {joined}',
-        {
-            "group": "meta.k8s.io",
-            "kind": kind,
-            "causes": [{"reason": r, "message": m, "field": f} for r, f, m in causes],
-        },
-    )
+    if causes:
+        raise _options_invalid(kind, causes)
 
 
 @dataclass(frozen=True, slots=True)

@@ -433,12 +433,30 @@ def test_terminal_error_forgets_and_never_retries(env: Env) -> None:
     recon.wait_calls(req, 3)
 
 
-def test_a_fenced_write_ends_the_reconcile_without_a_retry(env: Env) -> None:
-    """This replica may not write (lost the Lease, or the key moved): the replica that may
-    handles the object; retrying here would only be refused again."""
-
+@pytest.mark.parametrize(
+    ("error", "result"),
+    [
+        # This replica may not write (lost the Lease, or the key moved): the replica that
+        # may handles the object; retrying here would only be refused again.
+        (WriteFenced("write refused: not the leader", reason="not_leader"), "fenced"),
+        # NamespaceLifecycle refused a create: the namespace and what is in it are going
+        # away, and every retry would be refused again (issue 15: ~3 refused creates per
+        # object). Any plugin gets this, not only the exposer.
+        (
+            NamespaceTerminating(
+                'services "a" is forbidden: unable to create new content in namespace ns '
+                "because it is being terminated"
+            ),
+            "namespace_terminating",
+        ),
+    ],
+    ids=["fenced-write", "terminating-namespace"],
+)
+def test_a_refusal_no_retry_can_change_ends_the_reconcile_without_a_retry(
+    env: Env, error: Exception, result: str
+) -> None:
     def behave(req: Request, n: int) -> Result:
-        raise WriteFenced("write refused: not the leader", reason="not_leader")
+        raise error
 
     recon = Recon(behave)
     clock = FakeClock()
@@ -451,42 +469,9 @@ def test_a_fenced_write_ends_the_reconcile_without_a_retry(env: Env) -> None:
     run.sync(recon)
     assert limiter.calls_for(req) == [("forget", req)]
     assert_never_retried(clock, run, recon, req)
-    assert metric("controller_runtime_reconcile_total", controller=ctl.name, result="fenced") == 1
+    assert metric("controller_runtime_reconcile_total", controller=ctl.name, result=result) == 1
     assert metric("controller_runtime_reconcile_errors_total", controller=ctl.name) == 0
     assert metric("controller_runtime_reconcile_panics_total", controller=ctl.name) == 0
-
-
-def test_a_create_refused_in_a_terminating_namespace_is_not_retried(env: Env) -> None:
-    """NamespaceLifecycle refused a create: the namespace and what is in it are going
-    away, and every retry would be refused again (issue 15: ~3 refused creates per
-    object). Any plugin gets this, not only the exposer."""
-
-    def behave(req: Request, n: int) -> Result:
-        raise NamespaceTerminating(
-            'services "a" is forbidden: unable to create new content in namespace ns '
-            "because it is being terminated"
-        )
-
-    recon = Recon(behave)
-    clock = FakeClock()
-    limiter = RecordingLimiter(default_controller_rate_limiter(clock=clock))
-    ctl = Controller(unique("ctl"), recon, rate_limiter=limiter, clock=clock)
-    run = env.run(ctl)
-    req = Request("ns", "a")
-    run.add(req)
-    recon.wait_calls(req)
-    run.sync(recon)
-    assert limiter.calls_for(req) == [("forget", req)]
-    assert_never_retried(clock, run, recon, req)
-    assert (
-        metric(
-            "controller_runtime_reconcile_total",
-            controller=ctl.name,
-            result="namespace_terminating",
-        )
-        == 1
-    )
-    assert metric("controller_runtime_reconcile_errors_total", controller=ctl.name) == 0
 
 
 def test_workers_reconcile_under_the_fence_of_the_thread_that_runs_the_controller(
