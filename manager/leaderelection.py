@@ -291,6 +291,8 @@ class LeaderElector:
         self._reported_leader = ""
         self._last_written: datetime | None = None
         self._vanished = False  # our Lease was found deleted while we led
+        self._written: dict[str, float] = {}  # renewTime we wrote -> round start (clock)
+        self._round_started = 0.0
         self._waiting_missing = False  # waiting out a deleted Lease that was held
 
     @property
@@ -310,6 +312,14 @@ class LeaderElector:
             if not self._leading:
                 return 0.0
             return max(self._renewed_at + self._config.renew_deadline - self._clock.now(), 0.0)
+
+    def written_at(self, renew_time: str) -> float | None:
+        """When (this elector's clock) the round began that wrote the record with this
+        ``renewTime`` — a time before that write was committed — or None if it was not
+        one of ours (recent ones only). A watcher that sees its own write in its cache
+        knows its cache holds everything committed before that moment."""
+        with self._lock:
+            return self._written.get(renew_time)
 
     def leader(self) -> str:
         """The holder of the last observed record ("" when none was seen or it is free)."""
@@ -460,6 +470,7 @@ class LeaderElector:
         timeout = self._timeout(deadline)
         if timeout is None:
             return False
+        self._round_started = self._clock.now()
         try:
             lease = self._api.get(LEASES, cfg.lease_name, cfg.namespace, timeout=timeout)
         except NotFound:
@@ -548,6 +559,7 @@ class LeaderElector:
         except ApiError as exc:
             self._log_api_error("cannot create the lease", exc)
             return False
+        self._note_written(created)
         self._observe(created)
         logger.info("acquired lease", extra={**self._context(), "previous_holder": ""})
         return True
@@ -568,6 +580,7 @@ class LeaderElector:
         except ApiError as exc:
             self._log_api_error("cannot write the lease", exc)
             return False
+        self._note_written(updated)
         self._observe(updated)
         return True
 
@@ -598,6 +611,15 @@ class LeaderElector:
         logger.warning("lease not released", extra=self._context())
 
     # -- state ----------------------------------------------------------------------------
+
+    def _note_written(self, lease: JsonDict) -> None:
+        record = _Record.from_lease(lease)
+        if record.holder != self._config.identity or not record.renew_time:
+            return
+        with self._lock:
+            self._written[record.renew_time] = self._round_started
+            while len(self._written) > 32:
+                del self._written[next(iter(self._written))]
 
     def _observe(self, lease: JsonDict) -> None:
         """Remember the Lease; note when its record changed and report a new holder."""

@@ -78,11 +78,12 @@ class Rule:
 class _Conn:
     """What the rules know of one proxied connection."""
 
-    __slots__ = ("held", "triggered")
+    __slots__ = ("held", "request", "triggered")
 
     def __init__(self) -> None:
         self.held: Rule | None = None  # a hold_responses rule its request matched
         self.triggered = False
+        self.request = b""  # the last chunk the client sent (its latest request)
 
 
 class TcpProxy:
@@ -105,6 +106,7 @@ class TcpProxy:
         self._accepter: threading.Thread | None = None
         self._count = 0
         self._rules: list[Rule] = []
+        self._conns: set[_Conn] = set()
 
     @property
     def port(self) -> int:
@@ -158,6 +160,10 @@ class TcpProxy:
         rule = Rule(request, hold=True, hold_after=after)
         with self._cond:
             self._rules.append(rule)
+            for conn in self._conns:  # a stream already open (a watch) is held too
+                if conn.held is None and rule.request.search(conn.request):
+                    rule.matched += 1
+                    conn.held = rule
         return rule
 
     def clear_rules(self) -> None:
@@ -236,6 +242,8 @@ class TcpProxy:
             with self._cond:
                 self._sockets.add(upstream)
             conn = _Conn()
+            with self._cond:
+                self._conns.add(conn)
             back = threading.Thread(
                 target=self._pump,
                 args=(upstream, client, conn, False),
@@ -244,6 +252,8 @@ class TcpProxy:
             back.start()
             self._pump(client, upstream, conn, True)
             back.join()
+            with self._cond:
+                self._conns.discard(conn)
         finally:
             for sock in (client, upstream):
                 if sock is None:
@@ -258,6 +268,7 @@ class TcpProxy:
         with self._cond:
             rules = list(self._rules)
         if up:
+            conn.request = data[:4096]
             for rule in rules:
                 if rule.released or not rule.request.search(data):
                     continue
