@@ -145,6 +145,7 @@ class Replica:
         drain_timeout: float = 5.0,
         graceful: float = 10.0,
         workers: int = 4,
+        timings: tuple[float, float, float] = (LEASE, RENEW, RETRY),
     ) -> None:
         self.name = name
         host, port = server.url.removeprefix("http://").split(":")
@@ -171,9 +172,9 @@ class Replica:
                 leader_election=lease_name is not None,
                 leader_election_id=lease_name or "unused",
                 leader_election_namespace=namespace,
-                lease_duration=LEASE,
-                renew_deadline=RENEW,
-                retry_period=RETRY,
+                lease_duration=timings[0],
+                renew_deadline=timings[1],
+                retry_period=timings[2],
                 metrics_bind_address="0",
                 health_probe_bind_address="0",
                 namespace=namespace,
@@ -331,12 +332,12 @@ def test_a_stalled_lease_watch_does_not_give_a_live_members_keys_away(setup: Set
     b.start()
     assert stall.holding.wait(30), "A's Lease watch was never stalled"
     time.sleep(3 * LEASE)  # B stays alive and busy the whole time
-    assert _metric("shard_stale_views_total", setup.ring) > stale_before, "A never noticed"
     setup.stop_ticking()
     _until(setup.converged, "every key reconciled")
     assert setup.journal.written_by(b.identity) > 0
     assert setup.journal.overlaps() == []
     assert setup.shard_violations() == []
+    assert _metric("shard_stale_views_total", setup.ring) > stale_before, "A never noticed"
 
 
 # -- 2. a deleted shard Lease -----------------------------------------------------------
@@ -391,9 +392,9 @@ def test_a_write_in_flight_when_the_drain_times_out_is_abandoned_before_the_key_
     slow.release()
     setup.stop_ticking()
     _until(setup.converged, "every key reconciled")
-    assert _metric("shard_abandoned_writes_total", setup.ring) > 0
     assert setup.journal.overlaps() == []
     assert setup.shard_violations() == []
+    assert _metric("shard_abandoned_writes_total", setup.ring) > 0
 
 
 # -- 7. replicas configured with different ring parameters ------------------------------
@@ -482,11 +483,13 @@ def test_a_graceful_stop_abandons_an_event_in_flight_before_releasing_the_lease(
     flight and a short graceful timeout. The Lease must not go to B while A's Event can
     still be applied."""
     lease = f"{setup.ring}-leader"
-    a = setup.replica("rep-a", ring=None, lease_name=lease, hold=0.0, graceful=1.0)
+    # a renew deadline long enough that the Event's request is not cut short by it
+    timings = (6.0, 4.0, 0.5)
+    a = setup.replica("rep-a", ring=None, lease_name=lease, hold=0.0, graceful=0.5, timings=timings)
     a.writer.events = True
     a.start()
     _until(a.mgr.is_leader, "A leading")
-    b = setup.replica("rep-b", ring=None, lease_name=lease, hold=0.0).start()
+    b = setup.replica("rep-b", ring=None, lease_name=lease, hold=0.0, timings=timings).start()
     setup.tick()
     _until(lambda: setup.journal.written_by(a.identity) > 0, "A at work")
     slow = a.proxy.delay_requests(rb"(POST|PATCH) /api/v1/namespaces/[^/]+/events", 2.0)
