@@ -695,10 +695,12 @@ class KubeClient:
         continue_: str | None = None,
         resource_version: str | None = None,
         resource_version_match: str | None = None,
+        shard_selector: str | None = None,
     ) -> JsonDict:
         """LIST a collection: the whole List object (``items``, ``metadata.resourceVersion``,
         ``metadata.continue``). Without ``namespace`` a namespaced resource is listed in
-        all namespaces.
+        all namespaces. ``shard_selector`` (KEP-5866): a server that honours it answers
+        with ``metadata.shardInfo``; one without the gate ignores it.
 
         Raises:
             Gone: ``resource_version_match="Exact"`` at a compacted resourceVersion, or an
@@ -711,6 +713,7 @@ class KubeClient:
             "continue": continue_,
             "resourceVersion": resource_version,
             "resourceVersionMatch": resource_version_match,
+            "shardSelector": shard_selector,
         }
         return self._json("GET", resource.path(namespace), query=query, idempotent=True)
 
@@ -726,6 +729,7 @@ class KubeClient:
         read_timeout: float,
         allow_bookmarks: bool = True,
         send_initial_events: bool = False,
+        shard_selector: str | None = None,
     ) -> WatchStream:
         """Open a WATCH and return its event stream (see :class:`WatchStream`).
 
@@ -738,6 +742,8 @@ class KubeClient:
             send_initial_events: stream the current state first (sets
                 ``resourceVersionMatch=NotOlderThan``; ends with an initial-events-end
                 BOOKMARK when bookmarks are allowed).
+            shard_selector: only objects in these hash ranges (KEP-5866), where the
+                server honours it (feature gate ShardedListAndWatch); else ignored.
 
         Raises:
             ApiError: the watch request itself was refused (HTTP status != 2xx), after
@@ -752,6 +758,7 @@ class KubeClient:
             "allowWatchBookmarks": True if allow_bookmarks else None,
             "sendInitialEvents": True if send_initial_events else None,
             "resourceVersionMatch": "NotOlderThan" if send_initial_events else None,
+            "shardSelector": shard_selector,
         }
         path = resource.path(namespace)
         response = self._execute(

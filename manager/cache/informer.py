@@ -112,6 +112,7 @@ class HandlerFuncs:
 
 
 # A notification: ("add", obj, initial) | ("update", old, new) | ("delete", obj, None)
+# | ("call", callback, None): run on the handler's thread once the notes before it ran
 _Note = tuple[str, object, object]
 _INITIAL_DONE = ("initial-done", None, None)
 
@@ -180,6 +181,8 @@ class _Listener:
                         h.on_update(a, b)  # type: ignore[arg-type]
                     elif kind == "delete":
                         h.on_delete(a)  # type: ignore[arg-type]
+                    elif kind == "call":  # a marker: everything before it was delivered
+                        a()  # type: ignore[operator]
                     else:
                         self._synced.set()
                 except Exception:

@@ -25,7 +25,7 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ import yaml
 from manager.testing import (
     discovery,
     eventsconv,
+    featuregates,
     negotiation,
     openapi,
     printers,
@@ -783,6 +784,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
             )
         labels, fields = rest.parse_selectors(served, opts)
+        shards = rest.parse_shard_selector(opts)
         namespace = route.namespace if served.resource.namespaced else None
         if route.name is not None:
             from manager.testing.selectors import FieldSelector, supported_fields
@@ -799,7 +801,7 @@ class _Handler(BaseHTTPRequestHandler):
                     supported_fields(r.plural, r.group),
                 )
             )
-        watcher = Watcher(served, namespace, labels, fields, bookmarks=bookmarks)
+        watcher = Watcher(served, namespace, labels, fields, bookmarks=bookmarks, shards=shards)
         rv_text = opts.resource_version
         storage = owner.storage
         expired: str | None = None
@@ -1006,6 +1008,7 @@ def _list_options(query: dict[str, str]) -> ListOptions:
         continue_=query.get("continue", ""),
         resource_version=query.get("resourceVersion", ""),
         resource_version_match=query.get("resourceVersionMatch", ""),
+        shard_selector=query.get("shardSelector", ""),
     )
 
 
@@ -1048,6 +1051,13 @@ class LocalApiServer:
             them (kube-apiserver sends one about every minute; shorter here so tests
             see them).
         kubeconfig_path: where to write the kubeconfig; a temporary file by default.
+        feature_gates: gates to turn on or off, by name (kube-apiserver's
+            ``--feature-gates``; :mod:`~manager.testing.featuregates` lists them).
+            ``{"ShardedListAndWatch": True}``: lists and watches honour
+            ``shardSelector`` (off by default, as in kube-apiserver 1.36).
+
+    Raises:
+        ValueError: a bad argument, an unknown feature gate.
     """
 
     def __init__(
@@ -1058,7 +1068,9 @@ class LocalApiServer:
         history_size: int = 100_000,
         bookmark_interval: float = 1.0,
         kubeconfig_path: str | os.PathLike[str] | None = None,
+        feature_gates: Mapping[str, bool] | None = None,
     ) -> None:
+        self.feature_gates = featuregates.feature_gates(feature_gates)
         if history_size < 1:
             raise ValueError(f"history_size must be >= 1, got {history_size}")
         if bookmark_interval <= 0:
@@ -1066,6 +1078,7 @@ class LocalApiServer:
         self.storage = Storage(history_size=history_size)
         self.registry = ResourceRegistry()
         self.rest = Rest(self.storage, self.registry)
+        self.rest.sharded_list_and_watch = self.feature_gates[featuregates.SHARDED_LIST_AND_WATCH]
         self.gc = GarbageCollector(self.rest)
         self.faults = Faults(self._drop_watches)
         self.audit = Audit(self.storage)
