@@ -40,6 +40,7 @@ from manager.testing import (
     negotiation,
     openapi,
     printers,
+    protobuf,
     subresources,
 )
 from manager.testing.audit import Audit
@@ -198,8 +199,29 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache, private")
         self._finish(data)
 
+    def _send_answer(
+        self, code: int, body: Any, custom: bool, headers: dict[str, str] | None = None
+    ) -> None:
+        """An API answer in the media type the Accept header prefers: protobuf for the
+        built-in kinds that have a protobuf form, else JSON."""
+        accept = self.headers.get("Accept") or ""
+        if negotiation.answer_media(accept, custom=custom) == negotiation.PROTOBUF:
+            data = _protobuf_or_none(body)
+            if data is not None:
+                self.send_response(code)
+                self.send_header("Content-Type", negotiation.PROTOBUF)
+                self.send_header("Content-Length", str(len(data)))
+                self.send_header("Cache-Control", "no-cache, private")
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                for text in getattr(self, "_warnings", ()):
+                    self.send_header("Warning", warning_header(text))
+                self._finish(data)
+                return
+        self._send_json(code, body, headers)
+
     def _send_status(self, err: StatusError) -> None:
-        self._send_json(err.code, err.status(), err.headers)
+        self._send_answer(err.code, err.status(), False, err.headers)
 
     def _not_found_page(self) -> None:
         self._send_text(404, "404 page not found\n")
@@ -257,7 +279,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if verb in ("get", "list"):
                 answer = self._transform(route, verb, answer, query)
-            self._send_json(code, answer)
+            self._send_answer(code, answer, route.served.custom)
         except StatusError as err:
             self._send_status(err)
         except (BrokenPipeError, ConnectionResetError):
@@ -755,6 +777,8 @@ class _Handler(BaseHTTPRequestHandler):
         bookmarks = _truthy(query.get("allowWatchBookmarks"))
         initial = _truthy(query.get("sendInitialEvents"))
         initial_given = "sendInitialEvents" in query
+        accept = self.headers.get("Accept") or ""
+        framed = negotiation.answer_media(accept, custom=served.custom) == negotiation.PROTOBUF
         match = opts.resource_version_match
         if initial_given and match != "NotOlderThan":
             raise StatusError(
@@ -831,7 +855,9 @@ class _Handler(BaseHTTPRequestHandler):
                             watcher.push(*item)
         timeout = _timeout(query.get("timeoutSeconds"))
         self.send_response(200)
-        self.send_header("Content-Type", "application/json")
+        self.send_header(
+            "Content-Type", negotiation.PROTOBUF + ";stream=watch" if framed else "application/json"
+        )
         self.send_header("Cache-Control", "no-cache, private")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
@@ -845,13 +871,19 @@ class _Handler(BaseHTTPRequestHandler):
                 "reason": "Expired",
                 "code": 410,
             }
-            self._chunk(orjson.dumps({"type": "ERROR", "object": status}) + b"\n")
+            self._chunk(
+                protobuf.encode_frame("ERROR", status)
+                if framed
+                else orjson.dumps({"type": "ERROR", "object": status}) + b"\n"
+            )
             self._chunk(b"")
             self.close_connection = True
             return
         owner._watch_opened(watcher)
         try:
-            self._stream(watcher, timeout, bookmarks, self._watch_transform(route, query))
+            self._stream(
+                watcher, timeout, bookmarks, self._watch_transform(route, query), framed=framed
+            )
         finally:
             storage.unsubscribe(served.key, watcher)
             owner._watch_closed(watcher)
@@ -891,7 +923,11 @@ class _Handler(BaseHTTPRequestHandler):
         timeout: float,
         bookmarks: bool,
         transform: Callable[[str, JsonDict], JsonDict] | None = None,
+        *,
+        framed: bool = False,
     ) -> None:
+        """Send the watcher's events until the timeout, the server's stop or the client's
+        close: JSON lines, or (``framed``) length-prefixed protobuf ``WatchEvent``s."""
         owner = self.server.owner
         deadline = time.monotonic() + timeout
         interval = owner.bookmark_interval
@@ -911,7 +947,9 @@ class _Handler(BaseHTTPRequestHandler):
                 batch = watcher.next_batch(max(0.0, min(wait, 0.5)))
                 if batch is None:
                     break
-                if batch:
+                if batch and framed:
+                    self._chunk(b"".join(protobuf.encode_frame(t, render(t, o)) for t, o in batch))
+                elif batch:
                     self._chunk(
                         b"".join(
                             b'{"type":"'
@@ -931,6 +969,22 @@ class _Handler(BaseHTTPRequestHandler):
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
+
+
+def _protobuf_or_none(body: Any) -> bytes | None:
+    """The protobuf answer for ``body``; None when its kind has no protobuf form (a
+    Table, a custom resource's list...), which is then answered in JSON."""
+    if not isinstance(body, dict):
+        return None
+    if protobuf.message_of(str(body.get("apiVersion") or ""), str(body.get("kind") or "")) is None:
+        return None
+    try:
+        return protobuf.encode(body)
+    except protobuf.ProtobufError:
+        logger.exception(
+            "local API server could not write protobuf", extra={"kind": body.get("kind")}
+        )
+        return None
 
 
 def _event_renderer(served: ServedResource) -> Callable[[str, JsonDict], JsonDict]:
