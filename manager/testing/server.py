@@ -531,6 +531,8 @@ class _Handler(BaseHTTPRequestHandler):
                 manager=manager,
                 dry_run=dry_run,
             )
+        if served.resource.kind == "ComponentStatus":
+            return self._component_statuses(verb, name)
         if served.resource.kind in subresources.CREATE_ONLY_KINDS:
             if verb != "create" or name is not None:
                 raise StatusError(
@@ -679,6 +681,58 @@ class _Handler(BaseHTTPRequestHandler):
             )
         except ValueError as exc:
             raise StatusError(400, "BadRequest", str(exc)) from None
+
+    def _component_statuses(self, verb: str, name: str | None) -> tuple[int, JsonDict]:
+        """``componentstatuses`` (get, list): kube-apiserver probes etcd, the scheduler
+        and kube-controller-manager when asked. Here the storage is in process (etcd-0
+        is healthy) and the other two are not running, which is what kube reports when
+        their health endpoints refuse connections."""
+        if verb not in ("get", "list"):
+            raise StatusError(
+                405,
+                "MethodNotAllowed",
+                "the server does not allow this method on the requested resource",
+            )
+        ports = {"scheduler": 10259, "controller-manager": 10257}
+
+        def status(component: str) -> JsonDict:
+            if component == "etcd-0":
+                condition = {"type": "Healthy", "status": "True", "message": "ok"}
+            else:
+                url = f"https://127.0.0.1:{ports[component]}/healthz"
+                condition = {
+                    "type": "Healthy",
+                    "status": "False",
+                    "error": f'Get "{url}": dial tcp 127.0.0.1:{ports[component]}: connect: '
+                    "connection refused",
+                }
+            return {
+                "kind": "ComponentStatus",
+                "apiVersion": "v1",
+                "metadata": {"name": component},
+                "conditions": [condition],
+            }
+
+        names = ("controller-manager", "etcd-0", "scheduler")
+        if verb == "list":
+            items = [
+                {k: v for k, v in status(n).items() if k not in ("kind", "apiVersion")}
+                for n in names
+            ]
+            return 200, {
+                "kind": "ComponentStatusList",
+                "apiVersion": "v1",
+                "metadata": {},
+                "items": items,
+            }
+        if name not in names:
+            raise StatusError(
+                404,
+                "NotFound",
+                f'componentstatuses "{name}" not found',
+                {"name": name, "kind": "componentstatuses"},
+            )
+        return 200, status(str(name))
 
     def _handle_events_view(
         self, verb: str, route: _Route, query: dict[str, str], body: bytes
@@ -1147,9 +1201,64 @@ class LocalApiServer:
         subresources.bootstrap_apiservices(self.rest, self.registry)
         self.gc.start()
         self._serve((self._host, self._port))
+        self._bootstrap_kubernetes_service()
         self._write_kubeconfig()
         logger.info("local API server started", extra={"url": self.url})
         return self
+
+    def _bootstrap_kubernetes_service(self) -> None:
+        """The ``kubernetes`` Service of ``default`` with its Endpoints and EndpointSlice,
+        as kube-apiserver's controlplane controllers keep them: the first IP of the
+        service range, port 443 to the API server's own address and port."""
+        assert self._http is not None
+        host, port = self._http.server_address[:2]
+        ip = str(host) if str(host) not in ("", "0.0.0.0", "localhost") else "127.0.0.1"
+        services = self.registry.lookup("", "v1", "services")
+        endpoints = self.registry.lookup("", "v1", "endpoints")
+        slices = self.registry.lookup("discovery.k8s.io", "v1", "endpointslices")
+        assert services is not None and endpoints is not None and slices is not None
+        labels = {"component": "apiserver", "provider": "kubernetes"}
+        service = {
+            "metadata": {"name": "kubernetes", "labels": labels},
+            "spec": {
+                "type": "ClusterIP",
+                "clusterIP": "10.96.0.1",
+                "sessionAffinity": "None",
+                "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}],
+            },
+        }
+        self.rest.create(services, "default", service, manager="kube-apiserver")
+        self.rest.create(
+            endpoints,
+            "default",
+            {
+                "metadata": {
+                    "name": "kubernetes",
+                    "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"},
+                },
+                "subsets": [
+                    {
+                        "addresses": [{"ip": ip}],
+                        "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+                    }
+                ],
+            },
+            manager="kube-apiserver",
+        )
+        self.rest.create(
+            slices,
+            "default",
+            {
+                "metadata": {
+                    "name": "kubernetes",
+                    "labels": {"kubernetes.io/service-name": "kubernetes"},
+                },
+                "addressType": "IPv4",
+                "endpoints": [{"addresses": [ip], "conditions": {"ready": True}}],
+                "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+            },
+            manager="kube-apiserver",
+        )
 
     def _serve(self, address: tuple[str, int]) -> None:
         self._http = _HttpServer(address, self)
