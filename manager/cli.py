@@ -208,7 +208,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.embedded:
         from manager.testing import LocalApiServer
 
-        server = LocalApiServer().start()
+        server = LocalApiServer(workload_controllers=True).start()
         kubeconfig = str(server.kubeconfig_path)
         print(f"embedded API server: {server.url}", flush=True)
         print(
@@ -510,7 +510,9 @@ def _apiserver(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    with LocalApiServer(port=args.port, kubeconfig_path=args.kubeconfig_out) as server:
+    with LocalApiServer(
+        port=args.port, kubeconfig_path=args.kubeconfig_out, workload_controllers=True
+    ) as server:
         print(f"local API server listening on {server.url}")
         print(f"kubeconfig: {server.kubeconfig_path}")
         print(f"try: kubectl --kubeconfig {server.kubeconfig_path} get ns")

@@ -57,6 +57,7 @@ from manager.testing.rest import (
 )
 from manager.testing.storage import Storage, TooOldResourceVersion
 from manager.testing.watch import Watcher
+from manager.testing.workloads import WorkloadControllers
 
 __all__ = ["LocalApiServer"]
 
@@ -1166,6 +1167,7 @@ class LocalApiServer:
         history_size: int = 100_000,
         bookmark_interval: float = 1.0,
         kubeconfig_path: str | os.PathLike[str] | None = None,
+        workload_controllers: bool = False,
     ) -> None:
         if history_size < 1:
             raise ValueError(f"history_size must be >= 1, got {history_size}")
@@ -1175,6 +1177,9 @@ class LocalApiServer:
         self.registry = ResourceRegistry()
         self.rest = Rest(self.storage, self.registry)
         self.gc = GarbageCollector(self.rest)
+        # Deployment -> ReplicaSet -> Pod, as kube-controller-manager would (off: a plain
+        # kube-apiserver makes nothing; the embedded and demo modes turn it on)
+        self.workloads = WorkloadControllers(self.rest) if workload_controllers else None
         self.faults = Faults(self._drop_watches)
         self.audit = Audit(self.storage)
         self.bookmark_interval = bookmark_interval
@@ -1200,6 +1205,8 @@ class LocalApiServer:
         self.rest.bootstrap()
         subresources.bootstrap_apiservices(self.rest, self.registry)
         self.gc.start()
+        if self.workloads is not None:
+            self.workloads.start()
         self._serve((self._host, self._port))
         self._bootstrap_kubernetes_service()
         self._write_kubeconfig()
@@ -1300,6 +1307,8 @@ class LocalApiServer:
             return
         self._close_http()
         self.gc.stop()
+        if self.workloads is not None:
+            self.workloads.stop()
         self._http = None
         if self._tmpdir is not None:
             self._tmpdir.cleanup()
