@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import orjson
@@ -280,6 +280,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if verb in ("get", "list"):
                 answer = self._transform(route, verb, answer, query)
+            if verb in ("create", "update", "patch") and r.kind in _POLICY_KINDS:
+                self._warnings.append(_POLICY_WARNING)
             self._send_answer(code, answer, route.served.custom)
         except StatusError as err:
             self._send_status(err)
@@ -1024,6 +1026,22 @@ class _Handler(BaseHTTPRequestHandler):
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
+
+
+# Admission policies are stored and served, never evaluated (no CEL here): every write
+# of one says so in a Warning header, which kubectl prints and clients can read.
+_POLICY_KINDS: Final = frozenset(
+    {
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "MutatingAdmissionPolicy",
+        "MutatingAdmissionPolicyBinding",
+    }
+)
+_POLICY_WARNING: Final = (
+    "the local API server does not evaluate CEL: admission policies are stored but "
+    "never enforced (see docs/local-apiserver.md)"
+)
 
 
 def _protobuf_or_none(body: Any) -> bytes | None:

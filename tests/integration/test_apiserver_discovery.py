@@ -160,3 +160,45 @@ def test_component_statuses_are_listed(api_client: Any) -> None:
         ).status
         == 405
     )
+
+
+POLICIES = "/apis/admissionregistration.k8s.io/v1"
+
+
+@pytest.mark.local_only
+def test_admission_policies_say_they_are_not_enforced(api_client: Any) -> None:
+    """The local server has no CEL: a policy or binding write answers a Warning saying
+    so (kubectl prints it), instead of pretending to enforce."""
+    name = "t-" + os.urandom(4).hex()
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE"],
+                        "resources": ["configmaps"],
+                    }
+                ]
+            },
+            "reinvocationPolicy": "Never",
+            "mutations": [
+                {
+                    "patchType": "ApplyConfiguration",
+                    "applyConfiguration": {
+                        "expression": 'Object{metadata: Object.metadata{labels: {"x": "y"}}}'
+                    },
+                }
+            ],
+        },
+    }
+    answer = http(api_client, "POST", f"{POLICIES}/mutatingadmissionpolicies", body=policy)
+    try:
+        assert answer.status == 201, answer.body
+        assert "does not evaluate CEL" in answer.headers.get("Warning", "")
+    finally:
+        http(api_client, "DELETE", f"{POLICIES}/mutatingadmissionpolicies/{name}")
