@@ -208,7 +208,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.embedded:
         from manager.testing import LocalApiServer
 
-        server = LocalApiServer().start()
+        server = LocalApiServer(workload_controllers=True).start()
         kubeconfig = str(server.kubeconfig_path)
         print(f"embedded API server: {server.url}", flush=True)
         print(
@@ -518,7 +518,10 @@ def _apiserver(args: argparse.Namespace) -> int:
         print(f"overseer apiserver: --feature-gates: {exc}", file=sys.stderr)
         return EXIT_USAGE
     server_ = LocalApiServer(
-        port=args.port, kubeconfig_path=args.kubeconfig_out, feature_gates=gates
+        port=args.port,
+        kubeconfig_path=args.kubeconfig_out,
+        feature_gates=gates,
+        workload_controllers=True,
     )
     with server_ as server:
         print(f"local API server listening on {server.url}")
