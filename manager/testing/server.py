@@ -1182,6 +1182,10 @@ class LocalApiServer:
             ``--feature-gates``; :mod:`~manager.testing.featuregates` lists them).
             ``{"ShardedListAndWatch": True}``: lists and watches honour
             ``shardSelector`` (off by default, as in kube-apiserver 1.36).
+        workload_controllers: run minimal Deployment -> ReplicaSet and ReplicaSet /
+            ReplicationController -> Pod controllers, as kube-controller-manager would
+            (off: a plain kube-apiserver makes nothing; embedded and demo modes turn it
+            on).
 
     Raises:
         ValueError: a bad argument, an unknown feature gate.
