@@ -17,7 +17,7 @@ that exits is replaced by a new one, with a new name). A ticker edits keys all t
 ``stalled-watch``          one replica's watch of the ring's Leases stalls (bytes held,
                            connection open) for three lease durations
 ``deleted-lease``          ``kubectl delete lease`` of a replica's shard Lease
-``drain-timeout``          a replica's writes take 4.5 s on the way and a join makes it drain
+``drain-timeout``          a replica's writes take 7 s on the way and a join makes it drain
                            (drain timeout 0.2 s) with writes of moving keys on the wire
 ``apiserver-restart``      the API server restarted (2 s down, storage kept)
 =========================  ===================================================================
@@ -96,6 +96,7 @@ class ShardHarness:
         self._lock = threading.Lock()
         self._procs: dict[str, _Proc] = {}
         self._next = 0
+        self._spawning = 0
         self._stop = threading.Event()
         self._supervisor: threading.Thread | None = None
         self._ticks = 0
@@ -222,7 +223,12 @@ class ShardHarness:
     def join(self) -> str:
         with self._lock:
             self.target += 1
-        return self._spawn()
+            self._spawning += 1  # not yet counted live: the supervisor must not add one
+        try:
+            return self._spawn()
+        finally:
+            with self._lock:
+                self._spawning -= 1
 
     def leave(self, name: str) -> int:
         with self._lock:
@@ -270,8 +276,10 @@ class ShardHarness:
                 for name, proc in gone:
                     proc.exit_code = proc.replica.returncode
                     self.exits.append(Exit(name, int(proc.exit_code or 0), proc.expected))
-                missing = self.target - len(
-                    [p for p in self._procs.values() if p.replica.returncode is None]
+                missing = (
+                    self.target
+                    - self._spawning
+                    - len([p for p in self._procs.values() if p.replica.returncode is None])
                 )
             for _, proc in gone:
                 proc.proxy.stop()
@@ -514,14 +522,14 @@ def _drain_timeout(h: ShardHarness, r: ShardResult) -> None:
     # longer than a lease duration: a late write lands after the newcomer (which starts
     # keys a lease duration after it began to watch) wrote the key, unless abandoned
     slow = h.proxy(slow_one).delay_requests(
-        rb"PATCH /api/v1/namespaces/[^/]+/configmaps/", LEASE + 1.5
+        rb"PATCH /api/v1/namespaces/[^/]+/configmaps/", LEASE + 4.0
     )
     time.sleep(1.5)
     started = time.monotonic()
     h.join()  # every member drains keys to the newcomer, the slow one with writes on the wire
     r.faults += 1
     h.wait_ready()
-    time.sleep(LEASE + 3.0)
+    time.sleep(LEASE + 5.0)
     slow.release()
     r.recovery.append(h.recovery(started))
 
