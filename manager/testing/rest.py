@@ -1443,6 +1443,7 @@ class Rest:
                     force=force,
                     subresource=subresource,
                     has_status=r.has_status,
+                    sent=doc,
                 )
             except managedfields.ConflictError as exc:
                 raise StatusError(
