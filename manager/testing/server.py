@@ -43,6 +43,7 @@ from manager.testing import (
     subresources,
 )
 from manager.testing.audit import Audit
+from manager.testing.compaction import DEFAULT_COMPACTION_INTERVAL, Compactor
 from manager.testing.faults import Faults
 from manager.testing.fieldvalidation import Directive, warning_header
 from manager.testing.garbage import GarbageCollector
@@ -1048,6 +1049,10 @@ class LocalApiServer:
             them (kube-apiserver sends one about every minute; shorter here so tests
             see them).
         kubeconfig_path: where to write the kubeconfig; a temporary file by default.
+        compaction_interval: seconds between compactions of the history (kube-apiserver's
+            ``--etcd-compaction-interval``, 5 minutes by default); each compacts what the
+            previous one saw, so a resourceVersion or continue token older than two
+            intervals answers 410 (see :mod:`manager.testing.compaction`).
     """
 
     def __init__(
@@ -1058,12 +1063,14 @@ class LocalApiServer:
         history_size: int = 100_000,
         bookmark_interval: float = 1.0,
         kubeconfig_path: str | os.PathLike[str] | None = None,
+        compaction_interval: float = DEFAULT_COMPACTION_INTERVAL,
     ) -> None:
         if history_size < 1:
             raise ValueError(f"history_size must be >= 1, got {history_size}")
         if bookmark_interval <= 0:
             raise ValueError(f"bookmark_interval must be > 0, got {bookmark_interval}")
         self.storage = Storage(history_size=history_size)
+        self.compactor = Compactor(self.storage, compaction_interval)
         self.registry = ResourceRegistry()
         self.rest = Rest(self.storage, self.registry)
         self.gc = GarbageCollector(self.rest)
@@ -1092,6 +1099,7 @@ class LocalApiServer:
         self.rest.bootstrap()
         subresources.bootstrap_apiservices(self.rest, self.registry)
         self.gc.start()
+        self.compactor.start()
         self._serve((self._host, self._port))
         self._write_kubeconfig()
         logger.info("local API server started", extra={"url": self.url})
@@ -1137,6 +1145,7 @@ class LocalApiServer:
             return
         self._close_http()
         self.gc.stop()
+        self.compactor.stop()
         self._http = None
         if self._tmpdir is not None:
             self._tmpdir.cleanup()
@@ -1162,6 +1171,11 @@ class LocalApiServer:
         if self._kubeconfig is None:
             raise RuntimeError("the local API server is not running")
         return self._kubeconfig
+
+    @property
+    def compaction_interval(self) -> float:
+        """Seconds between scheduled compactions."""
+        return self.compactor.interval
 
     @property
     def revision(self) -> int:
