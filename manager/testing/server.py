@@ -65,6 +65,30 @@ logger = logging.getLogger(__name__)
 JsonDict = dict[str, Any]
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 _WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+# Subresources whose REST storage has no table convertor in kube (BindingREST,
+# EvictionREST, TokenREST); create-only resources (the reviews, bindings) have none either.
+_NO_TABLE_SUBRESOURCES = frozenset({"binding", "eviction", "token"})
+
+
+def _table_only(accept: str) -> bool:
+    """Whether ``Accept`` asks for a Table and for nothing else: an endpoint without a
+    table convertor can answer none of it (kube's ``AllowsMediaTypeTransform``)."""
+    if negotiation.target(accept).as_kind != "Table":
+        return False
+    for entry in accept.split(","):
+        params = {
+            k.strip().lower(): v.strip()
+            for k, _, v in (item.partition("=") for item in entry.split(";")[1:])
+        }
+        if entry.strip() and params.get("as") != "Table":
+            return False
+    return True
+
+
+def _has_table_convertor(route: _Route) -> bool:
+    if route.subresource in _NO_TABLE_SUBRESOURCES:
+        return False
+    return route.subresource is not None or tuple(route.served.verbs) != ("create",)
 
 
 class _HttpServer(ThreadingHTTPServer):
@@ -242,6 +266,13 @@ class _Handler(BaseHTTPRequestHandler):
             if injected is not None:
                 self._send_status(injected)
                 return
+            if not _has_table_convertor(route) and _table_only(self.headers.get("Accept") or ""):
+                raise StatusError(
+                    406,
+                    "NotAcceptable",
+                    "only the following media types are accepted: "
+                    + ", ".join(negotiation.BUILTIN_TYPES),
+                )
             if verb == "watch":
                 self._watch(route, query)
                 return
