@@ -37,6 +37,7 @@ from manager.testing import (
     kinds,
     managedfields,
     patch,
+    quota,
     schema,
     typeinfo,
 )
@@ -983,6 +984,16 @@ class Rest:
                 )
             if r.kind == "Pod" and not r.group:
                 self._check_service_account(namespace or "", obj)
+            if namespace and r.namespaced:
+                try:
+                    quota.admit(self, served, namespace, obj, dry_run)
+                except quota.QuotaRefused as exc:
+                    raise StatusError(
+                        403,
+                        "Forbidden",
+                        f'{r.group_resource} "{name}" is forbidden: {exc}',
+                        _details(served, name),
+                    ) from None
             crd_status: JsonDict | None = None
             if r.kind == "CustomResourceDefinition":
                 obj = self._crd_accept(obj)

@@ -47,6 +47,7 @@ from manager.testing.compaction import DEFAULT_COMPACTION_INTERVAL, Compactor
 from manager.testing.faults import Faults
 from manager.testing.fieldvalidation import Directive, warning_header
 from manager.testing.garbage import GarbageCollector
+from manager.testing.quota import DEFAULT_SYNC_PERIOD, QuotaController
 from manager.testing.registry import ResourceRegistry, ServedResource
 from manager.testing.rest import (
     DeleteOptions,
@@ -1084,6 +1085,10 @@ class LocalApiServer:
             ``--etcd-compaction-interval``, 5 minutes by default); each compacts what the
             previous one saw, so a resourceVersion or continue token older than two
             intervals answers 410 (see :mod:`manager.testing.compaction`).
+        quota_sync_period: seconds between full recounts of every ResourceQuota's usage
+            (kube-controller-manager's ``--resource-quota-sync-period``, 5 minutes); a
+            quota is also recounted when created, when its ``spec.hard`` changes and when
+            something it counts goes (see :mod:`manager.testing.quota`).
     """
 
     def __init__(
@@ -1095,6 +1100,7 @@ class LocalApiServer:
         bookmark_interval: float = 1.0,
         kubeconfig_path: str | os.PathLike[str] | None = None,
         compaction_interval: float = DEFAULT_COMPACTION_INTERVAL,
+        quota_sync_period: float = DEFAULT_SYNC_PERIOD,
     ) -> None:
         if history_size < 1:
             raise ValueError(f"history_size must be >= 1, got {history_size}")
@@ -1105,6 +1111,7 @@ class LocalApiServer:
         self.registry = ResourceRegistry()
         self.rest = Rest(self.storage, self.registry)
         self.gc = GarbageCollector(self.rest)
+        self.quota = QuotaController(self.rest, quota_sync_period)
         self.faults = Faults(self._drop_watches)
         self.audit = Audit(self.storage)
         self.bookmark_interval = bookmark_interval
@@ -1130,6 +1137,7 @@ class LocalApiServer:
         self.rest.bootstrap()
         subresources.bootstrap_apiservices(self.rest, self.registry)
         self.gc.start()
+        self.quota.start()
         self.compactor.start()
         self._serve((self._host, self._port))
         self._write_kubeconfig()
@@ -1176,6 +1184,7 @@ class LocalApiServer:
             return
         self._close_http()
         self.gc.stop()
+        self.quota.stop()
         self.compactor.stop()
         self._http = None
         if self._tmpdir is not None:
