@@ -242,13 +242,16 @@ def usage(resource_key: str, obj: JsonDict, now: dt.datetime | None = None) -> U
             out.update(_compute_usage(requests, limits))
     elif resource_key == "/services":
         kind = spec.get("type") or "ClusterIP"
-        ports = len(spec.get("ports") or [])
+        ports = [p for p in spec.get("ports") or [] if isinstance(p, dict)]
+        out["services.loadbalancers"] = _ZERO
+        out["services.nodeports"] = _ZERO
         if kind == "LoadBalancer":
             out["services.loadbalancers"] = (Decimal(1), False)
-            if spec.get("allocateLoadBalancerNodePorts", True):
-                out["services.nodeports"] = (Decimal(ports), False)
+            if spec.get("allocateLoadBalancerNodePorts") is False:  # only explicit ones
+                ports = [p for p in ports if p.get("nodePort")]
+            out["services.nodeports"] = (Decimal(len(ports)), False)
         elif kind == "NodePort":
-            out["services.nodeports"] = (Decimal(ports), False)
+            out["services.nodeports"] = (Decimal(len(ports)), False)
     elif resource_key == "/persistentvolumeclaims":
         storage = _read((spec.get("resources") or {}).get("requests")).get("storage")
         klass = spec.get("storageClassName")
@@ -394,9 +397,9 @@ def admit(rest: Rest, served: ServedResource, namespace: str, obj: JsonDict, dry
             )
         if delta is None:
             delta = usage(resource_key, obj)
+        # every name the quota limits and the object uses, zero ones included: a quota
+        # already over a limit (lowered since) refuses even a create that adds nothing
         requested = {k: v for k, v in delta.items() if k in hard}
-        if not any(v[0] for v in requested.values()):
-            continue
         new_used = _add(used, requested)
         exceeded = sorted(k for k in requested if new_used[k][0] > hard[k][0])
         if exceeded:

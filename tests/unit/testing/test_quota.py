@@ -91,3 +91,17 @@ def test_a_create_while_the_quota_has_no_usage_is_refused() -> None:
     assert counted is not None
     # kube-root-ca.crt counted by the controller, "c" charged by admission
     assert counted["status"] == {"hard": {"configmaps": "5"}, "used": {"configmaps": "2"}}
+
+
+def test_service_usage_counts_the_node_ports_it_will_get() -> None:
+    def used(spec: dict[str, Any]) -> dict[str, str]:
+        amounts = quota.usage("/services", {"spec": spec})
+        return {k: quota.format_quantity(v) for k, v in amounts.items()}
+
+    two = [{"port": 80}, {"port": 81, "nodePort": 30001}]
+    assert used({"ports": two})["services.nodeports"] == "0"
+    assert used({"type": "NodePort", "ports": two})["services.nodeports"] == "2"
+    balanced = used({"type": "LoadBalancer", "ports": two})
+    assert (balanced["services.loadbalancers"], balanced["services.nodeports"]) == ("1", "2")
+    explicit = used({"type": "LoadBalancer", "ports": two, "allocateLoadBalancerNodePorts": False})
+    assert explicit["services.nodeports"] == "1"  # only the port that names one
