@@ -247,19 +247,49 @@ def _subtree(value: Any, t: TypeNode | None) -> Fields:
     if not _walk(value, t):
         return {}
     # A built-in struct added as a whole is reported through its fields only (its Go
-    # zero value exists on the other side), each of them as added: the maps and lists
-    # in it are members themselves (nil in the zero value), as are maps, list items and
-    # the structs of custom resources (unstructured: nothing exists before).
+    # zero value exists on the other side), each of them as added: its maps are members
+    # themselves (omitempty: absent from the zero value); its lists only through their
+    # items (a list the zero value writes as null, such as a PodSpec's containers, is no
+    # member; an optional one would be: the schema does not say which, see the docs).
+    # Maps, list items and the structs of custom resources (unstructured: nothing
+    # exists before) are members themselves.
     if t is not None and t.kind == STRUCT and not t.go.startswith("map["):
         fields = t.fields()
         out: Fields = {}
         for k, v in value.items():
             ct = fields.get(k)
-            node = _subtree(v, ct)
+            if ct is not None and ct.kind == LIST:
+                node = dict(_kids(_whole(v, ct)))  # its items, not the list itself
+            else:
+                node = _subtree(v, ct)
             if node or not (ct is not None and ct.kind == STRUCT and _walk(v, ct)):
                 out[f"f:{k}"] = node
         return out
-    return _make(True, to_set(value, t))
+    return _whole(value, t)
+
+
+def _whole(value: Any, t: TypeNode | None) -> Fields:
+    """A value added where nothing was (the old side has no such key or item): it and
+    every map, list and struct in it are members (the compare walk finds each one absent
+    on the old side), its scalars leaves."""
+    w = _walk(value, t)
+    if w == 1:
+        fields = t.fields() if t is not None and t.kind == STRUCT else None
+        elem = t.elem if t is not None and t.kind == MAP else None
+        out: Fields = {}
+        for k, v in value.items():
+            ct = fields.get(k) if fields is not None else elem
+            out[f"f:{k}"] = _whole(v, ct)
+        return _make(True, out)
+    if w == 2:
+        assert t is not None
+        items: Fields = {}
+        for item in value:
+            element = _item_element(item, t)
+            if element is not None:
+                items[element] = _whole(item, t.elem)
+        return _make(True, items)
+    return {}
 
 
 @dataclass(slots=True)
@@ -307,7 +337,7 @@ def _compare(old: Any, new: Any, t: TypeNode | None, out: Comparison) -> None:
                 continue
             element = new_element
             if element not in old_items:
-                out.added[element] = _make(True, to_set(nv, t.elem) if _is_map(nv, t.elem) else {})
+                out.added[element] = _whole(nv, t.elem)
             elif old_items[element] != nv:
                 _compare_child(element, old_items[element], nv, t.elem, out)
         for old_element, ov in old_items.items():

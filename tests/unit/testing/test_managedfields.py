@@ -83,7 +83,9 @@ def test_update_entries_move_ownership() -> None:
     first = mf.record_update(None, old, [], manager="one", api_version="x.io/v1", t=CR)
     second = mf.record_update(old, new, first, manager="two", api_version="x.io/v1", t=CR)
     owners = {e["manager"]: e["fieldsV1"] for e in second}
-    assert owners["one"] == {"f:spec": {".": {}, "f:tags": {'v:"a"': {}}}}
+    # created: the spec and the list were absent before, so both are members
+    # (structured-merge-diff's compare marks every non-leaf node the old side lacks)
+    assert owners["one"] == {"f:spec": {".": {}, "f:tags": {".": {}, 'v:"a"': {}}}}
     assert owners["two"] == {"f:spec": {"f:args": {}, "f:tags": {'v:"b"': {}}}}
     assert mf.record_update(new, new, second, manager="two", api_version="x.io/v1", t=CR) is second
 
@@ -254,3 +256,36 @@ def test_last_applied_is_encoded_as_go_encodes_a_map() -> None:
         '{"kind":"K","metadata":{"annotations":{"n":"\\u003c\\u0026\\u003e"}},"v":1}\n'
     )
     assert mf._update_last_applied({"metadata": {}}, sent) == {"metadata": {}}
+
+
+POD = typeinfo.builtin("", "v1", "Pod")
+
+
+def test_a_create_marks_what_the_zero_value_lacks() -> None:
+    """A built-in's zero value has its structs and required lists (null), not its
+    optional maps: those, list items and all inside an added item are members."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "labels": {"a": "b"}},
+        "spec": {
+            "containers": [{"name": "c", "image": "i", "ports": [{"containerPort": 80}]}],
+            "nodeSelector": {"x": "y"},
+        },
+    }
+    (entry,) = mf.record_update(None, pod, [], manager="m", api_version="v1", t=POD)
+    port = 'k:{"containerPort":80,"protocol":"TCP"}'
+    assert entry["fieldsV1"] == {
+        "f:metadata": {"f:labels": {".": {}, "f:a": {}}},
+        "f:spec": {
+            "f:containers": {
+                'k:{"name":"c"}': {
+                    ".": {},
+                    "f:name": {},
+                    "f:image": {},
+                    "f:ports": {".": {}, port: {".": {}, "f:containerPort": {}}},
+                }
+            },
+            "f:nodeSelector": {".": {}, "f:x": {}},
+        },
+    }
