@@ -45,9 +45,11 @@ from manager.testing import (
     subresources,
 )
 from manager.testing.audit import Audit
+from manager.testing.compaction import DEFAULT_COMPACTION_INTERVAL, Compactor
 from manager.testing.faults import Faults
 from manager.testing.fieldvalidation import Directive, warning_header
 from manager.testing.garbage import GarbageCollector
+from manager.testing.quota import DEFAULT_SYNC_PERIOD, QuotaController
 from manager.testing.registry import ResourceRegistry, ServedResource
 from manager.testing.rest import (
     DeleteOptions,
@@ -67,6 +69,30 @@ logger = logging.getLogger(__name__)
 JsonDict = dict[str, Any]
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 _WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+# Subresources whose REST storage has no table convertor in kube (BindingREST,
+# EvictionREST, TokenREST); create-only resources (the reviews, bindings) have none either.
+_NO_TABLE_SUBRESOURCES = frozenset({"binding", "eviction", "token"})
+
+
+def _table_only(accept: str) -> bool:
+    """Whether ``Accept`` asks for a Table and for nothing else: an endpoint without a
+    table convertor can answer none of it (kube's ``AllowsMediaTypeTransform``)."""
+    if negotiation.target(accept).as_kind != "Table":
+        return False
+    for entry in accept.split(","):
+        params = {
+            k.strip().lower(): v.strip()
+            for k, _, v in (item.partition("=") for item in entry.split(";")[1:])
+        }
+        if entry.strip() and params.get("as") != "Table":
+            return False
+    return True
+
+
+def _has_table_convertor(route: _Route) -> bool:
+    if route.subresource in _NO_TABLE_SUBRESOURCES:
+        return False
+    return route.subresource is not None or tuple(route.served.verbs) != ("create",)
 
 
 class _HttpServer(ThreadingHTTPServer):
@@ -265,6 +291,13 @@ class _Handler(BaseHTTPRequestHandler):
             if injected is not None:
                 self._send_status(injected)
                 return
+            if not _has_table_convertor(route) and _table_only(self.headers.get("Accept") or ""):
+                raise StatusError(
+                    406,
+                    "NotAcceptable",
+                    "only the following media types are accepted: "
+                    + ", ".join(negotiation.BUILTIN_TYPES),
+                )
             if verb == "watch":
                 self._watch(route, query)
                 return
@@ -1178,6 +1211,14 @@ class LocalApiServer:
             them (kube-apiserver sends one about every minute; shorter here so tests
             see them).
         kubeconfig_path: where to write the kubeconfig; a temporary file by default.
+        compaction_interval: seconds between compactions of the history (kube-apiserver's
+            ``--etcd-compaction-interval``, 5 minutes by default); each compacts what the
+            previous one saw, so a resourceVersion or continue token older than two
+            intervals answers 410 (see :mod:`manager.testing.compaction`).
+        quota_sync_period: seconds between full recounts of every ResourceQuota's usage
+            (kube-controller-manager's ``--resource-quota-sync-period``, 5 minutes); a
+            quota is also recounted when created, when its ``spec.hard`` changes and when
+            something it counts goes (see :mod:`manager.testing.quota`).
         feature_gates: gates to turn on or off, by name (kube-apiserver's
             ``--feature-gates``; :mod:`~manager.testing.featuregates` lists them).
             ``{"ShardedListAndWatch": True}``: lists and watches honour
@@ -1199,6 +1240,8 @@ class LocalApiServer:
         history_size: int = 100_000,
         bookmark_interval: float = 1.0,
         kubeconfig_path: str | os.PathLike[str] | None = None,
+        compaction_interval: float = DEFAULT_COMPACTION_INTERVAL,
+        quota_sync_period: float = DEFAULT_SYNC_PERIOD,
         feature_gates: Mapping[str, bool] | None = None,
         workload_controllers: bool = False,
     ) -> None:
@@ -1208,10 +1251,12 @@ class LocalApiServer:
         if bookmark_interval <= 0:
             raise ValueError(f"bookmark_interval must be > 0, got {bookmark_interval}")
         self.storage = Storage(history_size=history_size)
+        self.compactor = Compactor(self.storage, compaction_interval)
         self.registry = ResourceRegistry()
         self.rest = Rest(self.storage, self.registry)
         self.rest.sharded_list_and_watch = self.feature_gates[featuregates.SHARDED_LIST_AND_WATCH]
         self.gc = GarbageCollector(self.rest)
+        self.quota = QuotaController(self.rest, quota_sync_period)
         # Deployment -> ReplicaSet -> Pod, as kube-controller-manager would (off: a plain
         # kube-apiserver makes nothing; the embedded and demo modes turn it on)
         self.workloads = WorkloadControllers(self.rest) if workload_controllers else None
@@ -1240,6 +1285,8 @@ class LocalApiServer:
         self.rest.bootstrap()
         subresources.bootstrap_apiservices(self.rest, self.registry)
         self.gc.start()
+        self.quota.start()
+        self.compactor.start()
         if self.workloads is not None:
             self.workloads.start()
         self._serve((self._host, self._port))
@@ -1342,6 +1389,8 @@ class LocalApiServer:
             return
         self._close_http()
         self.gc.stop()
+        self.quota.stop()
+        self.compactor.stop()
         if self.workloads is not None:
             self.workloads.stop()
         self._http = None
@@ -1369,6 +1418,11 @@ class LocalApiServer:
         if self._kubeconfig is None:
             raise RuntimeError("the local API server is not running")
         return self._kubeconfig
+
+    @property
+    def compaction_interval(self) -> float:
+        """Seconds between scheduled compactions."""
+        return self.compactor.interval
 
     @property
     def revision(self) -> int:
