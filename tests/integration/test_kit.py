@@ -63,6 +63,9 @@ class Stamper:
 
 class StampPlugin:
     config_class = StampConfig
+    rbac_rules = [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "patch"]}
+    ]
 
     def setup(self, mgr: Manager, ctx: PluginContext[StampConfig]) -> None:
         if ctx.config.fail_setup:
@@ -242,6 +245,9 @@ class Stamper:
 
 class StampPlugin:
     config_class = StampConfig
+    rbac_rules = [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "patch"]}
+    ]
 
     def setup(self, mgr: Manager, ctx: PluginContext[StampConfig]) -> None:
         ctx.controller(Stamper(mgr, ctx.config.value)).for_(CONFIGMAPS).complete()
