@@ -80,6 +80,7 @@ _TEST_DEFAULTS: dict[str, Any] = {
     "cacheSyncTimeout": 30.0,
 }
 _LOOPBACK = "127.0.0.1:0"
+_MOVED: Any = object()  # the default of the retired ``namespace`` keyword
 # seconds a list/watch may be refused (403) before a starting manager is failed: RBAC
 # objects made just before take a moment to reach a real API server's authorizer
 _FORBIDDEN_GRACE = 3.0
@@ -115,6 +116,16 @@ class RunningManager:
         """``http://127.0.0.1:PORT`` (``/healthz``, ``/readyz``) when probes are on."""
         address = self.manager.health_probe_address
         return None if address is None else f"http://{address[0]}:{address[1]}"
+
+
+def _refuse_namespace(namespace: object) -> None:
+    if namespace is not _MOVED:
+        raise TypeError(
+            f"namespace={namespace!r} is now watch_namespace=: it makes the manager watch "
+            "only that namespace (objects a controller makes elsewhere are never seen "
+            "again). Pass watch_namespace= for that, or leave it out to watch every "
+            "namespace"
+        )
 
 
 def plugin_name(plugin: PluginLike) -> str:
@@ -191,11 +202,12 @@ def run_manager(
     plugins: Mapping[str, PluginLike],
     config: Mapping[str, Any] | str | None = None,
     *,
-    namespace: str | None = None,
+    watch_namespace: str | None = None,
     metrics: bool = False,
     probes: bool = False,
     timeout: float = 30.0,
     rbac: bool = True,
+    namespace: object = _MOVED,
 ) -> Iterator[RunningManager]:
     """Run a manager with ``plugins`` (controller name → plugin) in a thread.
 
@@ -214,7 +226,12 @@ def run_manager(
             ``overseer`` validates it (sections under ``controllers:``). Test defaults
             under it: leader election off, a 10 s graceful stop; its bind addresses are
             replaced (``metrics`` and ``probes`` decide).
-        namespace: watch only this namespace (``watchNamespace``).
+        watch_namespace: the manager watches (caches, reconciles) namespaced resources
+            in this namespace only (``watchNamespace``): what a controller writes
+            elsewhere it never sees again, and a lister refuses reads elsewhere. Leave
+            it out for a controller that works across namespaces.
+        namespace: no longer accepted (a TypeError saying so): it silently meant
+            ``watch_namespace``.
         metrics: serve ``/metrics`` on 127.0.0.1, a free port (:attr:`RunningManager.
             metrics_url`).
         probes: serve ``/healthz`` and ``/readyz`` the same way.
@@ -231,13 +248,14 @@ def run_manager(
         ManagerFailed: the manager stopped or failed by itself, did not start in time,
             or did not stop cleanly.
     """
+    _refuse_namespace(namespace)
     loaded = PluginSet()
     for name, plugin in plugins.items():
         loaded.infos[name] = PluginInfo(name, "", "(test)", "-")
         loaded.plugins[name] = _plugin(name, plugin)
     doc = _merge(_TEST_DEFAULTS, _document(config))
-    if namespace is not None:
-        doc["watchNamespace"] = namespace
+    if watch_namespace is not None:
+        doc["watchNamespace"] = watch_namespace
     # never a fixed port (a deploy config's ":8080"): off, or loopback and a free port
     doc["metricsBindAddress"] = _LOOPBACK if metrics else "0"
     doc["healthProbeBindAddress"] = _LOOPBACK if probes else "0"
@@ -312,15 +330,17 @@ def run_plugin(
     *,
     name: str | None = None,
     config: Mapping[str, Any] | str | None = None,
-    namespace: str | None = None,
+    watch_namespace: str | None = None,
     metrics: bool = False,
     probes: bool = False,
     timeout: float = 30.0,
     rbac: bool = True,
+    namespace: object = _MOVED,
 ) -> Iterator[RunningManager]:
     """:func:`run_manager` with one plugin, configured by its own ``section``
     (``controllers.<name>`` of the file: ``workers``, the plugin's settings, ...);
     ``config`` holds the rest of the file. ``name`` defaults to :func:`plugin_name`."""
+    _refuse_namespace(namespace)
     name = name or plugin_name(plugin)
     body = yaml.safe_load(section) if isinstance(section, str) else section
     doc = _document(config)
@@ -329,7 +349,7 @@ def run_plugin(
         kubeconfig,
         {name: plugin},
         doc,
-        namespace=namespace,
+        watch_namespace=watch_namespace,
         metrics=metrics,
         probes=probes,
         timeout=timeout,
