@@ -126,7 +126,10 @@ def test_the_retired_namespace_keyword_says_what_it_did() -> None:
         lambda: run_plugin(TeamInfoPlugin, "/nonexistent", namespace="ns"),
         lambda: run_manager("/nonexistent", {"teaminfo": TeamInfoPlugin}, namespace="ns"),
     ):
-        with pytest.raises(
-            TypeError, match=r"now watch_namespace=: it makes the manager watch only"
-        ), run():
+        with (
+            pytest.raises(
+                TypeError, match=r"now watch_namespace=: it makes the manager watch only"
+            ),
+            run(),
+        ):
             pass
