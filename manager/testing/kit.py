@@ -29,6 +29,7 @@ test's thread only.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import inspect
@@ -447,16 +448,66 @@ class _Runner:
             raise ManagerFailed(self.problem) from self.error
 
 
+def _lambda_node(check: Callable[..., Any]) -> tuple[str, ast.Lambda] | None:
+    """The lambda's own source text and tree: ``inspect.getsource`` gives the whole
+    lines it is on (``eventually(lambda: a == b, timeout=3)``), so the longest piece
+    from ``lambda`` on that parses as a lambda is it."""
+    try:
+        source = inspect.getsource(check)
+    except (OSError, TypeError):
+        return None
+    start = source.find("lambda")
+    if start < 0:
+        return None
+    text = source[start:]
+    for end in range(len(text), 0, -1):
+        if end < len(text) and text[end] not in ",)]}\n#;":
+            continue
+        candidate = text[:end]
+        try:
+            tree = ast.parse(candidate.strip(), mode="eval")
+        except SyntaxError:
+            continue
+        if isinstance(tree.body, ast.Lambda):
+            return " ".join(candidate.split()), tree.body
+    return None
+
+
 def _describe(check: Callable[..., Any]) -> str:
     name = getattr(check, "__name__", "") or repr(check)
     if name != "<lambda>":
         return name
-    try:
-        source = inspect.getsource(check).strip()
-    except (OSError, TypeError):
-        return "a lambda"
-    start = source.find("lambda")
-    return " ".join(source[start:].split()) if start >= 0 else source
+    found = _lambda_node(check)
+    return found[0] if found is not None else "a lambda"
+
+
+def _compared(check: Callable[..., Any]) -> str:
+    """For a lambda that is one comparison (``lambda: a == b``), its operands' values
+    as pytest shows a failed ``assert a == b``: ``'x' == 'y'`` (evaluated once more,
+    after the last try); "" for anything else."""
+    found = getattr(check, "__name__", "") == "<lambda>" and _lambda_node(check)
+    if not found:
+        return ""
+    body = found[1].body
+    if not isinstance(body, ast.Compare) or len(body.ops) != 1 or found[1].args.args:
+        return ""
+    symbols = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">",
+               ast.GtE: ">=", ast.In: "in", ast.NotIn: "not in", ast.Is: "is",
+               ast.IsNot: "is not"}  # fmt: skip
+    symbol = symbols.get(type(body.ops[0]))
+    if symbol is None:
+        return ""
+    closure = inspect.getclosurevars(check)
+    scope = {**check.__globals__, **closure.nonlocals}
+    values = []
+    for operand in (body.left, body.comparators[0]):
+        try:
+            value = eval(compile(ast.Expression(operand), "<eventually>", "eval"), scope)
+        except Exception as exc:
+            return f": {type(exc).__name__} evaluating {ast.unparse(operand)}"
+        text = repr(value)
+        values.append(text if len(text) <= 240 else text[:237] + "...")
+    return f": {values[0]} {symbol} {values[1]}"
 
 
 def eventually(
@@ -475,7 +526,9 @@ def eventually(
 
     Raises:
         AssertionError: ``timeout`` seconds passed: names ``what`` (default: the check's
-            name or the lambda's source) and the last value or exception seen.
+            name or the lambda's source) and the last value or exception seen; for a
+            lambda that is one comparison, the compared values too (``last returned
+            False: 'v1' == 'v2'``).
     """
     deadline = time.monotonic() + timeout
     while True:
@@ -485,6 +538,8 @@ def eventually(
             if value:
                 return value
             last = f"last returned {value!r}"
+            if value is False and time.monotonic() >= deadline:
+                last += _compared(check)
         except (AssertionError, NotFound) as exc:
             last_error = exc
             last = f"last raised {type(exc).__name__}: {exc}"

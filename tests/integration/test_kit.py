@@ -315,3 +315,60 @@ def test_the_fixtures_against_a_real_cluster(
             "*local_only: needs the local API server's knobs; OVERSEER_TEST_KUBECONFIG is set*",
         ]
     )
+
+
+PAPERCUT_PLUGIN = """
+from dataclasses import dataclass
+
+from manager import Manager, PluginContext, Request, Result, builtin
+
+CONFIGMAPS = builtin("v1", "configmaps")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FailConfig:
+    pass
+
+
+class Failing:
+    def reconcile(self, request: Request) -> Result:
+        raise RuntimeError("this one fails")
+
+
+class FailPlugin:
+    config_class = FailConfig
+    rbac_rules = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list", "watch"]}]
+
+    def setup(self, mgr: Manager, ctx: PluginContext[FailConfig]) -> None:
+        ctx.controller(Failing()).for_(CONFIGMAPS).complete()
+"""
+
+PAPERCUT_TESTS = """
+import pytest
+
+from manager.testing import eventually, run_plugin
+from overseer_fail import CONFIGMAPS, FailPlugin  # not installed: found in the rootdir
+
+
+def test_failure_logs_name_the_object(kubeconfig_path, kube_client, namespace, caplog):
+    with run_plugin(FailPlugin, kubeconfig_path, watch_namespace=namespace):
+        kube_client.create(CONFIGMAPS, {"metadata": {"name": "bad"}}, namespace)
+        wanted = f"controller=fail namespace={namespace} name=bad"
+        eventually(lambda: any(
+            "reconcile failed" in line and wanted in line for line in caplog.text.splitlines()
+        ))
+"""
+
+
+@pytest.mark.slow
+def test_a_plugin_in_the_rootdir_is_found_and_its_failure_logs_name_the_object(
+    pytester: pytest.Pytester,
+) -> None:
+    """Issue 22, item 7: a plugin's tests (in tests/) import it from the project root
+    without installing it; pytest's captured logs name the object a reconcile failed
+    for."""
+    pytester.mkpydir("overseer_fail").joinpath("__init__.py").write_text(PAPERCUT_PLUGIN)
+    tests = pytester.mkdir("tests")
+    (tests / "test_fail.py").write_text(PAPERCUT_TESTS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "tests")
+    result.assert_outcomes(passed=1)
