@@ -750,3 +750,63 @@ def test_embedded_demo_with_its_address_in_use_prints_no_table(listener: _Listen
     assert f"overseer: metrics: cannot listen on 127.0.0.1:{port}" in result.stderr
     assert "What the controllers made" not in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_a_closed_pipe_ends_the_output_quietly() -> None:
+    """Issue 22, item 7: ``overseer plugins | head -1`` ended in a BrokenPipeError
+    traceback (when head had exited before the writes): a reader that has gone is not
+    an error of ours. Deterministic here: the pipe's read end is closed before the
+    command writes anything."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "manager", "plugins"],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=30,
+            env=_env(),
+            cwd=ROOT,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert result.stderr == ""
+    assert result.returncode == 141  # as a command that SIGPIPE ended (coreutils' head)
+
+
+def test_run_embedded_writes_its_kubeconfig_where_asked(tmp_path: Path) -> None:
+    """Issue 22, item 7: ``run --embedded`` had no ``--kubeconfig-out``."""
+    out = tmp_path / "k" / "kubeconfig"
+    p = Process("run", "--embedded", "--kubeconfig-out", str(out))
+    try:
+        p.wait_for_output(f"kubeconfig: {out}", 30)
+        doc = yaml.safe_load(out.read_text())
+        assert doc["clusters"][0]["cluster"]["server"].startswith("http://127.0.0.1:")
+        with KubeClient.from_kubeconfig(str(out)) as client:
+            assert client.get(builtin("v1", "namespaces"), "default")
+        assert p.stop(signal.SIGTERM) == 0
+    finally:
+        p.close()
+    result = overseer("run", "--kubeconfig-out", str(tmp_path / "x"))
+    assert result.returncode == 2
+    assert "--kubeconfig-out needs --embedded" in result.stderr
+
+
+def test_make_run_runs_the_builtin_controllers_only() -> None:
+    """Issue 22, item 7: the development venv's test plugin (``sample``) ran in ``make
+    run``: its configuration turns it off, and everything else installed stays on."""
+    makefile = (ROOT / "Makefile").read_text()
+    config = re.search(r"^RUN_CONFIG := (\S+)$", makefile, re.M)
+    assert config is not None
+    recipe = makefile.split("\nrun: ", 1)[1].split("\n\n", 1)[0]
+    assert "overseer run --embedded --demo --config $(RUN_CONFIG)" in recipe
+    result = overseer("plugins", "--config", config.group(1))
+    assert result.returncode == 0, result.stderr
+    rows = _plugin_rows(result.stdout)
+    for name in BUILTINS:
+        assert rows[name][2] == "yes"
+    if "sample" in rows:
+        assert rows["sample"][2] == "no"
+    assert overseer("config", "validate", config.group(1)).returncode == 0

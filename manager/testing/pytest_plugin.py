@@ -97,9 +97,12 @@ def _context_in_captured_logs(config: pytest.Config) -> None:
     for attr in ("caplog_handler", "report_handler", "log_cli_handler", "log_file_handler"):
         handler = getattr(logging_plugin, attr, None)
         formatter = getattr(handler, "formatter", None)
-        if handler is not None and formatter is not None:
-            if not isinstance(formatter, ContextFormatter):
-                handler.setFormatter(ContextFormatter(formatter))
+        if (
+            handler is not None
+            and formatter is not None
+            and not isinstance(formatter, ContextFormatter)
+        ):
+            handler.setFormatter(ContextFormatter(formatter))
 
 
 def pytest_report_header(config: pytest.Config) -> str:
