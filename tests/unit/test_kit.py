@@ -3,6 +3,7 @@ plugin names, and a configuration refused before anything starts."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -145,3 +146,22 @@ def test_the_retired_namespace_keyword_says_what_it_did() -> None:
             run(),
         ):
             pass
+
+
+class _NoSettingsPlugin:
+    """A plugin with nothing to configure: no config_class."""
+
+    def setup(self, mgr: Manager, ctx: PluginContext[Any]) -> None:
+        pass
+
+
+def test_a_plugin_without_settings_needs_no_config_class() -> None:
+    """Issue 22, item 7: config_class was required even for a plugin with no settings."""
+    common, own = validate_section(_NoSettingsPlugin, {"workers": 2}, name="nosettings")
+    assert common.workers == 2
+    assert dataclasses.is_dataclass(own) and not dataclasses.fields(own)
+    with pytest.raises(ConfigError) as info:
+        validate_section(_NoSettingsPlugin, {"greeting": "hi"}, name="nosettings")
+    assert any(
+        p.startswith("controllers.nosettings.greeting: unknown") for p in info.value.problems
+    ), info.value.problems
