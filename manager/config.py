@@ -9,8 +9,9 @@ error, and *every* error is reported with its path, e.g.
 nothing starts.
 
 The schema is the dataclasses themselves (:class:`OverseerConfig` here, each plugin's
-``config_class``): field types, defaults, and ``metadata`` with ``min``, ``max`` and
-``help``; a ``validate()`` method adds cross-field checks (each problem starts with
+``config_class``): field types, defaults, and ``metadata`` with ``min``, ``max``,
+``help`` and ``format`` (``"labelSelector"``: a string, or each string of a list, is
+parsed as kube parses a ``labelSelector``, so a bad one fails ``config validate``); a ``validate()`` method adds cross-field checks (each problem starts with
 the field it is about: ``"cidr: not a network"``). An unknown key or controller name
 comes with the closest known one (``did you mean leaseDuration?``).
 :func:`render_defaults` writes the full default file with every field's help as a
@@ -35,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import yaml
 
 from manager.errors import ConfigError, PluginLoadError
+from manager.labels import LabelSelector, SelectorError
 from manager.plugins import ControllerSettings, PluginSet
 
 if TYPE_CHECKING:
@@ -240,7 +242,10 @@ def _convert(tp: Any, value: Any, path: str, meta: Mapping[str, Any], errors: li
             errors.append(f"{path}: expected a list, got {_show(value)}")
             return None
         item_tp = args[0] if args else Any
-        items = [_convert(item_tp, v, f"{path}[{i}]", {}, errors) for i, v in enumerate(value)]
+        item_meta = {"format": meta["format"]} if "format" in meta else {}
+        items = [
+            _convert(item_tp, v, f"{path}[{i}]", item_meta, errors) for i, v in enumerate(value)
+        ]
         return tuple(items) if origin is tuple else items
     if origin in (dict, Mapping):
         if not isinstance(value, Mapping):
@@ -269,6 +274,12 @@ def _convert(tp: Any, value: Any, path: str, meta: Mapping[str, Any], errors: li
         if not isinstance(value, str):
             errors.append(f"{path}: expected string, got {_show(value)}")
             return None
+        if meta.get("format") == "labelSelector":
+            try:
+                LabelSelector.parse(value)
+            except SelectorError as exc:
+                errors.append(f'{path}: invalid label selector "{value}": {exc}')
+                return None
         return value
     if ("min" in meta and value < meta["min"]) or ("max" in meta and value > meta["max"]):
         errors.append(f"{path}: expected {want}, got {_show(raw)}")

@@ -314,3 +314,28 @@ def test_config_files_have_every_field_documented() -> None:
 if __name__ == "__main__":
     DEFAULT_FILE.write_text(render_defaults(_builtin_schemas()))
     print(f"wrote {DEFAULT_FILE}")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MirrorConfig:
+    source_selector: str = field(default="mirror=true", metadata={"format": "labelSelector"})
+    targets: tuple[str, ...] = field(default=(), metadata={"format": "labelSelector"})
+
+
+def test_label_selector_settings_are_parsed_as_kube_parses_them() -> None:
+    """Issue 22, item 7: a label-selector setting was a plain string; an invalid one
+    passed ``config validate``, then looped on 400."""
+    schemas: dict[str, type[Any]] = {"mirror": MirrorConfig}
+    _, controllers = parse(
+        {"controllers": {"mirror": {"sourceSelector": "app in (a, b), !legacy"}}}, schemas
+    )
+    assert controllers["mirror"][1].source_selector == "app in (a, b), !legacy"
+    found = problems(
+        {"controllers": {"mirror": {"sourceSelector": "app in (a", "targets": ["ok", "x==y==z"]}}},
+        schemas,
+    )
+    assert len(found) == 2, found
+    assert found[0].startswith(
+        'controllers.mirror.sourceSelector: invalid label selector "app in (a": '
+    )
+    assert found[1].startswith('controllers.mirror.targets[1]: invalid label selector "x==y==z": ')
