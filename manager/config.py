@@ -11,12 +11,13 @@ nothing starts.
 The schema is the dataclasses themselves (:class:`OverseerConfig` here, each plugin's
 ``config_class``): field types, defaults, and ``metadata`` with ``min``, ``max``,
 ``help`` and ``format`` (``"labelSelector"``: a string, or each string of a list, is
-parsed as kube parses a ``labelSelector``, so a bad one fails ``config validate``); a ``validate()`` method adds cross-field checks (each problem starts with
-the field it is about: ``"cidr: not a network"``). An unknown key or controller name
+parsed as kube parses a ``labelSelector``, so a bad one fails ``config validate``); a
+``validate()`` method adds cross-field checks (each problem starts with the field it is
+about: ``"cidr: not a network"``). An unknown key or controller name
 comes with the closest known one (``did you mean leaseDuration?``).
 :func:`render_defaults` writes the full default file with every field's help as a
-comment. :func:`load_config` applies the plugin policy (a controller that cannot load is
-fatal only when the file enables it) on top of :func:`parse`.
+comment. :func:`load_config` applies the plugin policy (an installed controller that
+cannot load is fatal unless the file disables it) on top of :func:`parse`.
 
 Thread-safe: pure functions over immutable values.
 """

@@ -104,6 +104,7 @@ C = TypeVar("C")
 RbacRule = dict[str, list[str]]  # one PolicyRule: apiGroups, resources, verbs, ...
 
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9_-]*[a-z0-9])?$")
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")  # a DNS-1123 label
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -459,6 +460,9 @@ def declared_rbac_rules(name: str, plugin: ControllerPlugin, config: Any) -> lis
             for key, values in rule.items():
                 if isinstance(values, str) or not all(isinstance(v, str) for v in values):
                     raise ValueError(f"{key}: expected a list of strings, got {values!r}")
+                bad = [v for v in values if key == "namespaces" and not _NAMESPACE.match(v)]
+                if bad:
+                    raise ValueError(f"namespaces: {bad[0]!r} is not a namespace name")
                 entry[str(key)] = list(values)
             out.append(entry)
     except Exception as exc:

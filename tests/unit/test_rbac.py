@@ -3,6 +3,7 @@ shard Leases' Role goes where the shard Leases are."""
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from manager.rbac import RbacOptions, render
@@ -57,3 +58,16 @@ def test_the_sharding_role_is_in_the_shard_leases_namespace() -> None:
     )
     assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "rings"
     assert binding["subjects"][0]["namespace"] == "overseer-system"
+
+
+def test_a_namespaced_rule_names_real_namespaces() -> None:
+    from manager.errors import PluginLoadError
+    from manager.plugins import declared_rbac_rules
+
+    class Plugin:
+        rbac_rules = [
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "namespaces": ["A_b"]}
+        ]
+
+    with pytest.raises(PluginLoadError, match="'A_b' is not a namespace name"):
+        declared_rbac_rules("p", Plugin(), None)  # type: ignore[arg-type]
