@@ -280,7 +280,12 @@ def _service_account(
     """A ServiceAccount bound to what ``overseer rbac`` prints for this configuration."""
     name = f"ovs-kit-{uuid.uuid4().hex[:8]}"
     le = settings.leader_election
-    namespace = le.namespace or name
+    sharded = any(s.enabled and s.sharded for s, _ in controllers.values())
+    # the account lives where the manager's Leases are (its Roles go there), else in a
+    # namespace of its own
+    namespace = name
+    if le.enabled or sharded:
+        namespace = le.namespace or os.environ.get("POD_NAMESPACE", "") or "default"
     text, _ = rbac_for_controllers(
         loaded.plugins, settings, controllers, name=name, namespace=namespace
     )

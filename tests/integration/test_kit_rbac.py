@@ -199,3 +199,22 @@ def test_the_builtin_controllers_run_under_the_rules_they_declare(
             running.manager.metrics_text() if hasattr(running.manager, "metrics_text") else ""
         )
         assert "forbidden" not in failures.lower()
+
+
+def test_leader_election_runs_under_the_rules_overseer_rbac_generates(
+    kubeconfig_path: str, kube_client: KubeClient, namespace: str
+) -> None:
+    """The Lease Role goes where the Lease is: the ServiceAccount is made there."""
+    config = {
+        "leaderElection": {
+            "enabled": True,
+            "namespace": namespace,
+            "leaseDuration": 3.0,
+            "renewDeadline": 2.0,
+            "retryPeriod": 0.5,
+        }
+    }
+    with run_plugin(NamespacedPlugin, kubeconfig_path, {"source": namespace}, config=config) as r:
+        assert r.manager.is_leader()
+        kube_client.create(SECRETS, {"metadata": {"name": "s"}, "data": {"k": "dg=="}}, namespace)
+        assert eventually(lambda: kube_client.get(CONFIGMAPS, "s", namespace))
