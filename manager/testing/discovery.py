@@ -88,6 +88,7 @@ GROUP_PRIORITY: Final = {
     "coordination.k8s.io": 16500,
     "node.k8s.io": 16300,
     "discovery.k8s.io": 16200,
+    "resource.k8s.io": 16200,
     "flowcontrol.apiserver.k8s.io": 16100,
 }
 

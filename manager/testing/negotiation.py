@@ -8,8 +8,9 @@ Type``. It answers in the first ``Accept`` entry it can produce, and the ``as``,
 and ``v`` parameters of that entry ask for a *transformed* answer: a ``Table``
 (``as=Table;g=meta.k8s.io;v=v1``), the metadata only (``as=PartialObjectMetadata``),
 or aggregated discovery (``as=APIGroupDiscoveryList;g=apidiscovery.k8s.io;v=v2``).
-This server writes JSON only (it reads protobuf, but never answers in it: every
-client that sends protobuf also accepts JSON).
+Built-in kinds are answered in protobuf when the first entry the server can produce
+asks for it (client-go's typed clients and kubectl send ``application/vnd.kubernetes.
+protobuf, application/json``); custom resources, Tables and discovery in JSON.
 
 Thread-safety: pure functions; safe to share between threads.
 """
@@ -25,7 +26,7 @@ import yaml
 from manager.testing import protobuf
 from manager.testing.rest import StatusError
 
-__all__ = ["Target", "decode_body", "is_json", "target"]
+__all__ = ["Target", "answer_media", "decode_body", "is_json", "target"]
 
 JSON: Final = "application/json"
 YAML: Final = "application/yaml"
@@ -130,3 +131,38 @@ def target(accept: str) -> Target:
         if version in _TRANSFORMS.get((as_kind, group), ()):
             return Target(as_kind, group, version)
     return Target()
+
+
+# `as=` transformations that have a protobuf form (meta/v1's generated.proto); a Table
+# does not, so a protobuf entry asking for one is skipped.
+_PROTOBUF_AS: Final = frozenset({"", "PartialObjectMetadata", "PartialObjectMetadataList"})
+
+
+def answer_media(accept: str, *, custom: bool = False) -> str:
+    """The media type of the answer: :data:`PROTOBUF` when the first ``Accept`` entry
+    this server can produce is protobuf (built-in kinds only), else :data:`JSON`.
+
+    Custom resources have no protobuf form (kube's unstructured serializer offers JSON
+    and YAML): a protobuf entry is skipped, and an ``Accept`` naming protobuf only is
+    refused, as kube-apiserver refuses it.
+
+    Raises:
+        StatusError: 406 for a custom resource asked only for protobuf.
+    """
+    refused = False
+    for entry in accept.split(","):
+        media, params = _params(entry)
+        if media == PROTOBUF:
+            if not custom and params.get("as", "") in _PROTOBUF_AS:
+                return PROTOBUF
+            refused = refused or custom
+            continue
+        if media in (JSON, YAML, "application/*", "*/*", "") or media.endswith("+json"):
+            return JSON
+    if refused:
+        raise StatusError(
+            406,
+            "NotAcceptable",
+            "only the following media types are accepted: application/json, application/yaml",
+        )
+    return JSON

@@ -1,4 +1,5 @@
-"""Kubernetes protobuf request bodies, decoded to the JSON objects they stand for.
+"""Kubernetes protobuf bodies: requests decoded to the JSON objects they stand for, and
+answers encoded from them.
 
 kubectl and every client-go typed client send built-in kinds as
 ``application/vnd.kubernetes.protobuf``: the four bytes ``k8s\\x00``, then a
@@ -7,9 +8,16 @@ as its own protobuf message). kube-apiserver accepts that for every built-in kin
 client-go never falls back to JSON for it (its 415 fallback exists only for CBOR), so a
 server that wants ``kubectl create configmap`` to work must read it.
 
+kube-apiserver also *answers* in protobuf when the ``Accept`` header prefers it, for
+built-in kinds (custom resources have no protobuf form: JSON is their answer, 406 when
+the client accepts nothing else). :func:`encode` writes that envelope and
+:func:`encode_frame` one event of a protobuf watch stream (a 4-byte big-endian length,
+then a ``WatchEvent`` message whose ``object.raw`` is an enveloped object).
+
 This module reads the wire format (varints, length-delimited fields) and maps each
 message to JSON with the field table in :mod:`.protoschema`, which is generated from
-the ``generated.proto`` descriptors of ``k8s.io/api`` and ``k8s.io/apimachinery``
+the ``generated.proto`` files and Go struct tags of ``k8s.io/api``,
+``k8s.io/apimachinery``, ``k8s.io/apiextensions-apiserver`` and ``k8s.io/kube-aggregator``
 (``tools/protoschema.py``). The mapping follows what Go's JSON encoding of the decoded
 struct gives: ``Time`` as RFC 3339, ``IntOrString`` as a number or a string,
 ``Quantity`` as its string, ``bytes`` as base64, ``RawExtension``/``FieldsV1`` as the
@@ -31,7 +39,17 @@ import orjson
 
 from manager.testing.protoschema import KINDS, MESSAGES
 
-__all__ = ["INLINE", "MAGIC", "ProtobufError", "decode", "decode_message"]
+__all__ = [
+    "INLINE",
+    "MAGIC",
+    "ProtobufError",
+    "decode",
+    "decode_message",
+    "encode",
+    "encode_frame",
+    "encode_message",
+    "message_of",
+]
 
 MAGIC: Final = b"k8s\x00"
 CONTENT_TYPE: Final = "application/vnd.kubernetes.protobuf"
@@ -46,6 +64,22 @@ _INT_OR_STRING: Final = "k8s.io.apimachinery.pkg.util.intstr.IntOrString"
 _QUANTITY: Final = "k8s.io.apimachinery.pkg.api.resource.Quantity"
 _RAW_EXTENSION: Final = "k8s.io.apimachinery.pkg.runtime.RawExtension"
 _UNKNOWN: Final = "k8s.io.apimachinery.pkg.runtime.Unknown"
+# Go named slices (`type ExtraValue []string`): a message of one repeated `items` member
+# whose JSON is the bare list.
+_STRING_LISTS: Final = frozenset(
+    {
+        _VERBS,
+        "k8s.io.api.authentication.v1.ExtraValue",
+        "k8s.io.api.authorization.v1.ExtraValue",
+        "k8s.io.api.certificates.v1.ExtraValue",
+    }
+)
+_APIEXT: Final = "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1."
+_JSON: Final = _APIEXT + "JSON"
+_OR_ARRAY: Final = _APIEXT + "JSONSchemaPropsOrArray"
+_OR_BOOL: Final = _APIEXT + "JSONSchemaPropsOrBool"
+_OR_STRINGS: Final = _APIEXT + "JSONSchemaPropsOrStringArray"
+_SCHEMA: Final = _APIEXT + "JSONSchemaProps"
 
 # Go members embedded with `json:",inline"`: their fields belong to the parent's JSON.
 INLINE: Final = frozenset(
@@ -64,6 +98,9 @@ INLINE: Final = frozenset(
         ("k8s.io.api.core.v1.SecretEnvSource", "localObjectReference"),
         ("k8s.io.api.core.v1.SecretKeySelector", "localObjectReference"),
         ("k8s.io.api.core.v1.SecretProjection", "localObjectReference"),
+        ("k8s.io.api.resource.v1.DeviceAllocationConfiguration", "deviceConfiguration"),
+        ("k8s.io.api.resource.v1.DeviceClaimConfiguration", "deviceConfiguration"),
+        ("k8s.io.api.resource.v1.DeviceClassConfiguration", "deviceConfiguration"),
     }
 )
 # Proto members that JSON never shows (`json:"-"`).
@@ -227,7 +264,27 @@ def _special(name: str, data: bytes) -> tuple[bool, Any]:
     if name == _DURATION:
         value = next((int(v) for n, _, v in fields(data) if n == 1), 0)
         return True, _go_duration(_signed(value, 64))
-    if name in (_RAW_EXTENSION, _FIELDS_V1):
+    if name == _OR_ARRAY:  # a schema, or an array of schemas
+        schemas = [decode_message(_SCHEMA, bytes(v)) for n, _, v in fields(data) if n == 2]
+        if schemas:
+            return True, schemas
+        one = next((bytes(v) for n, _, v in fields(data) if n == 1), None)
+        return True, None if one is None else decode_message(_SCHEMA, one)
+    if name == _OR_BOOL:  # a schema (which allows), or a bare boolean
+        allows, schema = False, None
+        for n, _, v in fields(data):
+            if n == 1:
+                allows = bool(v)
+            elif n == 2:
+                schema = decode_message(_SCHEMA, bytes(v))
+        return True, schema if schema is not None else allows
+    if name == _OR_STRINGS:  # a schema, or a list of property names
+        strings = [bytes(v).decode() for n, _, v in fields(data) if n == 2]
+        if strings:
+            return True, strings
+        one = next((bytes(v) for n, _, v in fields(data) if n == 1), None)
+        return True, None if one is None else decode_message(_SCHEMA, one)
+    if name in (_RAW_EXTENSION, _FIELDS_V1, _JSON):
         raw = next((bytes(v) for n, _, v in fields(data) if n == 1), b"")
         if not raw:
             return True, None
@@ -237,7 +294,7 @@ def _special(name: str, data: bytes) -> tuple[bool, Any]:
             if raw.startswith(MAGIC):
                 return True, decode(raw)[2]
             raise ProtobufError(f"{name}: raw is neither JSON nor protobuf") from None
-    if name == _VERBS:
+    if name in _STRING_LISTS:
         return True, [bytes(v).decode() for n, _, v in fields(data) if n == 1]
     return False, None
 
@@ -331,13 +388,249 @@ def decode(body: bytes) -> tuple[str, str, JsonDict]:
             encoding = bytes(value).decode()
     if encoding:
         raise ProtobufError(f"unsupported contentEncoding {encoding!r}")
-    group, _, version = api_version.rpartition("/")
-    message = KINDS.get((group, version, kind))
-    if message is None and kind in _OPTIONS:
-        message = _META + kind  # DeleteOptions and friends are served in every group
+    message = message_of(api_version, kind)
     if message is None:
         raise ProtobufError(f"no protobuf schema for {api_version}, Kind={kind}")
     obj = decode_message(message, raw)
     if not isinstance(obj, dict):
         raise ProtobufError(f"{kind} is not an object")
     return api_version, kind, {"apiVersion": api_version, "kind": kind, **obj}
+
+
+# -- encoding ------------------------------------------------------------------------
+
+_WIRE: Final = {
+    "double": 1, "fixed64": 1, "sfixed64": 1, "float": 5, "fixed32": 5, "sfixed32": 5,
+    "string": 2, "bytes": 2,
+}  # fmt: skip
+
+
+def _put_varint(out: bytearray, n: int) -> None:
+    n &= (1 << 64) - 1  # negative int32/int64: ten bytes of two's complement, as Go writes
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+
+
+def _key(out: bytearray, number: int, wire: int) -> None:
+    _put_varint(out, number << 3 | wire)
+
+
+def _put_bytes(out: bytearray, number: int, data: bytes) -> None:
+    _key(out, number, 2)
+    _put_varint(out, len(data))
+    out += data
+
+
+def _put_scalar(out: bytearray, number: int, kind: str, value: Any, where: str) -> None:
+    import struct
+
+    wire = _WIRE.get(kind, 0)
+    try:
+        if kind == "string":
+            _put_bytes(out, number, str(value).encode("utf-8"))
+        elif kind == "bytes":
+            _put_bytes(out, number, base64.b64decode(value))
+        elif kind in ("double", "float"):
+            _key(out, number, wire)
+            out += struct.pack("<d" if kind == "double" else "<f", float(value))
+        elif kind in ("fixed64", "sfixed64", "fixed32", "sfixed32"):
+            _key(out, number, wire)
+            size = 8 if wire == 1 else 4
+            out += int(value).to_bytes(size, "little", signed=kind.startswith("s"))
+        elif kind in ("sint32", "sint64"):
+            _key(out, number, 0)
+            n = int(value)
+            _put_varint(out, (n << 1) ^ (n >> 63))
+        else:  # int32, int64, uint32, uint64, bool
+            _key(out, number, 0)
+            _put_varint(out, int(value))
+    except (TypeError, ValueError) as exc:
+        raise ProtobufError(f"{where}: {value!r} is not a {kind}: {exc}") from None
+
+
+def _rfc3339(text: str) -> tuple[int, int]:
+    when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    seconds = int(when.timestamp() // 1)
+    return seconds, when.microsecond * 1000
+
+
+_DURATION_UNITS: Final = {
+    "ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000,
+    "m": 60_000_000_000, "h": 3_600_000_000_000,
+}  # fmt: skip
+
+
+def _parse_duration(text: str) -> int:
+    import re
+
+    sign = -1 if text.startswith("-") else 1
+    body = text.lstrip("+-")
+    if body == "0":
+        return 0
+    parts = re.findall(r"([0-9.]+)(ns|us|µs|ms|s|m|h)", body)
+    if not parts or "".join(a + b for a, b in parts) != body:
+        raise ProtobufError(f"invalid duration {text!r}")
+    return sign * round(sum(float(a) * _DURATION_UNITS[b] for a, b in parts))
+
+
+def _encode_special(name: str, value: Any, where: str) -> bytes | None:
+    """The message bytes of a JSON value whose message is not an object of its fields;
+    None for ordinary messages."""
+    out = bytearray()
+    if name in (_TIME, _MICRO_TIME):
+        if value is None:
+            return b""
+        seconds, nanos = _rfc3339(str(value))
+        if seconds:
+            _key(out, 1, 0)
+            _put_varint(out, seconds)
+        if nanos and name == _MICRO_TIME:
+            _key(out, 2, 0)
+            _put_varint(out, nanos)
+        return bytes(out)
+    if name == _INT_OR_STRING:
+        if isinstance(value, str):
+            _put_scalar(out, 1, "int64", 1, where)
+            _put_scalar(out, 3, "string", value, where)
+        else:
+            _put_scalar(out, 1, "int64", 0, where)
+            _put_scalar(out, 2, "int32", value, where)
+        return bytes(out)
+    if name == _QUANTITY:
+        _put_scalar(out, 1, "string", value, where)
+        return bytes(out)
+    if name == _DURATION:
+        _put_scalar(out, 1, "int64", _parse_duration(str(value)), where)
+        return bytes(out)
+    if name in (_RAW_EXTENSION, _FIELDS_V1, _JSON):
+        _put_bytes(out, 1, orjson.dumps(value))
+        return bytes(out)
+    if name in _STRING_LISTS:
+        for verb in value:
+            _put_scalar(out, 1, "string", verb, where)
+        return bytes(out)
+    if name == _OR_ARRAY:
+        if isinstance(value, list):
+            for item in value:
+                _put_bytes(out, 2, encode_message(_SCHEMA, item, where))
+        else:
+            _put_bytes(out, 1, encode_message(_SCHEMA, value, where))
+        return bytes(out)
+    if name == _OR_BOOL:
+        if isinstance(value, bool):
+            _put_scalar(out, 1, "bool", value, where)
+        else:
+            _put_scalar(out, 1, "bool", True, where)
+            _put_bytes(out, 2, encode_message(_SCHEMA, value, where))
+        return bytes(out)
+    if name == _OR_STRINGS:
+        if isinstance(value, list):
+            for item in value:
+                _put_scalar(out, 2, "string", item, where)
+        else:
+            _put_bytes(out, 1, encode_message(_SCHEMA, value, where))
+        return bytes(out)
+    return None
+
+
+def encode_message(name: str, value: Any, where: str = "") -> bytes:
+    """The protobuf bytes of the message ``name`` whose JSON form is ``value``: the
+    inverse of :func:`decode_message`. JSON members the message does not have
+    (``apiVersion``, ``kind``: they go in the envelope) are left out; members embedded
+    with ``json:",inline"`` are filled from the parent's own JSON.
+
+    Raises:
+        ProtobufError: a value of the wrong JSON type, or an unknown message.
+    """
+    special = _encode_special(name, value, where or name)
+    if special is not None:
+        return special
+    table = MESSAGES.get(name)
+    if table is None:
+        raise ProtobufError(f"no schema for message {name}")
+    if not isinstance(value, dict):
+        raise ProtobufError(f"{where or name}: expected an object, got {value!r}")
+    out = bytearray()
+    for number in sorted(table):  # gogo writes members in field-number order
+        member, kind, ref, repeated, _ = table[number]
+        path = f"{where}.{member}" if where else member
+        if (name, member) in INLINE:
+            _put_bytes(out, number, encode_message(ref, value, where))
+            continue
+        item = value.get(member)
+        if item is None:
+            continue
+        if kind == "map":
+            if not isinstance(item, dict):
+                raise ProtobufError(f"{path}: expected an object, got {item!r}")
+            entry = MESSAGES[ref]
+            value_spec = entry[2]
+            for key in sorted(item):  # Go sorts map keys when it marshals
+                pair = bytearray()
+                _put_scalar(pair, 1, entry[1][1], key, path)
+                if value_spec[1] == "message":
+                    _put_bytes(pair, 2, encode_message(value_spec[2], item[key], f"{path}.{key}"))
+                else:
+                    _put_scalar(pair, 2, value_spec[1], item[key], f"{path}.{key}")
+                _put_bytes(out, number, bytes(pair))
+            continue
+        items = item if repeated else [item]
+        if repeated and not isinstance(item, list):
+            raise ProtobufError(f"{path}: expected a list, got {item!r}")
+        for one in items:
+            if kind == "message":
+                _put_bytes(out, number, encode_message(ref, one, path))
+            else:
+                _put_scalar(out, number, kind, one, path)
+    return bytes(out)
+
+
+def message_of(api_version: str, kind: str) -> str | None:
+    """The message a built-in ``(apiVersion, kind)`` is written as; None if it has none
+    (a custom resource, a Table, discovery documents)."""
+    group, _, version = api_version.rpartition("/")
+    message = KINDS.get((group, version, kind))
+    if message is None and kind in _OPTIONS:
+        message = _META + kind  # DeleteOptions and friends are served in every group
+    elif message is None and (api_version, kind) == ("v1", "Status"):
+        message = _META + kind  # errors: meta/v1 Status, written as `v1`
+    return message
+
+
+def encode(obj: JsonDict) -> bytes:
+    """``k8s\\x00`` + ``runtime.Unknown`` of a built-in object (its ``apiVersion`` and
+    ``kind`` in ``typeMeta``), as kube-apiserver answers ``Accept:
+    application/vnd.kubernetes.protobuf``.
+
+    Raises:
+        ProtobufError: the kind has no protobuf message, or a value does not fit it.
+    """
+    api_version, kind = str(obj.get("apiVersion") or ""), str(obj.get("kind") or "")
+    message = message_of(api_version, kind)
+    if message is None:
+        raise ProtobufError(f"no protobuf schema for {api_version}, Kind={kind}")
+    type_meta = bytearray()
+    _put_bytes(type_meta, 1, api_version.encode())
+    _put_bytes(type_meta, 2, kind.encode())
+    out = bytearray(MAGIC)
+    _put_bytes(out, 1, bytes(type_meta))
+    _put_bytes(out, 2, encode_message(message, obj))
+    _put_bytes(out, 3, b"")  # contentEncoding and contentType: gogo writes value members
+    _put_bytes(out, 4, b"")
+    return bytes(out)
+
+
+def encode_frame(event_type: str, obj: JsonDict) -> bytes:
+    """One event of a protobuf watch stream: a 4-byte big-endian length, then the
+    ``metav1.WatchEvent`` message (no envelope: the stream's framing delimits it) whose
+    ``object.raw`` is the enveloped object."""
+    raw = bytearray()
+    _put_bytes(raw, 1, encode(obj))
+    event = bytearray()
+    _put_bytes(event, 1, event_type.encode())
+    _put_bytes(event, 2, bytes(raw))
+    return len(event).to_bytes(4, "big") + bytes(event)

@@ -1,28 +1,38 @@
 """Protobuf field tables of the Kubernetes API (generated: do not edit).
 
-Written by ``tools/protoschema.py`` from the ``generated.proto`` descriptors of
-k8s.io/api and k8s.io/apimachinery. ``MESSAGES`` maps a message's full name to
+Written by ``tools/protoschema.py`` from the ``generated.proto`` files and Go struct
+tags of k8s.io/api, k8s.io/apimachinery, k8s.io/apiextensions-apiserver and
+k8s.io/kube-aggregator (1.36). ``MESSAGES`` maps a message's full name to
 ``{field number: (JSON name, type, message or map entry, repeated, value)}``
-(value: a Go value member, not a pointer); ``KINDS`` maps ``(group, version,
+(value: a Go value member, not a pointer, that Go's JSON omits at its zero);
+``KINDS`` maps ``(group, version,
 kind)`` to the message of that kind.
 """
+
+# ruff: noqa: E501  (message names of apiextensions are longer than a line)
 
 from typing import Final
 
 Field = tuple[str, str, str, bool, bool]
 
 MESSAGES: Final[dict[str, dict[int, Field]]] = {
+    "k8s.io.api.admissionregistration.v1.ApplyConfiguration": {
+        1: ("expression", "string", "", False, True),
+    },
     "k8s.io.api.admissionregistration.v1.AuditAnnotation": {
-        1: ("key", "string", "", False, True),
-        2: ("valueExpression", "string", "", False, True),
+        1: ("key", "string", "", False, False),
+        2: ("valueExpression", "string", "", False, False),
     },
     "k8s.io.api.admissionregistration.v1.ExpressionWarning": {
-        2: ("fieldRef", "string", "", False, True),
-        3: ("warning", "string", "", False, True),
+        2: ("fieldRef", "string", "", False, False),
+        3: ("warning", "string", "", False, False),
+    },
+    "k8s.io.api.admissionregistration.v1.JSONPatch": {
+        1: ("expression", "string", "", False, True),
     },
     "k8s.io.api.admissionregistration.v1.MatchCondition": {
-        1: ("name", "string", "", False, True),
-        2: ("expression", "string", "", False, True),
+        1: ("name", "string", "", False, False),
+        2: ("expression", "string", "", False, False),
     },
     "k8s.io.api.admissionregistration.v1.MatchResources": {
         1: (
@@ -55,14 +65,86 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         ),
         7: ("matchPolicy", "string", "", False, False),
     },
+    "k8s.io.api.admissionregistration.v1.MutatingAdmissionPolicy": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
+        2: (
+            "spec",
+            "message",
+            "k8s.io.api.admissionregistration.v1.MutatingAdmissionPolicySpec",
+            False,
+            True,
+        ),
+    },
+    "k8s.io.api.admissionregistration.v1.MutatingAdmissionPolicyBinding": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
+        2: (
+            "spec",
+            "message",
+            "k8s.io.api.admissionregistration.v1.MutatingAdmissionPolicyBindingSpec",
+            False,
+            True,
+        ),
+    },
+    "k8s.io.api.admissionregistration.v1.MutatingAdmissionPolicyBindingList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: (
+            "items",
+            "message",
+            "k8s.io.api.admissionregistration.v1.MutatingAdmissionPolicyBinding",
+            True,
+            True,
+        ),
+    },
+    "k8s.io.api.admissionregistration.v1.MutatingAdmissionPolicyBindingSpec": {
+        1: ("policyName", "string", "", False, True),
+        2: ("paramRef", "message", "k8s.io.api.admissionregistration.v1.ParamRef", False, False),
+        3: (
+            "matchResources",
+            "message",
+            "k8s.io.api.admissionregistration.v1.MatchResources",
+            False,
+            False,
+        ),
+    },
+    "k8s.io.api.admissionregistration.v1.MutatingAdmissionPolicyList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: (
+            "items",
+            "message",
+            "k8s.io.api.admissionregistration.v1.MutatingAdmissionPolicy",
+            True,
+            True,
+        ),
+    },
+    "k8s.io.api.admissionregistration.v1.MutatingAdmissionPolicySpec": {
+        1: ("paramKind", "message", "k8s.io.api.admissionregistration.v1.ParamKind", False, False),
+        2: (
+            "matchConstraints",
+            "message",
+            "k8s.io.api.admissionregistration.v1.MatchResources",
+            False,
+            False,
+        ),
+        3: ("variables", "message", "k8s.io.api.admissionregistration.v1.Variable", True, True),
+        4: ("mutations", "message", "k8s.io.api.admissionregistration.v1.Mutation", True, True),
+        5: ("failurePolicy", "string", "", False, False),
+        6: (
+            "matchConditions",
+            "message",
+            "k8s.io.api.admissionregistration.v1.MatchCondition",
+            True,
+            True,
+        ),
+        7: ("reinvocationPolicy", "string", "", False, True),
+    },
     "k8s.io.api.admissionregistration.v1.MutatingWebhook": {
-        1: ("name", "string", "", False, True),
+        1: ("name", "string", "", False, False),
         2: (
             "clientConfig",
             "message",
             "k8s.io.api.admissionregistration.v1.WebhookClientConfig",
             False,
-            True,
+            False,
         ),
         3: (
             "rules",
@@ -109,6 +191,27 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             True,
         ),
     },
+    "k8s.io.api.admissionregistration.v1.MutatingWebhookConfigurationList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: (
+            "items",
+            "message",
+            "k8s.io.api.admissionregistration.v1.MutatingWebhookConfiguration",
+            True,
+            True,
+        ),
+    },
+    "k8s.io.api.admissionregistration.v1.Mutation": {
+        2: ("patchType", "string", "", False, False),
+        3: (
+            "applyConfiguration",
+            "message",
+            "k8s.io.api.admissionregistration.v1.ApplyConfiguration",
+            False,
+            False,
+        ),
+        4: ("jsonPatch", "message", "k8s.io.api.admissionregistration.v1.JSONPatch", False, False),
+    },
     "k8s.io.api.admissionregistration.v1.NamedRuleWithOperations": {
         1: ("resourceNames", "string", "", True, False),
         2: (
@@ -116,7 +219,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             "message",
             "k8s.io.api.admissionregistration.v1.RuleWithOperations",
             False,
-            True,
+            False,
         ),
     },
     "k8s.io.api.admissionregistration.v1.ParamKind": {
@@ -143,11 +246,11 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
     },
     "k8s.io.api.admissionregistration.v1.RuleWithOperations": {
         1: ("operations", "string", "", True, False),
-        2: ("rule", "message", "k8s.io.api.admissionregistration.v1.Rule", False, True),
+        2: ("rule", "message", "k8s.io.api.admissionregistration.v1.Rule", False, False),
     },
     "k8s.io.api.admissionregistration.v1.ServiceReference": {
-        1: ("namespace", "string", "", False, True),
-        2: ("name", "string", "", False, True),
+        1: ("namespace", "string", "", False, False),
+        2: ("name", "string", "", False, False),
         3: ("path", "string", "", False, False),
         4: ("port", "int32", "", False, False),
     },
@@ -187,6 +290,16 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             True,
         ),
     },
+    "k8s.io.api.admissionregistration.v1.ValidatingAdmissionPolicyBindingList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: (
+            "items",
+            "message",
+            "k8s.io.api.admissionregistration.v1.ValidatingAdmissionPolicyBinding",
+            True,
+            True,
+        ),
+    },
     "k8s.io.api.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec": {
         1: ("policyName", "string", "", False, True),
         2: ("paramRef", "message", "k8s.io.api.admissionregistration.v1.ParamRef", False, False),
@@ -198,6 +311,16 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             False,
         ),
         4: ("validationActions", "string", "", True, False),
+    },
+    "k8s.io.api.admissionregistration.v1.ValidatingAdmissionPolicyList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: (
+            "items",
+            "message",
+            "k8s.io.api.admissionregistration.v1.ValidatingAdmissionPolicy",
+            True,
+            True,
+        ),
     },
     "k8s.io.api.admissionregistration.v1.ValidatingAdmissionPolicySpec": {
         1: ("paramKind", "message", "k8s.io.api.admissionregistration.v1.ParamKind", False, False),
@@ -238,13 +361,13 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         3: ("conditions", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.Condition", True, True),
     },
     "k8s.io.api.admissionregistration.v1.ValidatingWebhook": {
-        1: ("name", "string", "", False, True),
+        1: ("name", "string", "", False, False),
         2: (
             "clientConfig",
             "message",
             "k8s.io.api.admissionregistration.v1.WebhookClientConfig",
             False,
-            True,
+            False,
         ),
         3: (
             "rules",
@@ -290,15 +413,25 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             True,
         ),
     },
+    "k8s.io.api.admissionregistration.v1.ValidatingWebhookConfigurationList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: (
+            "items",
+            "message",
+            "k8s.io.api.admissionregistration.v1.ValidatingWebhookConfiguration",
+            True,
+            True,
+        ),
+    },
     "k8s.io.api.admissionregistration.v1.Validation": {
-        1: ("expression", "string", "", False, True),
+        1: ("expression", "string", "", False, False),
         2: ("message", "string", "", False, True),
         3: ("reason", "string", "", False, False),
         4: ("messageExpression", "string", "", False, True),
     },
     "k8s.io.api.admissionregistration.v1.Variable": {
-        1: ("name", "string", "", False, True),
-        2: ("expression", "string", "", False, True),
+        1: ("name", "string", "", False, False),
+        2: ("expression", "string", "", False, False),
     },
     "k8s.io.api.admissionregistration.v1.WebhookClientConfig": {
         3: ("url", "string", "", False, False),
@@ -314,7 +447,11 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
     "k8s.io.api.apps.v1.ControllerRevision": {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
         2: ("data", "message", "k8s.io.apimachinery.pkg.runtime.RawExtension", False, True),
-        3: ("revision", "int64", "", False, True),
+        3: ("revision", "int64", "", False, False),
+    },
+    "k8s.io.api.apps.v1.ControllerRevisionList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.apps.v1.ControllerRevision", True, True),
     },
     "k8s.io.api.apps.v1.DaemonSet": {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
@@ -322,7 +459,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         3: ("status", "message", "k8s.io.api.apps.v1.DaemonSetStatus", False, True),
     },
     "k8s.io.api.apps.v1.DaemonSetCondition": {
-        1: ("type", "string", "", False, True),
+        1: ("type", "string", "", False, False),
         2: ("status", "string", "", False, True),
         3: (
             "lastTransitionTime",
@@ -333,6 +470,10 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         ),
         4: ("reason", "string", "", False, True),
         5: ("message", "string", "", False, True),
+    },
+    "k8s.io.api.apps.v1.DaemonSetList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.apps.v1.DaemonSet", True, True),
     },
     "k8s.io.api.apps.v1.DaemonSetSpec": {
         1: (
@@ -348,10 +489,10 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         6: ("revisionHistoryLimit", "int32", "", False, False),
     },
     "k8s.io.api.apps.v1.DaemonSetStatus": {
-        1: ("currentNumberScheduled", "int32", "", False, True),
-        2: ("numberMisscheduled", "int32", "", False, True),
-        3: ("desiredNumberScheduled", "int32", "", False, True),
-        4: ("numberReady", "int32", "", False, True),
+        1: ("currentNumberScheduled", "int32", "", False, False),
+        2: ("numberMisscheduled", "int32", "", False, False),
+        3: ("desiredNumberScheduled", "int32", "", False, False),
+        4: ("numberReady", "int32", "", False, False),
         5: ("observedGeneration", "int64", "", False, True),
         6: ("updatedNumberScheduled", "int32", "", False, True),
         7: ("numberAvailable", "int32", "", False, True),
@@ -369,7 +510,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         3: ("status", "message", "k8s.io.api.apps.v1.DeploymentStatus", False, True),
     },
     "k8s.io.api.apps.v1.DeploymentCondition": {
-        1: ("type", "string", "", False, True),
+        1: ("type", "string", "", False, False),
         2: ("status", "string", "", False, True),
         6: ("lastUpdateTime", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.Time", False, True),
         7: (
@@ -381,6 +522,10 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         ),
         4: ("reason", "string", "", False, True),
         5: ("message", "string", "", False, True),
+    },
+    "k8s.io.api.apps.v1.DeploymentList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.apps.v1.Deployment", True, True),
     },
     "k8s.io.api.apps.v1.DeploymentSpec": {
         1: ("replicas", "int32", "", False, False),
@@ -405,6 +550,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         7: ("readyReplicas", "int32", "", False, True),
         4: ("availableReplicas", "int32", "", False, True),
         5: ("unavailableReplicas", "int32", "", False, True),
+        9: ("terminatingReplicas", "int32", "", False, False),
         6: ("conditions", "message", "k8s.io.api.apps.v1.DeploymentCondition", True, True),
         8: ("collisionCount", "int32", "", False, False),
     },
@@ -418,7 +564,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         3: ("status", "message", "k8s.io.api.apps.v1.ReplicaSetStatus", False, True),
     },
     "k8s.io.api.apps.v1.ReplicaSetCondition": {
-        1: ("type", "string", "", False, True),
+        1: ("type", "string", "", False, False),
         2: ("status", "string", "", False, True),
         3: (
             "lastTransitionTime",
@@ -429,6 +575,10 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         ),
         4: ("reason", "string", "", False, True),
         5: ("message", "string", "", False, True),
+    },
+    "k8s.io.api.apps.v1.ReplicaSetList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.apps.v1.ReplicaSet", True, True),
     },
     "k8s.io.api.apps.v1.ReplicaSetSpec": {
         1: ("replicas", "int32", "", False, False),
@@ -443,10 +593,11 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         3: ("template", "message", "k8s.io.api.core.v1.PodTemplateSpec", False, True),
     },
     "k8s.io.api.apps.v1.ReplicaSetStatus": {
-        1: ("replicas", "int32", "", False, True),
+        1: ("replicas", "int32", "", False, False),
         2: ("fullyLabeledReplicas", "int32", "", False, True),
         4: ("readyReplicas", "int32", "", False, True),
         5: ("availableReplicas", "int32", "", False, True),
+        7: ("terminatingReplicas", "int32", "", False, False),
         3: ("observedGeneration", "int64", "", False, True),
         6: ("conditions", "message", "k8s.io.api.apps.v1.ReplicaSetCondition", True, True),
     },
@@ -486,7 +637,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         3: ("status", "message", "k8s.io.api.apps.v1.StatefulSetStatus", False, True),
     },
     "k8s.io.api.apps.v1.StatefulSetCondition": {
-        1: ("type", "string", "", False, True),
+        1: ("type", "string", "", False, False),
         2: ("status", "string", "", False, True),
         3: (
             "lastTransitionTime",
@@ -498,8 +649,12 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         4: ("reason", "string", "", False, True),
         5: ("message", "string", "", False, True),
     },
+    "k8s.io.api.apps.v1.StatefulSetList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.apps.v1.StatefulSet", True, True),
+    },
     "k8s.io.api.apps.v1.StatefulSetOrdinals": {
-        1: ("start", "int32", "", False, True),
+        1: ("start", "int32", "", False, False),
     },
     "k8s.io.api.apps.v1.StatefulSetPersistentVolumeClaimRetentionPolicy": {
         1: ("whenDeleted", "string", "", False, True),
@@ -522,7 +677,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             True,
             True,
         ),
-        5: ("serviceName", "string", "", False, True),
+        5: ("serviceName", "string", "", False, False),
         6: ("podManagementPolicy", "string", "", False, True),
         7: (
             "updateStrategy",
@@ -544,7 +699,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
     },
     "k8s.io.api.apps.v1.StatefulSetStatus": {
         1: ("observedGeneration", "int64", "", False, True),
-        2: ("replicas", "int32", "", False, True),
+        2: ("replicas", "int32", "", False, False),
         3: ("readyReplicas", "int32", "", False, True),
         4: ("currentReplicas", "int32", "", False, True),
         5: ("updatedReplicas", "int32", "", False, True),
@@ -552,7 +707,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         7: ("updateRevision", "string", "", False, True),
         9: ("collisionCount", "int32", "", False, False),
         10: ("conditions", "message", "k8s.io.api.apps.v1.StatefulSetCondition", True, True),
-        11: ("availableReplicas", "int32", "", False, True),
+        11: ("availableReplicas", "int32", "", False, False),
     },
     "k8s.io.api.apps.v1.StatefulSetUpdateStrategy": {
         1: ("type", "string", "", False, True),
@@ -568,7 +723,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         1: ("kind", "string", "", False, True),
         2: ("apiVersion", "string", "", False, True),
         3: ("name", "string", "", False, True),
-        4: ("uID", "string", "", False, True),
+        4: ("uid", "string", "", False, True),
     },
     "k8s.io.api.authentication.v1.ExtraValue": {
         1: ("items", "string", "", True, False),
@@ -588,7 +743,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
     },
     "k8s.io.api.authentication.v1.TokenRequest": {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
-        2: ("spec", "message", "k8s.io.api.authentication.v1.TokenRequestSpec", False, True),
+        2: ("spec", "message", "k8s.io.api.authentication.v1.TokenRequestSpec", False, False),
         3: ("status", "message", "k8s.io.api.authentication.v1.TokenRequestStatus", False, True),
     },
     "k8s.io.api.authentication.v1.TokenRequestSpec": {
@@ -603,7 +758,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         ),
     },
     "k8s.io.api.authentication.v1.TokenRequestStatus": {
-        1: ("token", "string", "", False, True),
+        1: ("token", "string", "", False, False),
         2: (
             "expirationTimestamp",
             "message",
@@ -614,7 +769,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
     },
     "k8s.io.api.authentication.v1.TokenReview": {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
-        2: ("spec", "message", "k8s.io.api.authentication.v1.TokenReviewSpec", False, True),
+        2: ("spec", "message", "k8s.io.api.authentication.v1.TokenReviewSpec", False, False),
         3: ("status", "message", "k8s.io.api.authentication.v1.TokenReviewStatus", False, True),
     },
     "k8s.io.api.authentication.v1.TokenReviewSpec": {
@@ -662,7 +817,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
     },
     "k8s.io.api.authorization.v1.LocalSubjectAccessReview": {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
-        2: ("spec", "message", "k8s.io.api.authorization.v1.SubjectAccessReviewSpec", False, True),
+        2: ("spec", "message", "k8s.io.api.authorization.v1.SubjectAccessReviewSpec", False, False),
         3: (
             "status",
             "message",
@@ -715,7 +870,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             "message",
             "k8s.io.api.authorization.v1.SelfSubjectAccessReviewSpec",
             False,
-            True,
+            False,
         ),
         3: (
             "status",
@@ -748,7 +903,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             "message",
             "k8s.io.api.authorization.v1.SelfSubjectRulesReviewSpec",
             False,
-            True,
+            False,
         ),
         3: (
             "status",
@@ -763,7 +918,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
     },
     "k8s.io.api.authorization.v1.SubjectAccessReview": {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
-        2: ("spec", "message", "k8s.io.api.authorization.v1.SubjectAccessReviewSpec", False, True),
+        2: ("spec", "message", "k8s.io.api.authorization.v1.SubjectAccessReviewSpec", False, False),
         3: (
             "status",
             "message",
@@ -803,7 +958,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         2: ("value", "message", "k8s.io.api.authorization.v1.ExtraValue", False, False),
     },
     "k8s.io.api.authorization.v1.SubjectAccessReviewStatus": {
-        1: ("allowed", "bool", "", False, True),
+        1: ("allowed", "bool", "", False, False),
         4: ("denied", "bool", "", False, True),
         2: ("reason", "string", "", False, True),
         3: ("evaluationError", "string", "", False, True),
@@ -817,12 +972,12 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             True,
             True,
         ),
-        3: ("incomplete", "bool", "", False, True),
+        3: ("incomplete", "bool", "", False, False),
         4: ("evaluationError", "string", "", False, True),
     },
     "k8s.io.api.autoscaling.v1.CrossVersionObjectReference": {
-        1: ("kind", "string", "", False, True),
-        2: ("name", "string", "", False, True),
+        1: ("kind", "string", "", False, False),
+        2: ("name", "string", "", False, False),
         3: ("apiVersion", "string", "", False, True),
     },
     "k8s.io.api.autoscaling.v1.HorizontalPodAutoscaler": {
@@ -842,23 +997,27 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             True,
         ),
     },
+    "k8s.io.api.autoscaling.v1.HorizontalPodAutoscalerList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.autoscaling.v1.HorizontalPodAutoscaler", True, True),
+    },
     "k8s.io.api.autoscaling.v1.HorizontalPodAutoscalerSpec": {
         1: (
             "scaleTargetRef",
             "message",
             "k8s.io.api.autoscaling.v1.CrossVersionObjectReference",
             False,
-            True,
+            False,
         ),
         2: ("minReplicas", "int32", "", False, False),
-        3: ("maxReplicas", "int32", "", False, True),
+        3: ("maxReplicas", "int32", "", False, False),
         4: ("targetCPUUtilizationPercentage", "int32", "", False, False),
     },
     "k8s.io.api.autoscaling.v1.HorizontalPodAutoscalerStatus": {
         1: ("observedGeneration", "int64", "", False, False),
         2: ("lastScaleTime", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.Time", False, False),
-        3: ("currentReplicas", "int32", "", False, True),
-        4: ("desiredReplicas", "int32", "", False, True),
+        3: ("currentReplicas", "int32", "", False, False),
+        4: ("desiredReplicas", "int32", "", False, False),
         5: ("currentCPUUtilizationPercentage", "int32", "", False, False),
     },
     "k8s.io.api.autoscaling.v1.Scale": {
@@ -870,41 +1029,42 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         1: ("replicas", "int32", "", False, True),
     },
     "k8s.io.api.autoscaling.v1.ScaleStatus": {
-        1: ("replicas", "int32", "", False, True),
+        1: ("replicas", "int32", "", False, False),
         2: ("selector", "string", "", False, True),
     },
     "k8s.io.api.autoscaling.v2.ContainerResourceMetricSource": {
         1: ("name", "string", "", False, True),
-        2: ("target", "message", "k8s.io.api.autoscaling.v2.MetricTarget", False, True),
-        3: ("container", "string", "", False, True),
+        2: ("target", "message", "k8s.io.api.autoscaling.v2.MetricTarget", False, False),
+        3: ("container", "string", "", False, False),
     },
     "k8s.io.api.autoscaling.v2.ContainerResourceMetricStatus": {
         1: ("name", "string", "", False, True),
-        2: ("current", "message", "k8s.io.api.autoscaling.v2.MetricValueStatus", False, True),
-        3: ("container", "string", "", False, True),
+        2: ("current", "message", "k8s.io.api.autoscaling.v2.MetricValueStatus", False, False),
+        3: ("container", "string", "", False, False),
     },
     "k8s.io.api.autoscaling.v2.CrossVersionObjectReference": {
-        1: ("kind", "string", "", False, True),
-        2: ("name", "string", "", False, True),
+        1: ("kind", "string", "", False, False),
+        2: ("name", "string", "", False, False),
         3: ("apiVersion", "string", "", False, True),
     },
     "k8s.io.api.autoscaling.v2.ExternalMetricSource": {
-        1: ("metric", "message", "k8s.io.api.autoscaling.v2.MetricIdentifier", False, True),
-        2: ("target", "message", "k8s.io.api.autoscaling.v2.MetricTarget", False, True),
+        1: ("metric", "message", "k8s.io.api.autoscaling.v2.MetricIdentifier", False, False),
+        2: ("target", "message", "k8s.io.api.autoscaling.v2.MetricTarget", False, False),
     },
     "k8s.io.api.autoscaling.v2.ExternalMetricStatus": {
-        1: ("metric", "message", "k8s.io.api.autoscaling.v2.MetricIdentifier", False, True),
-        2: ("current", "message", "k8s.io.api.autoscaling.v2.MetricValueStatus", False, True),
+        1: ("metric", "message", "k8s.io.api.autoscaling.v2.MetricIdentifier", False, False),
+        2: ("current", "message", "k8s.io.api.autoscaling.v2.MetricValueStatus", False, False),
     },
     "k8s.io.api.autoscaling.v2.HPAScalingPolicy": {
-        1: ("type", "string", "", False, True),
-        2: ("value", "int32", "", False, True),
-        3: ("periodSeconds", "int32", "", False, True),
+        1: ("type", "string", "", False, False),
+        2: ("value", "int32", "", False, False),
+        3: ("periodSeconds", "int32", "", False, False),
     },
     "k8s.io.api.autoscaling.v2.HPAScalingRules": {
         3: ("stabilizationWindowSeconds", "int32", "", False, False),
         1: ("selectPolicy", "string", "", False, False),
         2: ("policies", "message", "k8s.io.api.autoscaling.v2.HPAScalingPolicy", True, True),
+        4: ("tolerance", "message", "k8s.io.apimachinery.pkg.api.resource.Quantity", False, False),
     },
     "k8s.io.api.autoscaling.v2.HorizontalPodAutoscaler": {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
@@ -928,7 +1088,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         2: ("scaleDown", "message", "k8s.io.api.autoscaling.v2.HPAScalingRules", False, False),
     },
     "k8s.io.api.autoscaling.v2.HorizontalPodAutoscalerCondition": {
-        1: ("type", "string", "", False, True),
+        1: ("type", "string", "", False, False),
         2: ("status", "string", "", False, True),
         3: (
             "lastTransitionTime",
@@ -940,16 +1100,20 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         4: ("reason", "string", "", False, True),
         5: ("message", "string", "", False, True),
     },
+    "k8s.io.api.autoscaling.v2.HorizontalPodAutoscalerList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.autoscaling.v2.HorizontalPodAutoscaler", True, True),
+    },
     "k8s.io.api.autoscaling.v2.HorizontalPodAutoscalerSpec": {
         1: (
             "scaleTargetRef",
             "message",
             "k8s.io.api.autoscaling.v2.CrossVersionObjectReference",
             False,
-            True,
+            False,
         ),
         2: ("minReplicas", "int32", "", False, False),
-        3: ("maxReplicas", "int32", "", False, True),
+        3: ("maxReplicas", "int32", "", False, False),
         4: ("metrics", "message", "k8s.io.api.autoscaling.v2.MetricSpec", True, True),
         5: (
             "behavior",
@@ -963,7 +1127,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         1: ("observedGeneration", "int64", "", False, False),
         2: ("lastScaleTime", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.Time", False, False),
         3: ("currentReplicas", "int32", "", False, True),
-        4: ("desiredReplicas", "int32", "", False, True),
+        4: ("desiredReplicas", "int32", "", False, False),
         5: ("currentMetrics", "message", "k8s.io.api.autoscaling.v2.MetricStatus", True, True),
         6: (
             "conditions",
@@ -974,7 +1138,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         ),
     },
     "k8s.io.api.autoscaling.v2.MetricIdentifier": {
-        1: ("name", "string", "", False, True),
+        1: ("name", "string", "", False, False),
         2: (
             "selector",
             "message",
@@ -984,7 +1148,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         ),
     },
     "k8s.io.api.autoscaling.v2.MetricSpec": {
-        1: ("type", "string", "", False, True),
+        1: ("type", "string", "", False, False),
         2: ("object", "message", "k8s.io.api.autoscaling.v2.ObjectMetricSource", False, False),
         3: ("pods", "message", "k8s.io.api.autoscaling.v2.PodsMetricSource", False, False),
         4: ("resource", "message", "k8s.io.api.autoscaling.v2.ResourceMetricSource", False, False),
@@ -998,7 +1162,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         5: ("external", "message", "k8s.io.api.autoscaling.v2.ExternalMetricSource", False, False),
     },
     "k8s.io.api.autoscaling.v2.MetricStatus": {
-        1: ("type", "string", "", False, True),
+        1: ("type", "string", "", False, False),
         2: ("object", "message", "k8s.io.api.autoscaling.v2.ObjectMetricStatus", False, False),
         3: ("pods", "message", "k8s.io.api.autoscaling.v2.PodsMetricStatus", False, False),
         4: ("resource", "message", "k8s.io.api.autoscaling.v2.ResourceMetricStatus", False, False),
@@ -1012,7 +1176,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         5: ("external", "message", "k8s.io.api.autoscaling.v2.ExternalMetricStatus", False, False),
     },
     "k8s.io.api.autoscaling.v2.MetricTarget": {
-        1: ("type", "string", "", False, True),
+        1: ("type", "string", "", False, False),
         2: ("value", "message", "k8s.io.apimachinery.pkg.api.resource.Quantity", False, False),
         3: (
             "averageValue",
@@ -1040,50 +1204,54 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             "message",
             "k8s.io.api.autoscaling.v2.CrossVersionObjectReference",
             False,
-            True,
+            False,
         ),
-        2: ("target", "message", "k8s.io.api.autoscaling.v2.MetricTarget", False, True),
-        3: ("metric", "message", "k8s.io.api.autoscaling.v2.MetricIdentifier", False, True),
+        2: ("target", "message", "k8s.io.api.autoscaling.v2.MetricTarget", False, False),
+        3: ("metric", "message", "k8s.io.api.autoscaling.v2.MetricIdentifier", False, False),
     },
     "k8s.io.api.autoscaling.v2.ObjectMetricStatus": {
-        1: ("metric", "message", "k8s.io.api.autoscaling.v2.MetricIdentifier", False, True),
-        2: ("current", "message", "k8s.io.api.autoscaling.v2.MetricValueStatus", False, True),
+        1: ("metric", "message", "k8s.io.api.autoscaling.v2.MetricIdentifier", False, False),
+        2: ("current", "message", "k8s.io.api.autoscaling.v2.MetricValueStatus", False, False),
         3: (
             "describedObject",
             "message",
             "k8s.io.api.autoscaling.v2.CrossVersionObjectReference",
             False,
-            True,
+            False,
         ),
     },
     "k8s.io.api.autoscaling.v2.PodsMetricSource": {
-        1: ("metric", "message", "k8s.io.api.autoscaling.v2.MetricIdentifier", False, True),
-        2: ("target", "message", "k8s.io.api.autoscaling.v2.MetricTarget", False, True),
+        1: ("metric", "message", "k8s.io.api.autoscaling.v2.MetricIdentifier", False, False),
+        2: ("target", "message", "k8s.io.api.autoscaling.v2.MetricTarget", False, False),
     },
     "k8s.io.api.autoscaling.v2.PodsMetricStatus": {
-        1: ("metric", "message", "k8s.io.api.autoscaling.v2.MetricIdentifier", False, True),
-        2: ("current", "message", "k8s.io.api.autoscaling.v2.MetricValueStatus", False, True),
+        1: ("metric", "message", "k8s.io.api.autoscaling.v2.MetricIdentifier", False, False),
+        2: ("current", "message", "k8s.io.api.autoscaling.v2.MetricValueStatus", False, False),
     },
     "k8s.io.api.autoscaling.v2.ResourceMetricSource": {
         1: ("name", "string", "", False, True),
-        2: ("target", "message", "k8s.io.api.autoscaling.v2.MetricTarget", False, True),
+        2: ("target", "message", "k8s.io.api.autoscaling.v2.MetricTarget", False, False),
     },
     "k8s.io.api.autoscaling.v2.ResourceMetricStatus": {
         1: ("name", "string", "", False, True),
-        2: ("current", "message", "k8s.io.api.autoscaling.v2.MetricValueStatus", False, True),
+        2: ("current", "message", "k8s.io.api.autoscaling.v2.MetricValueStatus", False, False),
     },
     "k8s.io.api.batch.v1.CronJob": {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
         2: ("spec", "message", "k8s.io.api.batch.v1.CronJobSpec", False, True),
         3: ("status", "message", "k8s.io.api.batch.v1.CronJobStatus", False, True),
     },
+    "k8s.io.api.batch.v1.CronJobList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.batch.v1.CronJob", True, True),
+    },
     "k8s.io.api.batch.v1.CronJobSpec": {
-        1: ("schedule", "string", "", False, True),
+        1: ("schedule", "string", "", False, False),
         8: ("timeZone", "string", "", False, False),
         2: ("startingDeadlineSeconds", "int64", "", False, False),
         3: ("concurrencyPolicy", "string", "", False, True),
         4: ("suspend", "bool", "", False, False),
-        5: ("jobTemplate", "message", "k8s.io.api.batch.v1.JobTemplateSpec", False, True),
+        5: ("jobTemplate", "message", "k8s.io.api.batch.v1.JobTemplateSpec", False, False),
         6: ("successfulJobsHistoryLimit", "int32", "", False, False),
         7: ("failedJobsHistoryLimit", "int32", "", False, False),
     },
@@ -1110,7 +1278,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         3: ("status", "message", "k8s.io.api.batch.v1.JobStatus", False, True),
     },
     "k8s.io.api.batch.v1.JobCondition": {
-        1: ("type", "string", "", False, True),
+        1: ("type", "string", "", False, False),
         2: ("status", "string", "", False, True),
         3: ("lastProbeTime", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.Time", False, True),
         4: (
@@ -1122,6 +1290,10 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         ),
         5: ("reason", "string", "", False, True),
         6: ("message", "string", "", False, True),
+    },
+    "k8s.io.api.batch.v1.JobList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.batch.v1.Job", True, True),
     },
     "k8s.io.api.batch.v1.JobSpec": {
         1: ("parallelism", "int32", "", False, False),
@@ -1175,7 +1347,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
     },
     "k8s.io.api.batch.v1.PodFailurePolicyOnExitCodesRequirement": {
         1: ("containerName", "string", "", False, False),
-        2: ("operator", "string", "", False, True),
+        2: ("operator", "string", "", False, False),
         3: ("values", "int32", "", True, False),
     },
     "k8s.io.api.batch.v1.PodFailurePolicyOnPodConditionsPattern": {
@@ -1183,7 +1355,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         2: ("status", "string", "", False, True),
     },
     "k8s.io.api.batch.v1.PodFailurePolicyRule": {
-        1: ("action", "string", "", False, True),
+        1: ("action", "string", "", False, False),
         2: (
             "onExitCodes",
             "message",
@@ -1217,7 +1389,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             "message",
             "k8s.io.api.certificates.v1.CertificateSigningRequestSpec",
             False,
-            True,
+            False,
         ),
         3: (
             "status",
@@ -1228,7 +1400,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         ),
     },
     "k8s.io.api.certificates.v1.CertificateSigningRequestCondition": {
-        1: ("type", "string", "", False, True),
+        1: ("type", "string", "", False, False),
         6: ("status", "string", "", False, True),
         2: ("reason", "string", "", False, True),
         3: ("message", "string", "", False, True),
@@ -1241,9 +1413,13 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             True,
         ),
     },
+    "k8s.io.api.certificates.v1.CertificateSigningRequestList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.certificates.v1.CertificateSigningRequest", True, True),
+    },
     "k8s.io.api.certificates.v1.CertificateSigningRequestSpec": {
         1: ("request", "bytes", "", False, False),
-        7: ("signerName", "string", "", False, True),
+        7: ("signerName", "string", "", False, False),
         8: ("expirationSeconds", "int32", "", False, False),
         5: ("usages", "string", "", True, False),
         2: ("username", "string", "", False, True),
@@ -1278,6 +1454,10 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
         2: ("spec", "message", "k8s.io.api.coordination.v1.LeaseSpec", False, True),
     },
+    "k8s.io.api.coordination.v1.LeaseList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.coordination.v1.Lease", True, True),
+    },
     "k8s.io.api.coordination.v1.LeaseSpec": {
         1: ("holderIdentity", "string", "", False, False),
         2: ("leaseDurationSeconds", "int32", "", False, False),
@@ -1294,7 +1474,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         7: ("preferredHolder", "string", "", False, False),
     },
     "k8s.io.api.core.v1.AWSElasticBlockStoreVolumeSource": {
-        1: ("volumeID", "string", "", False, True),
+        1: ("volumeID", "string", "", False, False),
         2: ("fsType", "string", "", False, True),
         3: ("partition", "int32", "", False, True),
         4: ("readOnly", "bool", "", False, True),
@@ -1305,39 +1485,39 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         3: ("podAntiAffinity", "message", "k8s.io.api.core.v1.PodAntiAffinity", False, False),
     },
     "k8s.io.api.core.v1.AppArmorProfile": {
-        1: ("type", "string", "", False, True),
+        1: ("type", "string", "", False, False),
         2: ("localhostProfile", "string", "", False, False),
     },
     "k8s.io.api.core.v1.AttachedVolume": {
-        1: ("name", "string", "", False, True),
-        2: ("devicePath", "string", "", False, True),
+        1: ("name", "string", "", False, False),
+        2: ("devicePath", "string", "", False, False),
     },
     "k8s.io.api.core.v1.AzureDiskVolumeSource": {
-        1: ("diskName", "string", "", False, True),
-        2: ("diskURI", "string", "", False, True),
+        1: ("diskName", "string", "", False, False),
+        2: ("diskURI", "string", "", False, False),
         3: ("cachingMode", "string", "", False, False),
         4: ("fsType", "string", "", False, False),
         5: ("readOnly", "bool", "", False, False),
         6: ("kind", "string", "", False, False),
     },
     "k8s.io.api.core.v1.AzureFilePersistentVolumeSource": {
-        1: ("secretName", "string", "", False, True),
-        2: ("shareName", "string", "", False, True),
+        1: ("secretName", "string", "", False, False),
+        2: ("shareName", "string", "", False, False),
         3: ("readOnly", "bool", "", False, True),
         4: ("secretNamespace", "string", "", False, False),
     },
     "k8s.io.api.core.v1.AzureFileVolumeSource": {
-        1: ("secretName", "string", "", False, True),
-        2: ("shareName", "string", "", False, True),
+        1: ("secretName", "string", "", False, False),
+        2: ("shareName", "string", "", False, False),
         3: ("readOnly", "bool", "", False, True),
     },
     "k8s.io.api.core.v1.Binding": {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
-        2: ("target", "message", "k8s.io.api.core.v1.ObjectReference", False, True),
+        2: ("target", "message", "k8s.io.api.core.v1.ObjectReference", False, False),
     },
     "k8s.io.api.core.v1.CSIPersistentVolumeSource": {
-        1: ("driver", "string", "", False, True),
-        2: ("volumeHandle", "string", "", False, True),
+        1: ("driver", "string", "", False, False),
+        2: ("volumeHandle", "string", "", False, False),
         3: ("readOnly", "bool", "", False, True),
         4: ("fsType", "string", "", False, True),
         5: (
@@ -1370,7 +1550,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         2: ("value", "string", "", False, False),
     },
     "k8s.io.api.core.v1.CSIVolumeSource": {
-        1: ("driver", "string", "", False, True),
+        1: ("driver", "string", "", False, False),
         2: ("readOnly", "bool", "", False, False),
         3: ("fsType", "string", "", False, False),
         4: (
@@ -1413,13 +1593,13 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         6: ("readOnly", "bool", "", False, True),
     },
     "k8s.io.api.core.v1.CinderPersistentVolumeSource": {
-        1: ("volumeID", "string", "", False, True),
+        1: ("volumeID", "string", "", False, False),
         2: ("fsType", "string", "", False, True),
         3: ("readOnly", "bool", "", False, True),
         4: ("secretRef", "message", "k8s.io.api.core.v1.SecretReference", False, False),
     },
     "k8s.io.api.core.v1.CinderVolumeSource": {
-        1: ("volumeID", "string", "", False, True),
+        1: ("volumeID", "string", "", False, False),
         2: ("fsType", "string", "", False, True),
         3: ("readOnly", "bool", "", False, True),
         4: ("secretRef", "message", "k8s.io.api.core.v1.LocalObjectReference", False, False),
@@ -1438,17 +1618,21 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             False,
         ),
         5: ("optional", "bool", "", False, False),
-        4: ("path", "string", "", False, True),
+        4: ("path", "string", "", False, False),
     },
     "k8s.io.api.core.v1.ComponentCondition": {
-        1: ("type", "string", "", False, True),
-        2: ("status", "string", "", False, True),
+        1: ("type", "string", "", False, False),
+        2: ("status", "string", "", False, False),
         3: ("message", "string", "", False, True),
         4: ("error", "string", "", False, True),
     },
     "k8s.io.api.core.v1.ComponentStatus": {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
         2: ("conditions", "message", "k8s.io.api.core.v1.ComponentCondition", True, True),
+    },
+    "k8s.io.api.core.v1.ComponentStatusList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.core.v1.ComponentStatus", True, True),
     },
     "k8s.io.api.core.v1.ConfigMap": {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
@@ -1470,7 +1654,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             "message",
             "k8s.io.api.core.v1.LocalObjectReference",
             False,
-            True,
+            False,
         ),
         2: ("optional", "bool", "", False, False),
     },
@@ -1480,17 +1664,21 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             "message",
             "k8s.io.api.core.v1.LocalObjectReference",
             False,
-            True,
+            False,
         ),
-        2: ("key", "string", "", False, True),
+        2: ("key", "string", "", False, False),
         3: ("optional", "bool", "", False, False),
     },
+    "k8s.io.api.core.v1.ConfigMapList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.core.v1.ConfigMap", True, True),
+    },
     "k8s.io.api.core.v1.ConfigMapNodeConfigSource": {
-        1: ("namespace", "string", "", False, True),
-        2: ("name", "string", "", False, True),
+        1: ("namespace", "string", "", False, False),
+        2: ("name", "string", "", False, False),
         3: ("uid", "string", "", False, True),
         4: ("resourceVersion", "string", "", False, True),
-        5: ("kubeletConfigKey", "string", "", False, True),
+        5: ("kubeletConfigKey", "string", "", False, False),
     },
     "k8s.io.api.core.v1.ConfigMapProjection": {
         1: (
@@ -1498,7 +1686,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             "message",
             "k8s.io.api.core.v1.LocalObjectReference",
             False,
-            True,
+            False,
         ),
         2: ("items", "message", "k8s.io.api.core.v1.KeyToPath", True, True),
         4: ("optional", "bool", "", False, False),
@@ -1509,14 +1697,14 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             "message",
             "k8s.io.api.core.v1.LocalObjectReference",
             False,
-            True,
+            False,
         ),
         2: ("items", "message", "k8s.io.api.core.v1.KeyToPath", True, True),
         3: ("defaultMode", "int32", "", False, False),
         4: ("optional", "bool", "", False, False),
     },
     "k8s.io.api.core.v1.Container": {
-        1: ("name", "string", "", False, True),
+        1: ("name", "string", "", False, False),
         2: ("image", "string", "", False, True),
         3: ("command", "string", "", True, False),
         4: ("args", "string", "", True, False),
@@ -1527,6 +1715,13 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         8: ("resources", "message", "k8s.io.api.core.v1.ResourceRequirements", False, True),
         23: ("resizePolicy", "message", "k8s.io.api.core.v1.ContainerResizePolicy", True, True),
         24: ("restartPolicy", "string", "", False, False),
+        25: (
+            "restartPolicyRules",
+            "message",
+            "k8s.io.api.core.v1.ContainerRestartRule",
+            True,
+            True,
+        ),
         9: ("volumeMounts", "message", "k8s.io.api.core.v1.VolumeMount", True, True),
         21: ("volumeDevices", "message", "k8s.io.api.core.v1.VolumeDevice", True, True),
         10: ("livenessProbe", "message", "k8s.io.api.core.v1.Probe", False, False),
@@ -1541,6 +1736,11 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         17: ("stdinOnce", "bool", "", False, True),
         18: ("tty", "bool", "", False, True),
     },
+    "k8s.io.api.core.v1.ContainerExtendedResourceRequest": {
+        1: ("containerName", "string", "", False, False),
+        2: ("resourceName", "string", "", False, False),
+        3: ("requestName", "string", "", False, False),
+    },
     "k8s.io.api.core.v1.ContainerImage": {
         1: ("names", "string", "", True, False),
         2: ("sizeBytes", "int64", "", False, True),
@@ -1548,13 +1748,27 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
     "k8s.io.api.core.v1.ContainerPort": {
         1: ("name", "string", "", False, True),
         2: ("hostPort", "int32", "", False, True),
-        3: ("containerPort", "int32", "", False, True),
+        3: ("containerPort", "int32", "", False, False),
         4: ("protocol", "string", "", False, True),
         5: ("hostIP", "string", "", False, True),
     },
     "k8s.io.api.core.v1.ContainerResizePolicy": {
-        1: ("resourceName", "string", "", False, True),
-        2: ("restartPolicy", "string", "", False, True),
+        1: ("resourceName", "string", "", False, False),
+        2: ("restartPolicy", "string", "", False, False),
+    },
+    "k8s.io.api.core.v1.ContainerRestartRule": {
+        1: ("action", "string", "", False, True),
+        2: (
+            "exitCodes",
+            "message",
+            "k8s.io.api.core.v1.ContainerRestartRuleOnExitCodes",
+            False,
+            False,
+        ),
+    },
+    "k8s.io.api.core.v1.ContainerRestartRuleOnExitCodes": {
+        1: ("operator", "string", "", False, True),
+        2: ("values", "int32", "", True, False),
     },
     "k8s.io.api.core.v1.ContainerState": {
         1: ("waiting", "message", "k8s.io.api.core.v1.ContainerStateWaiting", False, False),
@@ -1565,7 +1779,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         1: ("startedAt", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.Time", False, True),
     },
     "k8s.io.api.core.v1.ContainerStateTerminated": {
-        1: ("exitCode", "int32", "", False, True),
+        1: ("exitCode", "int32", "", False, False),
         2: ("signal", "int32", "", False, True),
         3: ("reason", "string", "", False, True),
         4: ("message", "string", "", False, True),
@@ -1578,13 +1792,13 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         2: ("message", "string", "", False, True),
     },
     "k8s.io.api.core.v1.ContainerStatus": {
-        1: ("name", "string", "", False, True),
+        1: ("name", "string", "", False, False),
         2: ("state", "message", "k8s.io.api.core.v1.ContainerState", False, True),
         3: ("lastState", "message", "k8s.io.api.core.v1.ContainerState", False, True),
-        4: ("ready", "bool", "", False, True),
-        5: ("restartCount", "int32", "", False, True),
-        6: ("image", "string", "", False, True),
-        7: ("imageID", "string", "", False, True),
+        4: ("ready", "bool", "", False, False),
+        5: ("restartCount", "int32", "", False, False),
+        6: ("image", "string", "", False, False),
+        7: ("imageID", "string", "", False, False),
         8: ("containerID", "string", "", False, True),
         9: ("started", "bool", "", False, False),
         10: (
@@ -1604,6 +1818,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             True,
             True,
         ),
+        15: ("stopSignal", "string", "", False, False),
     },
     "k8s.io.api.core.v1.ContainerStatus.AllocatedResourcesEntry": {
         1: ("key", "string", "", False, False),
@@ -1613,13 +1828,13 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         1: ("linux", "message", "k8s.io.api.core.v1.LinuxContainerUser", False, False),
     },
     "k8s.io.api.core.v1.DaemonEndpoint": {
-        1: ("Port", "int32", "", False, True),
+        1: ("Port", "int32", "", False, False),
     },
     "k8s.io.api.core.v1.DownwardAPIProjection": {
         1: ("items", "message", "k8s.io.api.core.v1.DownwardAPIVolumeFile", True, True),
     },
     "k8s.io.api.core.v1.DownwardAPIVolumeFile": {
-        1: ("path", "string", "", False, True),
+        1: ("path", "string", "", False, False),
         2: ("fieldRef", "message", "k8s.io.api.core.v1.ObjectFieldSelector", False, False),
         3: (
             "resourceFieldRef",
@@ -1639,14 +1854,14 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         2: ("sizeLimit", "message", "k8s.io.apimachinery.pkg.api.resource.Quantity", False, False),
     },
     "k8s.io.api.core.v1.EndpointAddress": {
-        1: ("ip", "string", "", False, True),
+        1: ("ip", "string", "", False, False),
         3: ("hostname", "string", "", False, True),
         4: ("nodeName", "string", "", False, False),
         2: ("targetRef", "message", "k8s.io.api.core.v1.ObjectReference", False, False),
     },
     "k8s.io.api.core.v1.EndpointPort": {
         1: ("name", "string", "", False, True),
-        2: ("port", "int32", "", False, True),
+        2: ("port", "int32", "", False, False),
         3: ("protocol", "string", "", False, True),
         4: ("appProtocol", "string", "", False, False),
     },
@@ -1659,13 +1874,17 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
         2: ("subsets", "message", "k8s.io.api.core.v1.EndpointSubset", True, True),
     },
+    "k8s.io.api.core.v1.EndpointsList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.core.v1.Endpoints", True, True),
+    },
     "k8s.io.api.core.v1.EnvFromSource": {
         1: ("prefix", "string", "", False, True),
         2: ("configMapRef", "message", "k8s.io.api.core.v1.ConfigMapEnvSource", False, False),
         3: ("secretRef", "message", "k8s.io.api.core.v1.SecretEnvSource", False, False),
     },
     "k8s.io.api.core.v1.EnvVar": {
-        1: ("name", "string", "", False, True),
+        1: ("name", "string", "", False, False),
         2: ("value", "string", "", False, True),
         3: ("valueFrom", "message", "k8s.io.api.core.v1.EnvVarSource", False, False),
     },
@@ -1680,6 +1899,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         ),
         3: ("configMapKeyRef", "message", "k8s.io.api.core.v1.ConfigMapKeySelector", False, False),
         4: ("secretKeyRef", "message", "k8s.io.api.core.v1.SecretKeySelector", False, False),
+        5: ("fileKeyRef", "message", "k8s.io.api.core.v1.FileKeySelector", False, False),
     },
     "k8s.io.api.core.v1.EphemeralContainer": {
         1: (
@@ -1687,12 +1907,12 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             "message",
             "k8s.io.api.core.v1.EphemeralContainerCommon",
             False,
-            True,
+            False,
         ),
         2: ("targetContainerName", "string", "", False, True),
     },
     "k8s.io.api.core.v1.EphemeralContainerCommon": {
-        1: ("name", "string", "", False, True),
+        1: ("name", "string", "", False, False),
         2: ("image", "string", "", False, True),
         3: ("command", "string", "", True, False),
         4: ("args", "string", "", True, False),
@@ -1703,6 +1923,13 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         8: ("resources", "message", "k8s.io.api.core.v1.ResourceRequirements", False, True),
         23: ("resizePolicy", "message", "k8s.io.api.core.v1.ContainerResizePolicy", True, True),
         24: ("restartPolicy", "string", "", False, False),
+        25: (
+            "restartPolicyRules",
+            "message",
+            "k8s.io.api.core.v1.ContainerRestartRule",
+            True,
+            True,
+        ),
         9: ("volumeMounts", "message", "k8s.io.api.core.v1.VolumeMount", True, True),
         21: ("volumeDevices", "message", "k8s.io.api.core.v1.VolumeDevice", True, True),
         10: ("livenessProbe", "message", "k8s.io.api.core.v1.Probe", False, False),
@@ -1728,7 +1955,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
     },
     "k8s.io.api.core.v1.Event": {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
-        2: ("involvedObject", "message", "k8s.io.api.core.v1.ObjectReference", False, True),
+        2: ("involvedObject", "message", "k8s.io.api.core.v1.ObjectReference", False, False),
         3: ("reason", "string", "", False, True),
         4: ("message", "string", "", False, True),
         5: ("source", "message", "k8s.io.api.core.v1.EventSource", False, True),
@@ -1740,8 +1967,12 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         11: ("series", "message", "k8s.io.api.core.v1.EventSeries", False, False),
         12: ("action", "string", "", False, True),
         13: ("related", "message", "k8s.io.api.core.v1.ObjectReference", False, False),
-        14: ("reportingComponent", "string", "", False, True),
-        15: ("reportingInstance", "string", "", False, True),
+        14: ("reportingComponent", "string", "", False, False),
+        15: ("reportingInstance", "string", "", False, False),
+    },
+    "k8s.io.api.core.v1.EventList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.core.v1.Event", True, True),
     },
     "k8s.io.api.core.v1.EventSeries": {
         1: ("count", "int32", "", False, True),
@@ -1767,8 +1998,14 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         4: ("readOnly", "bool", "", False, True),
         5: ("wwids", "string", "", True, False),
     },
+    "k8s.io.api.core.v1.FileKeySelector": {
+        1: ("volumeName", "string", "", False, False),
+        2: ("path", "string", "", False, False),
+        3: ("key", "string", "", False, False),
+        4: ("optional", "bool", "", False, False),
+    },
     "k8s.io.api.core.v1.FlexPersistentVolumeSource": {
-        1: ("driver", "string", "", False, True),
+        1: ("driver", "string", "", False, False),
         2: ("fsType", "string", "", False, True),
         3: ("secretRef", "message", "k8s.io.api.core.v1.SecretReference", False, False),
         4: ("readOnly", "bool", "", False, True),
@@ -1785,7 +2022,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         2: ("value", "string", "", False, False),
     },
     "k8s.io.api.core.v1.FlexVolumeSource": {
-        1: ("driver", "string", "", False, True),
+        1: ("driver", "string", "", False, False),
         2: ("fsType", "string", "", False, True),
         3: ("secretRef", "message", "k8s.io.api.core.v1.LocalObjectReference", False, False),
         4: ("readOnly", "bool", "", False, True),
@@ -1800,29 +2037,29 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         2: ("datasetUUID", "string", "", False, True),
     },
     "k8s.io.api.core.v1.GCEPersistentDiskVolumeSource": {
-        1: ("pdName", "string", "", False, True),
+        1: ("pdName", "string", "", False, False),
         2: ("fsType", "string", "", False, True),
         3: ("partition", "int32", "", False, True),
         4: ("readOnly", "bool", "", False, True),
     },
     "k8s.io.api.core.v1.GRPCAction": {
-        1: ("port", "int32", "", False, True),
+        1: ("port", "int32", "", False, False),
         2: ("service", "string", "", False, False),
     },
     "k8s.io.api.core.v1.GitRepoVolumeSource": {
-        1: ("repository", "string", "", False, True),
+        1: ("repository", "string", "", False, False),
         2: ("revision", "string", "", False, True),
         3: ("directory", "string", "", False, True),
     },
     "k8s.io.api.core.v1.GlusterfsPersistentVolumeSource": {
-        1: ("endpoints", "string", "", False, True),
-        2: ("path", "string", "", False, True),
+        1: ("endpoints", "string", "", False, False),
+        2: ("path", "string", "", False, False),
         3: ("readOnly", "bool", "", False, True),
         4: ("endpointsNamespace", "string", "", False, False),
     },
     "k8s.io.api.core.v1.GlusterfsVolumeSource": {
-        1: ("endpoints", "string", "", False, True),
-        2: ("path", "string", "", False, True),
+        1: ("endpoints", "string", "", False, False),
+        2: ("path", "string", "", False, False),
         3: ("readOnly", "bool", "", False, True),
     },
     "k8s.io.api.core.v1.HTTPGetAction": {
@@ -1833,24 +2070,24 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         5: ("httpHeaders", "message", "k8s.io.api.core.v1.HTTPHeader", True, True),
     },
     "k8s.io.api.core.v1.HTTPHeader": {
-        1: ("name", "string", "", False, True),
-        2: ("value", "string", "", False, True),
+        1: ("name", "string", "", False, False),
+        2: ("value", "string", "", False, False),
     },
     "k8s.io.api.core.v1.HostAlias": {
-        1: ("ip", "string", "", False, True),
+        1: ("ip", "string", "", False, False),
         2: ("hostnames", "string", "", True, False),
     },
     "k8s.io.api.core.v1.HostIP": {
-        1: ("ip", "string", "", False, True),
+        1: ("ip", "string", "", False, False),
     },
     "k8s.io.api.core.v1.HostPathVolumeSource": {
-        1: ("path", "string", "", False, True),
+        1: ("path", "string", "", False, False),
         2: ("type", "string", "", False, False),
     },
     "k8s.io.api.core.v1.ISCSIPersistentVolumeSource": {
-        1: ("targetPortal", "string", "", False, True),
-        2: ("iqn", "string", "", False, True),
-        3: ("lun", "int32", "", False, True),
+        1: ("targetPortal", "string", "", False, False),
+        2: ("iqn", "string", "", False, False),
+        3: ("lun", "int32", "", False, False),
         4: ("iscsiInterface", "string", "", False, True),
         5: ("fsType", "string", "", False, True),
         6: ("readOnly", "bool", "", False, True),
@@ -1861,9 +2098,9 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         12: ("initiatorName", "string", "", False, False),
     },
     "k8s.io.api.core.v1.ISCSIVolumeSource": {
-        1: ("targetPortal", "string", "", False, True),
-        2: ("iqn", "string", "", False, True),
-        3: ("lun", "int32", "", False, True),
+        1: ("targetPortal", "string", "", False, False),
+        2: ("iqn", "string", "", False, False),
+        3: ("lun", "int32", "", False, False),
         4: ("iscsiInterface", "string", "", False, True),
         5: ("fsType", "string", "", False, True),
         6: ("readOnly", "bool", "", False, True),
@@ -1877,14 +2114,18 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         1: ("reference", "string", "", False, True),
         2: ("pullPolicy", "string", "", False, True),
     },
+    "k8s.io.api.core.v1.ImageVolumeStatus": {
+        1: ("imageRef", "string", "", False, True),
+    },
     "k8s.io.api.core.v1.KeyToPath": {
-        1: ("key", "string", "", False, True),
-        2: ("path", "string", "", False, True),
+        1: ("key", "string", "", False, False),
+        2: ("path", "string", "", False, False),
         3: ("mode", "int32", "", False, False),
     },
     "k8s.io.api.core.v1.Lifecycle": {
         1: ("postStart", "message", "k8s.io.api.core.v1.LifecycleHandler", False, False),
         2: ("preStop", "message", "k8s.io.api.core.v1.LifecycleHandler", False, False),
+        3: ("stopSignal", "string", "", False, False),
     },
     "k8s.io.api.core.v1.LifecycleHandler": {
         1: ("exec", "message", "k8s.io.api.core.v1.ExecAction", False, False),
@@ -1897,7 +2138,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         2: ("spec", "message", "k8s.io.api.core.v1.LimitRangeSpec", False, True),
     },
     "k8s.io.api.core.v1.LimitRangeItem": {
-        1: ("type", "string", "", False, True),
+        1: ("type", "string", "", False, False),
         2: ("max", "map", "k8s.io.api.core.v1.LimitRangeItem.MaxEntry", False, True),
         3: ("min", "map", "k8s.io.api.core.v1.LimitRangeItem.MinEntry", False, True),
         4: ("default", "map", "k8s.io.api.core.v1.LimitRangeItem.DefaultEntry", False, True),
@@ -1936,12 +2177,16 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         1: ("key", "string", "", False, False),
         2: ("value", "message", "k8s.io.apimachinery.pkg.api.resource.Quantity", False, False),
     },
+    "k8s.io.api.core.v1.LimitRangeList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.core.v1.LimitRange", True, True),
+    },
     "k8s.io.api.core.v1.LimitRangeSpec": {
         1: ("limits", "message", "k8s.io.api.core.v1.LimitRangeItem", True, True),
     },
     "k8s.io.api.core.v1.LinuxContainerUser": {
-        1: ("uid", "int64", "", False, True),
-        2: ("gid", "int64", "", False, True),
+        1: ("uid", "int64", "", False, False),
+        2: ("gid", "int64", "", False, False),
         3: ("supplementalGroups", "int64", "", True, False),
     },
     "k8s.io.api.core.v1.LoadBalancerIngress": {
@@ -1957,16 +2202,16 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         1: ("name", "string", "", False, True),
     },
     "k8s.io.api.core.v1.LocalVolumeSource": {
-        1: ("path", "string", "", False, True),
+        1: ("path", "string", "", False, False),
         2: ("fsType", "string", "", False, False),
     },
     "k8s.io.api.core.v1.ModifyVolumeStatus": {
         1: ("targetVolumeAttributesClassName", "string", "", False, True),
-        2: ("status", "string", "", False, True),
+        2: ("status", "string", "", False, False),
     },
     "k8s.io.api.core.v1.NFSVolumeSource": {
-        1: ("server", "string", "", False, True),
-        2: ("path", "string", "", False, True),
+        1: ("server", "string", "", False, False),
+        2: ("path", "string", "", False, False),
         3: ("readOnly", "bool", "", False, True),
     },
     "k8s.io.api.core.v1.Namespace": {
@@ -1975,8 +2220,8 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         3: ("status", "message", "k8s.io.api.core.v1.NamespaceStatus", False, True),
     },
     "k8s.io.api.core.v1.NamespaceCondition": {
-        1: ("type", "string", "", False, True),
-        2: ("status", "string", "", False, True),
+        1: ("type", "string", "", False, False),
+        2: ("status", "string", "", False, False),
         4: (
             "lastTransitionTime",
             "message",
@@ -1986,6 +2231,10 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         ),
         5: ("reason", "string", "", False, True),
         6: ("message", "string", "", False, True),
+    },
+    "k8s.io.api.core.v1.NamespaceList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.core.v1.Namespace", True, True),
     },
     "k8s.io.api.core.v1.NamespaceSpec": {
         1: ("finalizers", "string", "", True, False),
@@ -2000,8 +2249,8 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         3: ("status", "message", "k8s.io.api.core.v1.NodeStatus", False, True),
     },
     "k8s.io.api.core.v1.NodeAddress": {
-        1: ("type", "string", "", False, True),
-        2: ("address", "string", "", False, True),
+        1: ("type", "string", "", False, False),
+        2: ("address", "string", "", False, False),
     },
     "k8s.io.api.core.v1.NodeAffinity": {
         1: (
@@ -2019,9 +2268,24 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             True,
         ),
     },
+    "k8s.io.api.core.v1.NodeAllocatableResourceClaimStatus": {
+        1: ("resourceClaimName", "string", "", False, False),
+        2: ("containers", "string", "", True, False),
+        3: (
+            "resources",
+            "map",
+            "k8s.io.api.core.v1.NodeAllocatableResourceClaimStatus.ResourcesEntry",
+            False,
+            True,
+        ),
+    },
+    "k8s.io.api.core.v1.NodeAllocatableResourceClaimStatus.ResourcesEntry": {
+        1: ("key", "string", "", False, False),
+        2: ("value", "message", "k8s.io.apimachinery.pkg.api.resource.Quantity", False, False),
+    },
     "k8s.io.api.core.v1.NodeCondition": {
-        1: ("type", "string", "", False, True),
-        2: ("status", "string", "", False, True),
+        1: ("type", "string", "", False, False),
+        2: ("status", "string", "", False, False),
         3: (
             "lastHeartbeatTime",
             "message",
@@ -2054,8 +2318,12 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
     "k8s.io.api.core.v1.NodeFeatures": {
         1: ("supplementalGroupsPolicy", "bool", "", False, False),
     },
+    "k8s.io.api.core.v1.NodeList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.core.v1.Node", True, True),
+    },
     "k8s.io.api.core.v1.NodeRuntimeHandler": {
-        1: ("name", "string", "", False, True),
+        1: ("name", "string", "", False, False),
         2: ("features", "message", "k8s.io.api.core.v1.NodeRuntimeHandlerFeatures", False, False),
     },
     "k8s.io.api.core.v1.NodeRuntimeHandlerFeatures": {
@@ -2066,8 +2334,8 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         1: ("nodeSelectorTerms", "message", "k8s.io.api.core.v1.NodeSelectorTerm", True, True),
     },
     "k8s.io.api.core.v1.NodeSelectorRequirement": {
-        1: ("key", "string", "", False, True),
-        2: ("operator", "string", "", False, True),
+        1: ("key", "string", "", False, False),
+        2: ("operator", "string", "", False, False),
         3: ("values", "string", "", True, False),
     },
     "k8s.io.api.core.v1.NodeSelectorTerm": {
@@ -2103,6 +2371,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         11: ("config", "message", "k8s.io.api.core.v1.NodeConfigStatus", False, False),
         12: ("runtimeHandlers", "message", "k8s.io.api.core.v1.NodeRuntimeHandler", True, True),
         13: ("features", "message", "k8s.io.api.core.v1.NodeFeatures", False, False),
+        14: ("declaredFeatures", "string", "", True, False),
     },
     "k8s.io.api.core.v1.NodeStatus.AllocatableEntry": {
         1: ("key", "string", "", False, False),
@@ -2112,21 +2381,25 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         1: ("key", "string", "", False, False),
         2: ("value", "message", "k8s.io.apimachinery.pkg.api.resource.Quantity", False, False),
     },
+    "k8s.io.api.core.v1.NodeSwapStatus": {
+        1: ("capacity", "int64", "", False, False),
+    },
     "k8s.io.api.core.v1.NodeSystemInfo": {
-        1: ("machineID", "string", "", False, True),
-        2: ("systemUUID", "string", "", False, True),
-        3: ("bootID", "string", "", False, True),
-        4: ("kernelVersion", "string", "", False, True),
-        5: ("osImage", "string", "", False, True),
-        6: ("containerRuntimeVersion", "string", "", False, True),
-        7: ("kubeletVersion", "string", "", False, True),
-        8: ("kubeProxyVersion", "string", "", False, True),
-        9: ("operatingSystem", "string", "", False, True),
-        10: ("architecture", "string", "", False, True),
+        1: ("machineID", "string", "", False, False),
+        2: ("systemUUID", "string", "", False, False),
+        3: ("bootID", "string", "", False, False),
+        4: ("kernelVersion", "string", "", False, False),
+        5: ("osImage", "string", "", False, False),
+        6: ("containerRuntimeVersion", "string", "", False, False),
+        7: ("kubeletVersion", "string", "", False, False),
+        8: ("kubeProxyVersion", "string", "", False, False),
+        9: ("operatingSystem", "string", "", False, False),
+        10: ("architecture", "string", "", False, False),
+        11: ("swap", "message", "k8s.io.api.core.v1.NodeSwapStatus", False, False),
     },
     "k8s.io.api.core.v1.ObjectFieldSelector": {
         1: ("apiVersion", "string", "", False, True),
-        2: ("fieldPath", "string", "", False, True),
+        2: ("fieldPath", "string", "", False, False),
     },
     "k8s.io.api.core.v1.ObjectReference": {
         1: ("kind", "string", "", False, True),
@@ -2148,8 +2421,8 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         3: ("status", "message", "k8s.io.api.core.v1.PersistentVolumeClaimStatus", False, True),
     },
     "k8s.io.api.core.v1.PersistentVolumeClaimCondition": {
-        1: ("type", "string", "", False, True),
-        2: ("status", "string", "", False, True),
+        1: ("type", "string", "", False, False),
+        2: ("status", "string", "", False, False),
         3: ("lastProbeTime", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.Time", False, True),
         4: (
             "lastTransitionTime",
@@ -2160,6 +2433,10 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         ),
         5: ("reason", "string", "", False, True),
         6: ("message", "string", "", False, True),
+    },
+    "k8s.io.api.core.v1.PersistentVolumeClaimList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.core.v1.PersistentVolumeClaim", True, True),
     },
     "k8s.io.api.core.v1.PersistentVolumeClaimSpec": {
         1: ("accessModes", "string", "", True, False),
@@ -2226,11 +2503,15 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
     },
     "k8s.io.api.core.v1.PersistentVolumeClaimTemplate": {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
-        2: ("spec", "message", "k8s.io.api.core.v1.PersistentVolumeClaimSpec", False, True),
+        2: ("spec", "message", "k8s.io.api.core.v1.PersistentVolumeClaimSpec", False, False),
     },
     "k8s.io.api.core.v1.PersistentVolumeClaimVolumeSource": {
-        1: ("claimName", "string", "", False, True),
+        1: ("claimName", "string", "", False, False),
         2: ("readOnly", "bool", "", False, True),
+    },
+    "k8s.io.api.core.v1.PersistentVolumeList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.core.v1.PersistentVolume", True, True),
     },
     "k8s.io.api.core.v1.PersistentVolumeSource": {
         1: (
@@ -2323,7 +2604,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             "message",
             "k8s.io.api.core.v1.PersistentVolumeSource",
             False,
-            True,
+            False,
         ),
         3: ("accessModes", "string", "", True, False),
         4: ("claimRef", "message", "k8s.io.api.core.v1.ObjectReference", False, False),
@@ -2351,7 +2632,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         ),
     },
     "k8s.io.api.core.v1.PhotonPersistentDiskVolumeSource": {
-        1: ("pdID", "string", "", False, True),
+        1: ("pdID", "string", "", False, False),
         2: ("fsType", "string", "", False, True),
     },
     "k8s.io.api.core.v1.Pod": {
@@ -2384,7 +2665,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             False,
         ),
         2: ("namespaces", "string", "", True, False),
-        3: ("topologyKey", "string", "", False, True),
+        3: ("topologyKey", "string", "", False, False),
         4: (
             "namespaceSelector",
             "message",
@@ -2411,9 +2692,29 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             True,
         ),
     },
+    "k8s.io.api.core.v1.PodCertificateProjection": {
+        1: ("signerName", "string", "", False, True),
+        2: ("keyType", "string", "", False, True),
+        3: ("maxExpirationSeconds", "int32", "", False, False),
+        4: ("credentialBundlePath", "string", "", False, True),
+        5: ("keyPath", "string", "", False, True),
+        6: ("certificateChainPath", "string", "", False, True),
+        7: (
+            "userAnnotations",
+            "map",
+            "k8s.io.api.core.v1.PodCertificateProjection.UserAnnotationsEntry",
+            False,
+            True,
+        ),
+    },
+    "k8s.io.api.core.v1.PodCertificateProjection.UserAnnotationsEntry": {
+        1: ("key", "string", "", False, False),
+        2: ("value", "string", "", False, False),
+    },
     "k8s.io.api.core.v1.PodCondition": {
-        1: ("type", "string", "", False, True),
-        2: ("status", "string", "", False, True),
+        1: ("type", "string", "", False, False),
+        7: ("observedGeneration", "int64", "", False, True),
+        2: ("status", "string", "", False, False),
         3: ("lastProbeTime", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.Time", False, True),
         4: (
             "lastTransitionTime",
@@ -2434,26 +2735,43 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         1: ("name", "string", "", False, True),
         2: ("value", "string", "", False, False),
     },
+    "k8s.io.api.core.v1.PodExtendedResourceClaimStatus": {
+        1: (
+            "requestMappings",
+            "message",
+            "k8s.io.api.core.v1.ContainerExtendedResourceRequest",
+            True,
+            True,
+        ),
+        2: ("resourceClaimName", "string", "", False, False),
+    },
     "k8s.io.api.core.v1.PodIP": {
-        1: ("ip", "string", "", False, True),
+        1: ("ip", "string", "", False, False),
+    },
+    "k8s.io.api.core.v1.PodList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.core.v1.Pod", True, True),
     },
     "k8s.io.api.core.v1.PodOS": {
-        1: ("name", "string", "", False, True),
+        1: ("name", "string", "", False, False),
     },
     "k8s.io.api.core.v1.PodReadinessGate": {
-        1: ("conditionType", "string", "", False, True),
+        1: ("conditionType", "string", "", False, False),
     },
     "k8s.io.api.core.v1.PodResourceClaim": {
-        1: ("name", "string", "", False, True),
+        1: ("name", "string", "", False, False),
         3: ("resourceClaimName", "string", "", False, False),
         4: ("resourceClaimTemplateName", "string", "", False, False),
     },
     "k8s.io.api.core.v1.PodResourceClaimStatus": {
-        1: ("name", "string", "", False, True),
+        1: ("name", "string", "", False, False),
         2: ("resourceClaimName", "string", "", False, False),
     },
     "k8s.io.api.core.v1.PodSchedulingGate": {
-        1: ("name", "string", "", False, True),
+        1: ("name", "string", "", False, False),
+    },
+    "k8s.io.api.core.v1.PodSchedulingGroup": {
+        1: ("podGroupName", "string", "", False, False),
     },
     "k8s.io.api.core.v1.PodSecurityContext": {
         1: ("seLinuxOptions", "message", "k8s.io.api.core.v1.SELinuxOptions", False, False),
@@ -2523,6 +2841,8 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         38: ("schedulingGates", "message", "k8s.io.api.core.v1.PodSchedulingGate", True, True),
         39: ("resourceClaims", "message", "k8s.io.api.core.v1.PodResourceClaim", True, True),
         40: ("resources", "message", "k8s.io.api.core.v1.ResourceRequirements", False, False),
+        41: ("hostnameOverride", "string", "", False, False),
+        43: ("schedulingGroup", "message", "k8s.io.api.core.v1.PodSchedulingGroup", False, False),
     },
     "k8s.io.api.core.v1.PodSpec.NodeSelectorEntry": {
         1: ("key", "string", "", False, False),
@@ -2533,6 +2853,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         2: ("value", "message", "k8s.io.apimachinery.pkg.api.resource.Quantity", False, False),
     },
     "k8s.io.api.core.v1.PodStatus": {
+        17: ("observedGeneration", "int64", "", False, True),
         1: ("phase", "string", "", False, True),
         2: ("conditions", "message", "k8s.io.api.core.v1.PodCondition", True, True),
         3: ("message", "string", "", False, True),
@@ -2561,6 +2882,32 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             True,
             True,
         ),
+        18: (
+            "extendedResourceClaimStatus",
+            "message",
+            "k8s.io.api.core.v1.PodExtendedResourceClaimStatus",
+            False,
+            False,
+        ),
+        19: (
+            "allocatedResources",
+            "map",
+            "k8s.io.api.core.v1.PodStatus.AllocatedResourcesEntry",
+            False,
+            True,
+        ),
+        20: ("resources", "message", "k8s.io.api.core.v1.ResourceRequirements", False, False),
+        21: (
+            "nodeAllocatableResourceClaimStatuses",
+            "message",
+            "k8s.io.api.core.v1.NodeAllocatableResourceClaimStatus",
+            True,
+            True,
+        ),
+    },
+    "k8s.io.api.core.v1.PodStatus.AllocatedResourcesEntry": {
+        1: ("key", "string", "", False, False),
+        2: ("value", "message", "k8s.io.apimachinery.pkg.api.resource.Quantity", False, False),
     },
     "k8s.io.api.core.v1.PodStatusResult": {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
@@ -2570,26 +2917,30 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
         2: ("template", "message", "k8s.io.api.core.v1.PodTemplateSpec", False, True),
     },
+    "k8s.io.api.core.v1.PodTemplateList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.core.v1.PodTemplate", True, True),
+    },
     "k8s.io.api.core.v1.PodTemplateSpec": {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
         2: ("spec", "message", "k8s.io.api.core.v1.PodSpec", False, True),
     },
     "k8s.io.api.core.v1.PortStatus": {
-        1: ("port", "int32", "", False, True),
-        2: ("protocol", "string", "", False, True),
+        1: ("port", "int32", "", False, False),
+        2: ("protocol", "string", "", False, False),
         3: ("error", "string", "", False, False),
     },
     "k8s.io.api.core.v1.PortworxVolumeSource": {
-        1: ("volumeID", "string", "", False, True),
+        1: ("volumeID", "string", "", False, False),
         2: ("fsType", "string", "", False, True),
         3: ("readOnly", "bool", "", False, True),
     },
     "k8s.io.api.core.v1.PreferredSchedulingTerm": {
-        1: ("weight", "int32", "", False, True),
-        2: ("preference", "message", "k8s.io.api.core.v1.NodeSelectorTerm", False, True),
+        1: ("weight", "int32", "", False, False),
+        2: ("preference", "message", "k8s.io.api.core.v1.NodeSelectorTerm", False, False),
     },
     "k8s.io.api.core.v1.Probe": {
-        1: ("handler", "message", "k8s.io.api.core.v1.ProbeHandler", False, True),
+        1: ("handler", "message", "k8s.io.api.core.v1.ProbeHandler", False, False),
         2: ("initialDelaySeconds", "int32", "", False, True),
         3: ("timeoutSeconds", "int32", "", False, True),
         4: ("periodSeconds", "int32", "", False, True),
@@ -2608,8 +2959,8 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         2: ("defaultMode", "int32", "", False, False),
     },
     "k8s.io.api.core.v1.QuobyteVolumeSource": {
-        1: ("registry", "string", "", False, True),
-        2: ("volume", "string", "", False, True),
+        1: ("registry", "string", "", False, False),
+        2: ("volume", "string", "", False, False),
         3: ("readOnly", "bool", "", False, True),
         4: ("user", "string", "", False, True),
         5: ("group", "string", "", False, True),
@@ -2617,7 +2968,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
     },
     "k8s.io.api.core.v1.RBDPersistentVolumeSource": {
         1: ("monitors", "string", "", True, False),
-        2: ("image", "string", "", False, True),
+        2: ("image", "string", "", False, False),
         3: ("fsType", "string", "", False, True),
         4: ("pool", "string", "", False, True),
         5: ("user", "string", "", False, True),
@@ -2627,7 +2978,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
     },
     "k8s.io.api.core.v1.RBDVolumeSource": {
         1: ("monitors", "string", "", True, False),
-        2: ("image", "string", "", False, True),
+        2: ("image", "string", "", False, False),
         3: ("fsType", "string", "", False, True),
         4: ("pool", "string", "", False, True),
         5: ("user", "string", "", False, True),
@@ -2637,7 +2988,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
     },
     "k8s.io.api.core.v1.RangeAllocation": {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
-        2: ("range", "string", "", False, True),
+        2: ("range", "string", "", False, False),
         3: ("data", "bytes", "", False, False),
     },
     "k8s.io.api.core.v1.ReplicationController": {
@@ -2646,8 +2997,8 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         3: ("status", "message", "k8s.io.api.core.v1.ReplicationControllerStatus", False, True),
     },
     "k8s.io.api.core.v1.ReplicationControllerCondition": {
-        1: ("type", "string", "", False, True),
-        2: ("status", "string", "", False, True),
+        1: ("type", "string", "", False, False),
+        2: ("status", "string", "", False, False),
         3: (
             "lastTransitionTime",
             "message",
@@ -2657,6 +3008,10 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         ),
         4: ("reason", "string", "", False, True),
         5: ("message", "string", "", False, True),
+    },
+    "k8s.io.api.core.v1.ReplicationControllerList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.core.v1.ReplicationController", True, True),
     },
     "k8s.io.api.core.v1.ReplicationControllerSpec": {
         1: ("replicas", "int32", "", False, False),
@@ -2675,7 +3030,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         2: ("value", "string", "", False, False),
     },
     "k8s.io.api.core.v1.ReplicationControllerStatus": {
-        1: ("replicas", "int32", "", False, True),
+        1: ("replicas", "int32", "", False, False),
         2: ("fullyLabeledReplicas", "int32", "", False, True),
         4: ("readyReplicas", "int32", "", False, True),
         5: ("availableReplicas", "int32", "", False, True),
@@ -2689,22 +3044,27 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         ),
     },
     "k8s.io.api.core.v1.ResourceClaim": {
-        1: ("name", "string", "", False, True),
+        1: ("name", "string", "", False, False),
         2: ("request", "string", "", False, True),
     },
     "k8s.io.api.core.v1.ResourceFieldSelector": {
         1: ("containerName", "string", "", False, True),
-        2: ("resource", "string", "", False, True),
+        2: ("resource", "string", "", False, False),
         3: ("divisor", "message", "k8s.io.apimachinery.pkg.api.resource.Quantity", False, True),
     },
     "k8s.io.api.core.v1.ResourceHealth": {
-        1: ("resourceID", "string", "", False, True),
+        1: ("resourceID", "string", "", False, False),
         2: ("health", "string", "", False, True),
+        6: ("message", "string", "", False, False),
     },
     "k8s.io.api.core.v1.ResourceQuota": {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
         2: ("spec", "message", "k8s.io.api.core.v1.ResourceQuotaSpec", False, True),
         3: ("status", "message", "k8s.io.api.core.v1.ResourceQuotaStatus", False, True),
+    },
+    "k8s.io.api.core.v1.ResourceQuotaList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.core.v1.ResourceQuota", True, True),
     },
     "k8s.io.api.core.v1.ResourceQuotaSpec": {
         1: ("hard", "map", "k8s.io.api.core.v1.ResourceQuotaSpec.HardEntry", False, True),
@@ -2747,7 +3107,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         2: ("value", "message", "k8s.io.apimachinery.pkg.api.resource.Quantity", False, False),
     },
     "k8s.io.api.core.v1.ResourceStatus": {
-        1: ("name", "string", "", False, True),
+        1: ("name", "string", "", False, False),
         2: ("resources", "message", "k8s.io.api.core.v1.ResourceHealth", True, True),
     },
     "k8s.io.api.core.v1.SELinuxOptions": {
@@ -2757,8 +3117,8 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         4: ("level", "string", "", False, True),
     },
     "k8s.io.api.core.v1.ScaleIOPersistentVolumeSource": {
-        1: ("gateway", "string", "", False, True),
-        2: ("system", "string", "", False, True),
+        1: ("gateway", "string", "", False, False),
+        2: ("system", "string", "", False, False),
         3: ("secretRef", "message", "k8s.io.api.core.v1.SecretReference", False, False),
         4: ("sslEnabled", "bool", "", False, True),
         5: ("protectionDomain", "string", "", False, True),
@@ -2769,8 +3129,8 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         10: ("readOnly", "bool", "", False, True),
     },
     "k8s.io.api.core.v1.ScaleIOVolumeSource": {
-        1: ("gateway", "string", "", False, True),
-        2: ("system", "string", "", False, True),
+        1: ("gateway", "string", "", False, False),
+        2: ("system", "string", "", False, False),
         3: ("secretRef", "message", "k8s.io.api.core.v1.LocalObjectReference", False, False),
         4: ("sslEnabled", "bool", "", False, True),
         5: ("protectionDomain", "string", "", False, True),
@@ -2790,12 +3150,12 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         ),
     },
     "k8s.io.api.core.v1.ScopedResourceSelectorRequirement": {
-        1: ("scopeName", "string", "", False, True),
-        2: ("operator", "string", "", False, True),
+        1: ("scopeName", "string", "", False, False),
+        2: ("operator", "string", "", False, False),
         3: ("values", "string", "", True, False),
     },
     "k8s.io.api.core.v1.SeccompProfile": {
-        1: ("type", "string", "", False, True),
+        1: ("type", "string", "", False, False),
         2: ("localhostProfile", "string", "", False, False),
     },
     "k8s.io.api.core.v1.Secret": {
@@ -2819,7 +3179,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             "message",
             "k8s.io.api.core.v1.LocalObjectReference",
             False,
-            True,
+            False,
         ),
         2: ("optional", "bool", "", False, False),
     },
@@ -2829,10 +3189,14 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             "message",
             "k8s.io.api.core.v1.LocalObjectReference",
             False,
-            True,
+            False,
         ),
-        2: ("key", "string", "", False, True),
+        2: ("key", "string", "", False, False),
         3: ("optional", "bool", "", False, False),
+    },
+    "k8s.io.api.core.v1.SecretList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.core.v1.Secret", True, True),
     },
     "k8s.io.api.core.v1.SecretProjection": {
         1: (
@@ -2840,7 +3204,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             "message",
             "k8s.io.api.core.v1.LocalObjectReference",
             False,
-            True,
+            False,
         ),
         2: ("items", "message", "k8s.io.api.core.v1.KeyToPath", True, True),
         4: ("optional", "bool", "", False, False),
@@ -2886,16 +3250,24 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         3: ("imagePullSecrets", "message", "k8s.io.api.core.v1.LocalObjectReference", True, True),
         4: ("automountServiceAccountToken", "bool", "", False, False),
     },
+    "k8s.io.api.core.v1.ServiceAccountList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.core.v1.ServiceAccount", True, True),
+    },
     "k8s.io.api.core.v1.ServiceAccountTokenProjection": {
         1: ("audience", "string", "", False, True),
         2: ("expirationSeconds", "int64", "", False, False),
-        3: ("path", "string", "", False, True),
+        3: ("path", "string", "", False, False),
+    },
+    "k8s.io.api.core.v1.ServiceList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.core.v1.Service", True, True),
     },
     "k8s.io.api.core.v1.ServicePort": {
         1: ("name", "string", "", False, True),
         2: ("protocol", "string", "", False, True),
         6: ("appProtocol", "string", "", False, False),
-        3: ("port", "int32", "", False, True),
+        3: ("port", "int32", "", False, False),
         4: (
             "targetPort",
             "message",
@@ -2945,7 +3317,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         1: ("clientIP", "message", "k8s.io.api.core.v1.ClientIPConfig", False, False),
     },
     "k8s.io.api.core.v1.SleepAction": {
-        1: ("seconds", "int64", "", False, True),
+        1: ("seconds", "int64", "", False, False),
     },
     "k8s.io.api.core.v1.StorageOSPersistentVolumeSource": {
         1: ("volumeName", "string", "", False, True),
@@ -2962,17 +3334,17 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         5: ("secretRef", "message", "k8s.io.api.core.v1.LocalObjectReference", False, False),
     },
     "k8s.io.api.core.v1.Sysctl": {
-        1: ("name", "string", "", False, True),
-        2: ("value", "string", "", False, True),
+        1: ("name", "string", "", False, False),
+        2: ("value", "string", "", False, False),
     },
     "k8s.io.api.core.v1.TCPSocketAction": {
         1: ("port", "message", "k8s.io.apimachinery.pkg.util.intstr.IntOrString", False, True),
         2: ("host", "string", "", False, True),
     },
     "k8s.io.api.core.v1.Taint": {
-        1: ("key", "string", "", False, True),
+        1: ("key", "string", "", False, False),
         2: ("value", "string", "", False, True),
-        3: ("effect", "string", "", False, True),
+        3: ("effect", "string", "", False, False),
         4: ("timeAdded", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.Time", False, False),
     },
     "k8s.io.api.core.v1.Toleration": {
@@ -2983,7 +3355,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         5: ("tolerationSeconds", "int64", "", False, False),
     },
     "k8s.io.api.core.v1.TopologySelectorLabelRequirement": {
-        1: ("key", "string", "", False, True),
+        1: ("key", "string", "", False, False),
         2: ("values", "string", "", True, False),
     },
     "k8s.io.api.core.v1.TopologySelectorTerm": {
@@ -2996,9 +3368,9 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         ),
     },
     "k8s.io.api.core.v1.TopologySpreadConstraint": {
-        1: ("maxSkew", "int32", "", False, True),
-        2: ("topologyKey", "string", "", False, True),
-        3: ("whenUnsatisfiable", "string", "", False, True),
+        1: ("maxSkew", "int32", "", False, False),
+        2: ("topologyKey", "string", "", False, False),
+        3: ("whenUnsatisfiable", "string", "", False, False),
         4: (
             "labelSelector",
             "message",
@@ -3013,37 +3385,38 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
     },
     "k8s.io.api.core.v1.TypedLocalObjectReference": {
         1: ("apiGroup", "string", "", False, False),
-        2: ("kind", "string", "", False, True),
-        3: ("name", "string", "", False, True),
+        2: ("kind", "string", "", False, False),
+        3: ("name", "string", "", False, False),
     },
     "k8s.io.api.core.v1.TypedObjectReference": {
         1: ("apiGroup", "string", "", False, False),
-        2: ("kind", "string", "", False, True),
-        3: ("name", "string", "", False, True),
+        2: ("kind", "string", "", False, False),
+        3: ("name", "string", "", False, False),
         4: ("namespace", "string", "", False, False),
     },
     "k8s.io.api.core.v1.Volume": {
-        1: ("name", "string", "", False, True),
-        2: ("volumeSource", "message", "k8s.io.api.core.v1.VolumeSource", False, True),
+        1: ("name", "string", "", False, False),
+        2: ("volumeSource", "message", "k8s.io.api.core.v1.VolumeSource", False, False),
     },
     "k8s.io.api.core.v1.VolumeDevice": {
-        1: ("name", "string", "", False, True),
-        2: ("devicePath", "string", "", False, True),
+        1: ("name", "string", "", False, False),
+        2: ("devicePath", "string", "", False, False),
     },
     "k8s.io.api.core.v1.VolumeMount": {
-        1: ("name", "string", "", False, True),
+        1: ("name", "string", "", False, False),
         2: ("readOnly", "bool", "", False, True),
         7: ("recursiveReadOnly", "string", "", False, False),
-        3: ("mountPath", "string", "", False, True),
+        3: ("mountPath", "string", "", False, False),
         4: ("subPath", "string", "", False, True),
         5: ("mountPropagation", "string", "", False, False),
         6: ("subPathExpr", "string", "", False, True),
     },
     "k8s.io.api.core.v1.VolumeMountStatus": {
-        1: ("name", "string", "", False, True),
-        2: ("mountPath", "string", "", False, True),
+        1: ("name", "string", "", False, False),
+        2: ("mountPath", "string", "", False, False),
         3: ("readOnly", "bool", "", False, True),
         4: ("recursiveReadOnly", "string", "", False, False),
+        5: ("volumeStatus", "message", "k8s.io.api.core.v1.VolumeStatus", False, False),
     },
     "k8s.io.api.core.v1.VolumeNodeAffinity": {
         1: ("required", "message", "k8s.io.api.core.v1.NodeSelector", False, False),
@@ -3063,6 +3436,13 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             "clusterTrustBundle",
             "message",
             "k8s.io.api.core.v1.ClusterTrustBundleProjection",
+            False,
+            False,
+        ),
+        6: (
+            "podCertificate",
+            "message",
+            "k8s.io.api.core.v1.PodCertificateProjection",
             False,
             False,
         ),
@@ -3153,15 +3533,18 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         29: ("ephemeral", "message", "k8s.io.api.core.v1.EphemeralVolumeSource", False, False),
         30: ("image", "message", "k8s.io.api.core.v1.ImageVolumeSource", False, False),
     },
+    "k8s.io.api.core.v1.VolumeStatus": {
+        1: ("image", "message", "k8s.io.api.core.v1.ImageVolumeStatus", False, False),
+    },
     "k8s.io.api.core.v1.VsphereVirtualDiskVolumeSource": {
-        1: ("volumePath", "string", "", False, True),
+        1: ("volumePath", "string", "", False, False),
         2: ("fsType", "string", "", False, True),
         3: ("storagePolicyName", "string", "", False, True),
         4: ("storagePolicyID", "string", "", False, True),
     },
     "k8s.io.api.core.v1.WeightedPodAffinityTerm": {
-        1: ("weight", "int32", "", False, True),
-        2: ("podAffinityTerm", "message", "k8s.io.api.core.v1.PodAffinityTerm", False, True),
+        1: ("weight", "int32", "", False, False),
+        2: ("podAffinityTerm", "message", "k8s.io.api.core.v1.PodAffinityTerm", False, False),
     },
     "k8s.io.api.core.v1.WindowsSecurityContextOptions": {
         1: ("gmsaCredentialSpecName", "string", "", False, False),
@@ -3196,6 +3579,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
     },
     "k8s.io.api.discovery.v1.EndpointHints": {
         1: ("forZones", "message", "k8s.io.api.discovery.v1.ForZone", True, True),
+        2: ("forNodes", "message", "k8s.io.api.discovery.v1.ForNode", True, True),
     },
     "k8s.io.api.discovery.v1.EndpointPort": {
         1: ("name", "string", "", False, False),
@@ -3205,12 +3589,19 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
     },
     "k8s.io.api.discovery.v1.EndpointSlice": {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
-        4: ("addressType", "string", "", False, True),
+        4: ("addressType", "string", "", False, False),
         2: ("endpoints", "message", "k8s.io.api.discovery.v1.Endpoint", True, True),
         3: ("ports", "message", "k8s.io.api.discovery.v1.EndpointPort", True, True),
     },
+    "k8s.io.api.discovery.v1.EndpointSliceList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.discovery.v1.EndpointSlice", True, True),
+    },
+    "k8s.io.api.discovery.v1.ForNode": {
+        1: ("name", "string", "", False, False),
+    },
     "k8s.io.api.discovery.v1.ForZone": {
-        1: ("name", "string", "", False, True),
+        1: ("name", "string", "", False, False),
     },
     "k8s.io.api.events.v1.Event": {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
@@ -3241,8 +3632,12 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         ),
         15: ("deprecatedCount", "int32", "", False, True),
     },
+    "k8s.io.api.events.v1.EventList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.events.v1.Event", True, True),
+    },
     "k8s.io.api.events.v1.EventSeries": {
-        1: ("count", "int32", "", False, True),
+        1: ("count", "int32", "", False, False),
         2: (
             "lastObservedTime",
             "message",
@@ -3256,7 +3651,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         2: ("lendablePercent", "int32", "", False, False),
     },
     "k8s.io.api.flowcontrol.v1.FlowDistinguisherMethod": {
-        1: ("type", "string", "", False, True),
+        1: ("type", "string", "", False, False),
     },
     "k8s.io.api.flowcontrol.v1.FlowSchema": {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
@@ -3276,15 +3671,19 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         4: ("reason", "string", "", False, True),
         5: ("message", "string", "", False, True),
     },
+    "k8s.io.api.flowcontrol.v1.FlowSchemaList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.flowcontrol.v1.FlowSchema", True, True),
+    },
     "k8s.io.api.flowcontrol.v1.FlowSchemaSpec": {
         1: (
             "priorityLevelConfiguration",
             "message",
             "k8s.io.api.flowcontrol.v1.PriorityLevelConfigurationReference",
             False,
-            True,
+            False,
         ),
-        2: ("matchingPrecedence", "int32", "", False, True),
+        2: ("matchingPrecedence", "int32", "", False, False),
         3: (
             "distinguisherMethod",
             "message",
@@ -3298,10 +3697,10 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         1: ("conditions", "message", "k8s.io.api.flowcontrol.v1.FlowSchemaCondition", True, True),
     },
     "k8s.io.api.flowcontrol.v1.GroupSubject": {
-        1: ("name", "string", "", False, True),
+        1: ("name", "string", "", False, False),
     },
     "k8s.io.api.flowcontrol.v1.LimitResponse": {
-        1: ("type", "string", "", False, True),
+        1: ("type", "string", "", False, False),
         2: ("queuing", "message", "k8s.io.api.flowcontrol.v1.QueuingConfiguration", False, False),
     },
     "k8s.io.api.flowcontrol.v1.LimitedPriorityLevelConfiguration": {
@@ -3355,11 +3754,15 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         4: ("reason", "string", "", False, True),
         5: ("message", "string", "", False, True),
     },
+    "k8s.io.api.flowcontrol.v1.PriorityLevelConfigurationList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.flowcontrol.v1.PriorityLevelConfiguration", True, True),
+    },
     "k8s.io.api.flowcontrol.v1.PriorityLevelConfigurationReference": {
-        1: ("name", "string", "", False, True),
+        1: ("name", "string", "", False, False),
     },
     "k8s.io.api.flowcontrol.v1.PriorityLevelConfigurationSpec": {
-        1: ("type", "string", "", False, True),
+        1: ("type", "string", "", False, False),
         2: (
             "limited",
             "message",
@@ -3385,9 +3788,9 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         ),
     },
     "k8s.io.api.flowcontrol.v1.QueuingConfiguration": {
-        1: ("queues", "int32", "", False, True),
-        2: ("handSize", "int32", "", False, True),
-        3: ("queueLengthLimit", "int32", "", False, True),
+        1: ("queues", "int32", "", False, False),
+        2: ("handSize", "int32", "", False, False),
+        3: ("queueLengthLimit", "int32", "", False, False),
     },
     "k8s.io.api.flowcontrol.v1.ResourcePolicyRule": {
         1: ("verbs", "string", "", True, False),
@@ -3397,11 +3800,11 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         5: ("namespaces", "string", "", True, False),
     },
     "k8s.io.api.flowcontrol.v1.ServiceAccountSubject": {
-        1: ("namespace", "string", "", False, True),
-        2: ("name", "string", "", False, True),
+        1: ("namespace", "string", "", False, False),
+        2: ("name", "string", "", False, False),
     },
     "k8s.io.api.flowcontrol.v1.Subject": {
-        1: ("kind", "string", "", False, True),
+        1: ("kind", "string", "", False, False),
         2: ("user", "message", "k8s.io.api.flowcontrol.v1.UserSubject", False, False),
         3: ("group", "message", "k8s.io.api.flowcontrol.v1.GroupSubject", False, False),
         4: (
@@ -3413,18 +3816,29 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         ),
     },
     "k8s.io.api.flowcontrol.v1.UserSubject": {
-        1: ("name", "string", "", False, True),
+        1: ("name", "string", "", False, False),
     },
     "k8s.io.api.networking.v1.HTTPIngressPath": {
         1: ("path", "string", "", False, True),
         3: ("pathType", "string", "", False, False),
-        2: ("backend", "message", "k8s.io.api.networking.v1.IngressBackend", False, True),
+        2: ("backend", "message", "k8s.io.api.networking.v1.IngressBackend", False, False),
     },
     "k8s.io.api.networking.v1.HTTPIngressRuleValue": {
         1: ("paths", "message", "k8s.io.api.networking.v1.HTTPIngressPath", True, True),
     },
+    "k8s.io.api.networking.v1.IPAddress": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
+        2: ("spec", "message", "k8s.io.api.networking.v1.IPAddressSpec", False, True),
+    },
+    "k8s.io.api.networking.v1.IPAddressList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.networking.v1.IPAddress", True, True),
+    },
+    "k8s.io.api.networking.v1.IPAddressSpec": {
+        1: ("parentRef", "message", "k8s.io.api.networking.v1.ParentReference", False, False),
+    },
     "k8s.io.api.networking.v1.IPBlock": {
-        1: ("cidr", "string", "", False, True),
+        1: ("cidr", "string", "", False, False),
         2: ("except", "string", "", True, False),
     },
     "k8s.io.api.networking.v1.Ingress": {
@@ -3440,10 +3854,14 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
         2: ("spec", "message", "k8s.io.api.networking.v1.IngressClassSpec", False, True),
     },
+    "k8s.io.api.networking.v1.IngressClassList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.networking.v1.IngressClass", True, True),
+    },
     "k8s.io.api.networking.v1.IngressClassParametersReference": {
-        1: ("aPIGroup", "string", "", False, False),
-        2: ("kind", "string", "", False, True),
-        3: ("name", "string", "", False, True),
+        1: ("apiGroup", "string", "", False, False),
+        2: ("kind", "string", "", False, False),
+        3: ("name", "string", "", False, False),
         4: ("scope", "string", "", False, False),
         5: ("namespace", "string", "", False, False),
     },
@@ -3456,6 +3874,10 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             False,
             False,
         ),
+    },
+    "k8s.io.api.networking.v1.IngressList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.networking.v1.Ingress", True, True),
     },
     "k8s.io.api.networking.v1.IngressLoadBalancerIngress": {
         1: ("ip", "string", "", False, True),
@@ -3472,7 +3894,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         ),
     },
     "k8s.io.api.networking.v1.IngressPortStatus": {
-        1: ("port", "int32", "", False, True),
+        1: ("port", "int32", "", False, False),
         2: ("protocol", "string", "", False, True),
         3: ("error", "string", "", False, False),
     },
@@ -3483,14 +3905,14 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             "message",
             "k8s.io.api.networking.v1.IngressRuleValue",
             False,
-            True,
+            False,
         ),
     },
     "k8s.io.api.networking.v1.IngressRuleValue": {
         1: ("http", "message", "k8s.io.api.networking.v1.HTTPIngressRuleValue", False, False),
     },
     "k8s.io.api.networking.v1.IngressServiceBackend": {
-        1: ("name", "string", "", False, True),
+        1: ("name", "string", "", False, False),
         2: ("port", "message", "k8s.io.api.networking.v1.ServiceBackendPort", False, True),
     },
     "k8s.io.api.networking.v1.IngressSpec": {
@@ -3523,6 +3945,10 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
     "k8s.io.api.networking.v1.NetworkPolicyIngressRule": {
         1: ("ports", "message", "k8s.io.api.networking.v1.NetworkPolicyPort", True, True),
         2: ("from", "message", "k8s.io.api.networking.v1.NetworkPolicyPeer", True, True),
+    },
+    "k8s.io.api.networking.v1.NetworkPolicyList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.networking.v1.NetworkPolicy", True, True),
     },
     "k8s.io.api.networking.v1.NetworkPolicyPeer": {
         1: (
@@ -3558,9 +3984,30 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         3: ("egress", "message", "k8s.io.api.networking.v1.NetworkPolicyEgressRule", True, True),
         4: ("policyTypes", "string", "", True, False),
     },
+    "k8s.io.api.networking.v1.ParentReference": {
+        1: ("group", "string", "", False, True),
+        2: ("resource", "string", "", False, True),
+        3: ("namespace", "string", "", False, True),
+        4: ("name", "string", "", False, True),
+    },
     "k8s.io.api.networking.v1.ServiceBackendPort": {
         1: ("name", "string", "", False, True),
         2: ("number", "int32", "", False, True),
+    },
+    "k8s.io.api.networking.v1.ServiceCIDR": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
+        2: ("spec", "message", "k8s.io.api.networking.v1.ServiceCIDRSpec", False, True),
+        3: ("status", "message", "k8s.io.api.networking.v1.ServiceCIDRStatus", False, True),
+    },
+    "k8s.io.api.networking.v1.ServiceCIDRList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.networking.v1.ServiceCIDR", True, True),
+    },
+    "k8s.io.api.networking.v1.ServiceCIDRSpec": {
+        1: ("cidrs", "string", "", True, False),
+    },
+    "k8s.io.api.networking.v1.ServiceCIDRStatus": {
+        1: ("conditions", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.Condition", True, True),
     },
     "k8s.io.api.node.v1.Overhead": {
         1: ("podFixed", "map", "k8s.io.api.node.v1.Overhead.PodFixedEntry", False, True),
@@ -3571,9 +4018,13 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
     },
     "k8s.io.api.node.v1.RuntimeClass": {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
-        2: ("handler", "string", "", False, True),
+        2: ("handler", "string", "", False, False),
         3: ("overhead", "message", "k8s.io.api.node.v1.Overhead", False, False),
         4: ("scheduling", "message", "k8s.io.api.node.v1.Scheduling", False, False),
+    },
+    "k8s.io.api.node.v1.RuntimeClassList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.node.v1.RuntimeClass", True, True),
     },
     "k8s.io.api.node.v1.Scheduling": {
         1: ("nodeSelector", "map", "k8s.io.api.node.v1.Scheduling.NodeSelectorEntry", False, True),
@@ -3597,6 +4048,10 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
         2: ("spec", "message", "k8s.io.api.policy.v1.PodDisruptionBudgetSpec", False, True),
         3: ("status", "message", "k8s.io.api.policy.v1.PodDisruptionBudgetStatus", False, True),
+    },
+    "k8s.io.api.policy.v1.PodDisruptionBudgetList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.policy.v1.PodDisruptionBudget", True, True),
     },
     "k8s.io.api.policy.v1.PodDisruptionBudgetSpec": {
         1: (
@@ -3631,10 +4086,10 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             False,
             True,
         ),
-        3: ("disruptionsAllowed", "int32", "", False, True),
-        4: ("currentHealthy", "int32", "", False, True),
-        5: ("desiredHealthy", "int32", "", False, True),
-        6: ("expectedPods", "int32", "", False, True),
+        3: ("disruptionsAllowed", "int32", "", False, False),
+        4: ("currentHealthy", "int32", "", False, False),
+        5: ("desiredHealthy", "int32", "", False, False),
+        6: ("expectedPods", "int32", "", False, False),
         7: ("conditions", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.Condition", True, True),
     },
     "k8s.io.api.policy.v1.PodDisruptionBudgetStatus.DisruptedPodsEntry": {
@@ -3658,7 +4113,15 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
     "k8s.io.api.rbac.v1.ClusterRoleBinding": {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
         2: ("subjects", "message", "k8s.io.api.rbac.v1.Subject", True, True),
-        3: ("roleRef", "message", "k8s.io.api.rbac.v1.RoleRef", False, True),
+        3: ("roleRef", "message", "k8s.io.api.rbac.v1.RoleRef", False, False),
+    },
+    "k8s.io.api.rbac.v1.ClusterRoleBindingList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.rbac.v1.ClusterRoleBinding", True, True),
+    },
+    "k8s.io.api.rbac.v1.ClusterRoleList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.rbac.v1.ClusterRole", True, True),
     },
     "k8s.io.api.rbac.v1.PolicyRule": {
         1: ("verbs", "string", "", True, False),
@@ -3674,29 +4137,403 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
     "k8s.io.api.rbac.v1.RoleBinding": {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
         2: ("subjects", "message", "k8s.io.api.rbac.v1.Subject", True, True),
-        3: ("roleRef", "message", "k8s.io.api.rbac.v1.RoleRef", False, True),
+        3: ("roleRef", "message", "k8s.io.api.rbac.v1.RoleRef", False, False),
+    },
+    "k8s.io.api.rbac.v1.RoleBindingList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.rbac.v1.RoleBinding", True, True),
+    },
+    "k8s.io.api.rbac.v1.RoleList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.rbac.v1.Role", True, True),
     },
     "k8s.io.api.rbac.v1.RoleRef": {
-        1: ("apiGroup", "string", "", False, True),
-        2: ("kind", "string", "", False, True),
-        3: ("name", "string", "", False, True),
+        1: ("apiGroup", "string", "", False, False),
+        2: ("kind", "string", "", False, False),
+        3: ("name", "string", "", False, False),
     },
     "k8s.io.api.rbac.v1.Subject": {
-        1: ("kind", "string", "", False, True),
+        1: ("kind", "string", "", False, False),
         2: ("apiGroup", "string", "", False, True),
-        3: ("name", "string", "", False, True),
+        3: ("name", "string", "", False, False),
         4: ("namespace", "string", "", False, True),
+    },
+    "k8s.io.api.resource.v1.AllocatedDeviceStatus": {
+        1: ("driver", "string", "", False, False),
+        2: ("pool", "string", "", False, False),
+        3: ("device", "string", "", False, False),
+        7: ("shareID", "string", "", False, False),
+        4: ("conditions", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.Condition", True, True),
+        5: ("data", "message", "k8s.io.apimachinery.pkg.runtime.RawExtension", False, False),
+        6: ("networkData", "message", "k8s.io.api.resource.v1.NetworkDeviceData", False, False),
+    },
+    "k8s.io.api.resource.v1.AllocationResult": {
+        1: ("devices", "message", "k8s.io.api.resource.v1.DeviceAllocationResult", False, True),
+        3: ("nodeSelector", "message", "k8s.io.api.core.v1.NodeSelector", False, False),
+        5: (
+            "allocationTimestamp",
+            "message",
+            "k8s.io.apimachinery.pkg.apis.meta.v1.Time",
+            False,
+            False,
+        ),
+    },
+    "k8s.io.api.resource.v1.CELDeviceSelector": {
+        1: ("expression", "string", "", False, False),
+    },
+    "k8s.io.api.resource.v1.CapacityRequestPolicy": {
+        1: ("default", "message", "k8s.io.apimachinery.pkg.api.resource.Quantity", False, False),
+        3: ("validValues", "message", "k8s.io.apimachinery.pkg.api.resource.Quantity", True, True),
+        4: (
+            "validRange",
+            "message",
+            "k8s.io.api.resource.v1.CapacityRequestPolicyRange",
+            False,
+            False,
+        ),
+    },
+    "k8s.io.api.resource.v1.CapacityRequestPolicyRange": {
+        1: ("min", "message", "k8s.io.apimachinery.pkg.api.resource.Quantity", False, False),
+        2: ("max", "message", "k8s.io.apimachinery.pkg.api.resource.Quantity", False, False),
+        3: ("step", "message", "k8s.io.apimachinery.pkg.api.resource.Quantity", False, False),
+    },
+    "k8s.io.api.resource.v1.CapacityRequirements": {
+        1: (
+            "requests",
+            "map",
+            "k8s.io.api.resource.v1.CapacityRequirements.RequestsEntry",
+            False,
+            True,
+        ),
+    },
+    "k8s.io.api.resource.v1.CapacityRequirements.RequestsEntry": {
+        1: ("key", "string", "", False, False),
+        2: ("value", "message", "k8s.io.apimachinery.pkg.api.resource.Quantity", False, False),
+    },
+    "k8s.io.api.resource.v1.Counter": {
+        1: ("value", "message", "k8s.io.apimachinery.pkg.api.resource.Quantity", False, True),
+    },
+    "k8s.io.api.resource.v1.CounterSet": {
+        1: ("name", "string", "", False, False),
+        2: ("counters", "map", "k8s.io.api.resource.v1.CounterSet.CountersEntry", False, True),
+    },
+    "k8s.io.api.resource.v1.CounterSet.CountersEntry": {
+        1: ("key", "string", "", False, False),
+        2: ("value", "message", "k8s.io.api.resource.v1.Counter", False, False),
+    },
+    "k8s.io.api.resource.v1.Device": {
+        1: ("name", "string", "", False, False),
+        2: ("attributes", "map", "k8s.io.api.resource.v1.Device.AttributesEntry", False, True),
+        3: ("capacity", "map", "k8s.io.api.resource.v1.Device.CapacityEntry", False, True),
+        4: (
+            "consumesCounters",
+            "message",
+            "k8s.io.api.resource.v1.DeviceCounterConsumption",
+            True,
+            True,
+        ),
+        5: ("nodeName", "string", "", False, False),
+        6: ("nodeSelector", "message", "k8s.io.api.core.v1.NodeSelector", False, False),
+        7: ("allNodes", "bool", "", False, False),
+        8: ("taints", "message", "k8s.io.api.resource.v1.DeviceTaint", True, True),
+        9: ("bindsToNode", "bool", "", False, False),
+        10: ("bindingConditions", "string", "", True, False),
+        11: ("bindingFailureConditions", "string", "", True, False),
+        12: ("allowMultipleAllocations", "bool", "", False, False),
+        13: (
+            "nodeAllocatableResourceMappings",
+            "map",
+            "k8s.io.api.resource.v1.Device.NodeAllocatableResourceMappingsEntry",
+            False,
+            True,
+        ),
+    },
+    "k8s.io.api.resource.v1.Device.AttributesEntry": {
+        1: ("key", "string", "", False, False),
+        2: ("value", "message", "k8s.io.api.resource.v1.DeviceAttribute", False, False),
+    },
+    "k8s.io.api.resource.v1.Device.CapacityEntry": {
+        1: ("key", "string", "", False, False),
+        2: ("value", "message", "k8s.io.api.resource.v1.DeviceCapacity", False, False),
+    },
+    "k8s.io.api.resource.v1.Device.NodeAllocatableResourceMappingsEntry": {
+        1: ("key", "string", "", False, False),
+        2: (
+            "value",
+            "message",
+            "k8s.io.api.resource.v1.NodeAllocatableResourceMapping",
+            False,
+            False,
+        ),
+    },
+    "k8s.io.api.resource.v1.DeviceAllocationConfiguration": {
+        1: ("source", "string", "", False, False),
+        2: ("requests", "string", "", True, False),
+        3: (
+            "deviceConfiguration",
+            "message",
+            "k8s.io.api.resource.v1.DeviceConfiguration",
+            False,
+            False,
+        ),
+    },
+    "k8s.io.api.resource.v1.DeviceAllocationResult": {
+        1: (
+            "results",
+            "message",
+            "k8s.io.api.resource.v1.DeviceRequestAllocationResult",
+            True,
+            True,
+        ),
+        2: (
+            "config",
+            "message",
+            "k8s.io.api.resource.v1.DeviceAllocationConfiguration",
+            True,
+            True,
+        ),
+    },
+    "k8s.io.api.resource.v1.DeviceAttribute": {
+        2: ("int", "int64", "", False, False),
+        3: ("bool", "bool", "", False, False),
+        4: ("string", "string", "", False, False),
+        5: ("version", "string", "", False, False),
+        6: ("ints", "int64", "", True, False),
+        7: ("bools", "bool", "", True, False),
+        8: ("strings", "string", "", True, False),
+        9: ("versions", "string", "", True, False),
+    },
+    "k8s.io.api.resource.v1.DeviceCapacity": {
+        1: ("value", "message", "k8s.io.apimachinery.pkg.api.resource.Quantity", False, True),
+        2: (
+            "requestPolicy",
+            "message",
+            "k8s.io.api.resource.v1.CapacityRequestPolicy",
+            False,
+            False,
+        ),
+    },
+    "k8s.io.api.resource.v1.DeviceClaim": {
+        1: ("requests", "message", "k8s.io.api.resource.v1.DeviceRequest", True, True),
+        2: ("constraints", "message", "k8s.io.api.resource.v1.DeviceConstraint", True, True),
+        3: ("config", "message", "k8s.io.api.resource.v1.DeviceClaimConfiguration", True, True),
+    },
+    "k8s.io.api.resource.v1.DeviceClaimConfiguration": {
+        1: ("requests", "string", "", True, False),
+        2: (
+            "deviceConfiguration",
+            "message",
+            "k8s.io.api.resource.v1.DeviceConfiguration",
+            False,
+            False,
+        ),
+    },
+    "k8s.io.api.resource.v1.DeviceClass": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
+        2: ("spec", "message", "k8s.io.api.resource.v1.DeviceClassSpec", False, False),
+    },
+    "k8s.io.api.resource.v1.DeviceClassConfiguration": {
+        1: (
+            "deviceConfiguration",
+            "message",
+            "k8s.io.api.resource.v1.DeviceConfiguration",
+            False,
+            False,
+        ),
+    },
+    "k8s.io.api.resource.v1.DeviceClassList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.resource.v1.DeviceClass", True, True),
+    },
+    "k8s.io.api.resource.v1.DeviceClassSpec": {
+        1: ("selectors", "message", "k8s.io.api.resource.v1.DeviceSelector", True, True),
+        2: ("config", "message", "k8s.io.api.resource.v1.DeviceClassConfiguration", True, True),
+        4: ("extendedResourceName", "string", "", False, False),
+    },
+    "k8s.io.api.resource.v1.DeviceConfiguration": {
+        1: ("opaque", "message", "k8s.io.api.resource.v1.OpaqueDeviceConfiguration", False, False),
+    },
+    "k8s.io.api.resource.v1.DeviceConstraint": {
+        1: ("requests", "string", "", True, False),
+        2: ("matchAttribute", "string", "", False, False),
+        3: ("distinctAttribute", "string", "", False, False),
+    },
+    "k8s.io.api.resource.v1.DeviceCounterConsumption": {
+        1: ("counterSet", "string", "", False, False),
+        2: (
+            "counters",
+            "map",
+            "k8s.io.api.resource.v1.DeviceCounterConsumption.CountersEntry",
+            False,
+            True,
+        ),
+    },
+    "k8s.io.api.resource.v1.DeviceCounterConsumption.CountersEntry": {
+        1: ("key", "string", "", False, False),
+        2: ("value", "message", "k8s.io.api.resource.v1.Counter", False, False),
+    },
+    "k8s.io.api.resource.v1.DeviceRequest": {
+        1: ("name", "string", "", False, False),
+        2: ("exactly", "message", "k8s.io.api.resource.v1.ExactDeviceRequest", False, False),
+        3: ("firstAvailable", "message", "k8s.io.api.resource.v1.DeviceSubRequest", True, True),
+    },
+    "k8s.io.api.resource.v1.DeviceRequestAllocationResult": {
+        1: ("request", "string", "", False, False),
+        2: ("driver", "string", "", False, False),
+        3: ("pool", "string", "", False, False),
+        4: ("device", "string", "", False, False),
+        5: ("adminAccess", "bool", "", False, False),
+        6: ("tolerations", "message", "k8s.io.api.resource.v1.DeviceToleration", True, True),
+        7: ("bindingConditions", "string", "", True, False),
+        8: ("bindingFailureConditions", "string", "", True, False),
+        9: ("shareID", "string", "", False, False),
+        10: (
+            "consumedCapacity",
+            "map",
+            "k8s.io.api.resource.v1.DeviceRequestAllocationResult.ConsumedCapacityEntry",
+            False,
+            True,
+        ),
+    },
+    "k8s.io.api.resource.v1.DeviceRequestAllocationResult.ConsumedCapacityEntry": {
+        1: ("key", "string", "", False, False),
+        2: ("value", "message", "k8s.io.apimachinery.pkg.api.resource.Quantity", False, False),
+    },
+    "k8s.io.api.resource.v1.DeviceSelector": {
+        1: ("cel", "message", "k8s.io.api.resource.v1.CELDeviceSelector", False, False),
+    },
+    "k8s.io.api.resource.v1.DeviceSubRequest": {
+        1: ("name", "string", "", False, False),
+        2: ("deviceClassName", "string", "", False, False),
+        3: ("selectors", "message", "k8s.io.api.resource.v1.DeviceSelector", True, True),
+        4: ("allocationMode", "string", "", False, True),
+        5: ("count", "int64", "", False, True),
+        6: ("tolerations", "message", "k8s.io.api.resource.v1.DeviceToleration", True, True),
+        7: ("capacity", "message", "k8s.io.api.resource.v1.CapacityRequirements", False, False),
+    },
+    "k8s.io.api.resource.v1.DeviceTaint": {
+        1: ("key", "string", "", False, False),
+        2: ("value", "string", "", False, True),
+        3: ("effect", "string", "", False, False),
+        4: ("timeAdded", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.Time", False, False),
+    },
+    "k8s.io.api.resource.v1.DeviceToleration": {
+        1: ("key", "string", "", False, True),
+        2: ("operator", "string", "", False, True),
+        3: ("value", "string", "", False, True),
+        4: ("effect", "string", "", False, True),
+        5: ("tolerationSeconds", "int64", "", False, False),
+    },
+    "k8s.io.api.resource.v1.ExactDeviceRequest": {
+        1: ("deviceClassName", "string", "", False, False),
+        2: ("selectors", "message", "k8s.io.api.resource.v1.DeviceSelector", True, True),
+        3: ("allocationMode", "string", "", False, True),
+        4: ("count", "int64", "", False, True),
+        5: ("adminAccess", "bool", "", False, False),
+        6: ("tolerations", "message", "k8s.io.api.resource.v1.DeviceToleration", True, True),
+        7: ("capacity", "message", "k8s.io.api.resource.v1.CapacityRequirements", False, False),
+    },
+    "k8s.io.api.resource.v1.NetworkDeviceData": {
+        1: ("interfaceName", "string", "", False, True),
+        2: ("ips", "string", "", True, False),
+        3: ("hardwareAddress", "string", "", False, True),
+    },
+    "k8s.io.api.resource.v1.NodeAllocatableResourceMapping": {
+        1: ("capacityKey", "string", "", False, False),
+        2: (
+            "allocationMultiplier",
+            "message",
+            "k8s.io.apimachinery.pkg.api.resource.Quantity",
+            False,
+            False,
+        ),
+    },
+    "k8s.io.api.resource.v1.OpaqueDeviceConfiguration": {
+        1: ("driver", "string", "", False, False),
+        2: ("parameters", "message", "k8s.io.apimachinery.pkg.runtime.RawExtension", False, True),
+    },
+    "k8s.io.api.resource.v1.ResourceClaim": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
+        2: ("spec", "message", "k8s.io.api.resource.v1.ResourceClaimSpec", False, False),
+        3: ("status", "message", "k8s.io.api.resource.v1.ResourceClaimStatus", False, True),
+    },
+    "k8s.io.api.resource.v1.ResourceClaimConsumerReference": {
+        1: ("apiGroup", "string", "", False, True),
+        3: ("resource", "string", "", False, False),
+        4: ("name", "string", "", False, False),
+        5: ("uid", "string", "", False, True),
+    },
+    "k8s.io.api.resource.v1.ResourceClaimList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.resource.v1.ResourceClaim", True, True),
+    },
+    "k8s.io.api.resource.v1.ResourceClaimSpec": {
+        1: ("devices", "message", "k8s.io.api.resource.v1.DeviceClaim", False, False),
+    },
+    "k8s.io.api.resource.v1.ResourceClaimStatus": {
+        1: ("allocation", "message", "k8s.io.api.resource.v1.AllocationResult", False, False),
+        2: (
+            "reservedFor",
+            "message",
+            "k8s.io.api.resource.v1.ResourceClaimConsumerReference",
+            True,
+            True,
+        ),
+        4: ("devices", "message", "k8s.io.api.resource.v1.AllocatedDeviceStatus", True, True),
+    },
+    "k8s.io.api.resource.v1.ResourceClaimTemplate": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
+        2: ("spec", "message", "k8s.io.api.resource.v1.ResourceClaimTemplateSpec", False, False),
+    },
+    "k8s.io.api.resource.v1.ResourceClaimTemplateList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.resource.v1.ResourceClaimTemplate", True, True),
+    },
+    "k8s.io.api.resource.v1.ResourceClaimTemplateSpec": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
+        2: ("spec", "message", "k8s.io.api.resource.v1.ResourceClaimSpec", False, False),
+    },
+    "k8s.io.api.resource.v1.ResourcePool": {
+        1: ("name", "string", "", False, False),
+        2: ("generation", "int64", "", False, False),
+        3: ("resourceSliceCount", "int64", "", False, False),
+    },
+    "k8s.io.api.resource.v1.ResourceSlice": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
+        2: ("spec", "message", "k8s.io.api.resource.v1.ResourceSliceSpec", False, False),
+    },
+    "k8s.io.api.resource.v1.ResourceSliceList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.resource.v1.ResourceSlice", True, True),
+    },
+    "k8s.io.api.resource.v1.ResourceSliceSpec": {
+        1: ("driver", "string", "", False, False),
+        2: ("pool", "message", "k8s.io.api.resource.v1.ResourcePool", False, False),
+        3: ("nodeName", "string", "", False, False),
+        4: ("nodeSelector", "message", "k8s.io.api.core.v1.NodeSelector", False, False),
+        5: ("allNodes", "bool", "", False, False),
+        6: ("devices", "message", "k8s.io.api.resource.v1.Device", True, True),
+        7: ("perDeviceNodeSelection", "bool", "", False, False),
+        8: ("sharedCounters", "message", "k8s.io.api.resource.v1.CounterSet", True, True),
     },
     "k8s.io.api.scheduling.v1.PriorityClass": {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
-        2: ("value", "int32", "", False, True),
+        2: ("value", "int32", "", False, False),
         3: ("globalDefault", "bool", "", False, True),
         4: ("description", "string", "", False, True),
         5: ("preemptionPolicy", "string", "", False, False),
     },
+    "k8s.io.api.scheduling.v1.PriorityClassList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.scheduling.v1.PriorityClass", True, True),
+    },
     "k8s.io.api.storage.v1.CSIDriver": {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
-        2: ("spec", "message", "k8s.io.api.storage.v1.CSIDriverSpec", False, True),
+        2: ("spec", "message", "k8s.io.api.storage.v1.CSIDriverSpec", False, False),
+    },
+    "k8s.io.api.storage.v1.CSIDriverList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.storage.v1.CSIDriver", True, True),
     },
     "k8s.io.api.storage.v1.CSIDriverSpec": {
         1: ("attachRequired", "bool", "", False, False),
@@ -3707,16 +4544,23 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         6: ("tokenRequests", "message", "k8s.io.api.storage.v1.TokenRequest", True, True),
         7: ("requiresRepublish", "bool", "", False, False),
         8: ("seLinuxMount", "bool", "", False, False),
+        9: ("nodeAllocatableUpdatePeriodSeconds", "int64", "", False, False),
+        10: ("serviceAccountTokenInSecrets", "bool", "", False, False),
+        11: ("preventPodSchedulingIfMissing", "bool", "", False, False),
     },
     "k8s.io.api.storage.v1.CSINode": {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
-        2: ("spec", "message", "k8s.io.api.storage.v1.CSINodeSpec", False, True),
+        2: ("spec", "message", "k8s.io.api.storage.v1.CSINodeSpec", False, False),
     },
     "k8s.io.api.storage.v1.CSINodeDriver": {
-        1: ("name", "string", "", False, True),
-        2: ("nodeID", "string", "", False, True),
+        1: ("name", "string", "", False, False),
+        2: ("nodeID", "string", "", False, False),
         3: ("topologyKeys", "string", "", True, False),
         4: ("allocatable", "message", "k8s.io.api.storage.v1.VolumeNodeResources", False, False),
+    },
+    "k8s.io.api.storage.v1.CSINodeList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.storage.v1.CSINode", True, True),
     },
     "k8s.io.api.storage.v1.CSINodeSpec": {
         1: ("drivers", "message", "k8s.io.api.storage.v1.CSINodeDriver", True, True),
@@ -3730,7 +4574,7 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             False,
             False,
         ),
-        3: ("storageClassName", "string", "", False, True),
+        3: ("storageClassName", "string", "", False, False),
         4: ("capacity", "message", "k8s.io.apimachinery.pkg.api.resource.Quantity", False, False),
         5: (
             "maximumVolumeSize",
@@ -3740,9 +4584,13 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
             False,
         ),
     },
+    "k8s.io.api.storage.v1.CSIStorageCapacityList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.storage.v1.CSIStorageCapacity", True, True),
+    },
     "k8s.io.api.storage.v1.StorageClass": {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
-        2: ("provisioner", "string", "", False, True),
+        2: ("provisioner", "string", "", False, False),
         3: ("parameters", "map", "k8s.io.api.storage.v1.StorageClass.ParametersEntry", False, True),
         4: ("reclaimPolicy", "string", "", False, False),
         5: ("mountOptions", "string", "", True, False),
@@ -3754,26 +4602,34 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         1: ("key", "string", "", False, False),
         2: ("value", "string", "", False, False),
     },
+    "k8s.io.api.storage.v1.StorageClassList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.storage.v1.StorageClass", True, True),
+    },
     "k8s.io.api.storage.v1.TokenRequest": {
-        1: ("audience", "string", "", False, True),
+        1: ("audience", "string", "", False, False),
         2: ("expirationSeconds", "int64", "", False, False),
     },
     "k8s.io.api.storage.v1.VolumeAttachment": {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
-        2: ("spec", "message", "k8s.io.api.storage.v1.VolumeAttachmentSpec", False, True),
+        2: ("spec", "message", "k8s.io.api.storage.v1.VolumeAttachmentSpec", False, False),
         3: ("status", "message", "k8s.io.api.storage.v1.VolumeAttachmentStatus", False, True),
+    },
+    "k8s.io.api.storage.v1.VolumeAttachmentList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.storage.v1.VolumeAttachment", True, True),
     },
     "k8s.io.api.storage.v1.VolumeAttachmentSource": {
         1: ("persistentVolumeName", "string", "", False, False),
         2: ("inlineVolumeSpec", "message", "k8s.io.api.core.v1.PersistentVolumeSpec", False, False),
     },
     "k8s.io.api.storage.v1.VolumeAttachmentSpec": {
-        1: ("attacher", "string", "", False, True),
-        2: ("source", "message", "k8s.io.api.storage.v1.VolumeAttachmentSource", False, True),
-        3: ("nodeName", "string", "", False, True),
+        1: ("attacher", "string", "", False, False),
+        2: ("source", "message", "k8s.io.api.storage.v1.VolumeAttachmentSource", False, False),
+        3: ("nodeName", "string", "", False, False),
     },
     "k8s.io.api.storage.v1.VolumeAttachmentStatus": {
-        1: ("attached", "bool", "", False, True),
+        1: ("attached", "bool", "", False, False),
         2: (
             "attachmentMetadata",
             "map",
@@ -3788,29 +4644,489 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         1: ("key", "string", "", False, False),
         2: ("value", "string", "", False, False),
     },
+    "k8s.io.api.storage.v1.VolumeAttributesClass": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
+        2: ("driverName", "string", "", False, False),
+        3: (
+            "parameters",
+            "map",
+            "k8s.io.api.storage.v1.VolumeAttributesClass.ParametersEntry",
+            False,
+            True,
+        ),
+    },
+    "k8s.io.api.storage.v1.VolumeAttributesClass.ParametersEntry": {
+        1: ("key", "string", "", False, False),
+        2: ("value", "string", "", False, False),
+    },
+    "k8s.io.api.storage.v1.VolumeAttributesClassList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("items", "message", "k8s.io.api.storage.v1.VolumeAttributesClass", True, True),
+    },
     "k8s.io.api.storage.v1.VolumeError": {
         1: ("time", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.Time", False, True),
         2: ("message", "string", "", False, True),
+        3: ("errorCode", "int32", "", False, False),
     },
     "k8s.io.api.storage.v1.VolumeNodeResources": {
         1: ("count", "int32", "", False, False),
     },
-    "k8s.io.apimachinery.pkg.api.resource.Quantity": {
-        1: ("string", "string", "", False, False),
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceColumnDefinition": {
+        1: ("name", "string", "", False, False),
+        2: ("type", "string", "", False, False),
+        3: ("format", "string", "", False, True),
+        4: ("description", "string", "", False, True),
+        5: ("priority", "int32", "", False, True),
+        6: ("jsonPath", "string", "", False, False),
     },
-    "k8s.io.apimachinery.pkg.apis.meta.v1.Condition": {
-        1: ("type", "string", "", False, True),
-        2: ("status", "string", "", False, True),
-        3: ("observedGeneration", "int64", "", False, True),
-        4: (
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceConversion": {
+        1: ("strategy", "string", "", False, False),
+        2: (
+            "webhook",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.WebhookConversion",
+            False,
+            False,
+        ),
+    },
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
+        2: (
+            "spec",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionSpec",
+            False,
+            False,
+        ),
+        3: (
+            "status",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionStatus",
+            False,
+            True,
+        ),
+    },
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionCondition": {
+        1: ("type", "string", "", False, False),
+        2: ("status", "string", "", False, False),
+        3: (
             "lastTransitionTime",
             "message",
             "k8s.io.apimachinery.pkg.apis.meta.v1.Time",
             False,
             True,
         ),
-        5: ("reason", "string", "", False, True),
-        6: ("message", "string", "", False, True),
+        4: ("reason", "string", "", False, True),
+        5: ("message", "string", "", False, True),
+        6: ("observedGeneration", "int64", "", False, True),
+    },
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: (
+            "items",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition",
+            True,
+            True,
+        ),
+    },
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionNames": {
+        1: ("plural", "string", "", False, False),
+        2: ("singular", "string", "", False, True),
+        3: ("shortNames", "string", "", True, False),
+        4: ("kind", "string", "", False, False),
+        5: ("listKind", "string", "", False, True),
+        6: ("categories", "string", "", True, False),
+    },
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionSpec": {
+        1: ("group", "string", "", False, False),
+        3: (
+            "names",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionNames",
+            False,
+            False,
+        ),
+        4: ("scope", "string", "", False, False),
+        7: (
+            "versions",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionVersion",
+            True,
+            True,
+        ),
+        9: (
+            "conversion",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceConversion",
+            False,
+            False,
+        ),
+        10: ("preserveUnknownFields", "bool", "", False, True),
+    },
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionStatus": {
+        1: (
+            "conditions",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionCondition",
+            True,
+            True,
+        ),
+        2: (
+            "acceptedNames",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionNames",
+            False,
+            False,
+        ),
+        3: ("storedVersions", "string", "", True, False),
+        4: ("observedGeneration", "int64", "", False, True),
+    },
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionVersion": {
+        1: ("name", "string", "", False, False),
+        2: ("served", "bool", "", False, False),
+        3: ("storage", "bool", "", False, False),
+        7: ("deprecated", "bool", "", False, True),
+        8: ("deprecationWarning", "string", "", False, False),
+        4: (
+            "schema",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceValidation",
+            False,
+            False,
+        ),
+        5: (
+            "subresources",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceSubresources",
+            False,
+            False,
+        ),
+        6: (
+            "additionalPrinterColumns",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceColumnDefinition",
+            True,
+            True,
+        ),
+        9: (
+            "selectableFields",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.SelectableField",
+            True,
+            True,
+        ),
+    },
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceSubresourceScale": {
+        1: ("specReplicasPath", "string", "", False, False),
+        2: ("statusReplicasPath", "string", "", False, False),
+        3: ("labelSelectorPath", "string", "", False, False),
+    },
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceSubresourceStatus": {},
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceSubresources": {
+        1: (
+            "status",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceSubresourceStatus",
+            False,
+            False,
+        ),
+        2: (
+            "scale",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceSubresourceScale",
+            False,
+            False,
+        ),
+    },
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceValidation": {
+        1: (
+            "openAPIV3Schema",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps",
+            False,
+            False,
+        ),
+    },
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.ExternalDocumentation": {
+        1: ("description", "string", "", False, True),
+        2: ("url", "string", "", False, True),
+    },
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSON": {
+        1: ("raw", "bytes", "", False, False),
+    },
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps": {
+        1: ("id", "string", "", False, True),
+        2: ("$schema", "string", "", False, True),
+        3: ("$ref", "string", "", False, False),
+        4: ("description", "string", "", False, True),
+        5: ("type", "string", "", False, True),
+        6: ("format", "string", "", False, True),
+        7: ("title", "string", "", False, True),
+        8: (
+            "default",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSON",
+            False,
+            False,
+        ),
+        9: ("maximum", "double", "", False, False),
+        10: ("exclusiveMaximum", "bool", "", False, True),
+        11: ("minimum", "double", "", False, False),
+        12: ("exclusiveMinimum", "bool", "", False, True),
+        13: ("maxLength", "int64", "", False, False),
+        14: ("minLength", "int64", "", False, False),
+        15: ("pattern", "string", "", False, True),
+        16: ("maxItems", "int64", "", False, False),
+        17: ("minItems", "int64", "", False, False),
+        18: ("uniqueItems", "bool", "", False, True),
+        19: ("multipleOf", "double", "", False, False),
+        20: (
+            "enum",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSON",
+            True,
+            True,
+        ),
+        21: ("maxProperties", "int64", "", False, False),
+        22: ("minProperties", "int64", "", False, False),
+        23: ("required", "string", "", True, False),
+        24: (
+            "items",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrArray",
+            False,
+            False,
+        ),
+        25: (
+            "allOf",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps",
+            True,
+            True,
+        ),
+        26: (
+            "oneOf",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps",
+            True,
+            True,
+        ),
+        27: (
+            "anyOf",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps",
+            True,
+            True,
+        ),
+        28: (
+            "not",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps",
+            False,
+            False,
+        ),
+        29: (
+            "properties",
+            "map",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps.PropertiesEntry",
+            False,
+            True,
+        ),
+        30: (
+            "additionalProperties",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrBool",
+            False,
+            False,
+        ),
+        31: (
+            "patternProperties",
+            "map",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps.PatternPropertiesEntry",
+            False,
+            True,
+        ),
+        32: (
+            "dependencies",
+            "map",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps.DependenciesEntry",
+            False,
+            True,
+        ),
+        33: (
+            "additionalItems",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrBool",
+            False,
+            False,
+        ),
+        34: (
+            "definitions",
+            "map",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps.DefinitionsEntry",
+            False,
+            True,
+        ),
+        35: (
+            "externalDocs",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.ExternalDocumentation",
+            False,
+            False,
+        ),
+        36: (
+            "example",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSON",
+            False,
+            False,
+        ),
+        37: ("nullable", "bool", "", False, True),
+        38: ("x-kubernetes-preserve-unknown-fields", "bool", "", False, False),
+        39: ("x-kubernetes-embedded-resource", "bool", "", False, True),
+        40: ("x-kubernetes-int-or-string", "bool", "", False, True),
+        41: ("x-kubernetes-list-map-keys", "string", "", True, False),
+        42: ("x-kubernetes-list-type", "string", "", False, False),
+        43: ("x-kubernetes-map-type", "string", "", False, False),
+        44: (
+            "x-kubernetes-validations",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.ValidationRule",
+            True,
+            True,
+        ),
+    },
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps.DefinitionsEntry": {
+        1: ("key", "string", "", False, False),
+        2: (
+            "value",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps",
+            False,
+            False,
+        ),
+    },
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps.DependenciesEntry": {
+        1: ("key", "string", "", False, False),
+        2: (
+            "value",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrStringArray",
+            False,
+            False,
+        ),
+    },
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps.PatternPropertiesEntry": {
+        1: ("key", "string", "", False, False),
+        2: (
+            "value",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps",
+            False,
+            False,
+        ),
+    },
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps.PropertiesEntry": {
+        1: ("key", "string", "", False, False),
+        2: (
+            "value",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps",
+            False,
+            False,
+        ),
+    },
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrArray": {
+        1: (
+            "schema",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps",
+            False,
+            False,
+        ),
+        2: (
+            "jSONSchemas",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps",
+            True,
+            True,
+        ),
+    },
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrBool": {
+        1: ("allows", "bool", "", False, False),
+        2: (
+            "schema",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps",
+            False,
+            False,
+        ),
+    },
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrStringArray": {
+        1: (
+            "schema",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps",
+            False,
+            False,
+        ),
+        2: ("property", "string", "", True, False),
+    },
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.SelectableField": {
+        1: ("jsonPath", "string", "", False, False),
+    },
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.ServiceReference": {
+        1: ("namespace", "string", "", False, False),
+        2: ("name", "string", "", False, False),
+        3: ("path", "string", "", False, False),
+        4: ("port", "int32", "", False, False),
+    },
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.ValidationRule": {
+        1: ("rule", "string", "", False, False),
+        2: ("message", "string", "", False, True),
+        3: ("messageExpression", "string", "", False, True),
+        4: ("reason", "string", "", False, False),
+        5: ("fieldPath", "string", "", False, True),
+        6: ("optionalOldSelf", "bool", "", False, False),
+    },
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.WebhookClientConfig": {
+        3: ("url", "string", "", False, False),
+        1: (
+            "service",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.ServiceReference",
+            False,
+            False,
+        ),
+        2: ("caBundle", "bytes", "", False, False),
+    },
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.WebhookConversion": {
+        2: (
+            "clientConfig",
+            "message",
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.WebhookClientConfig",
+            False,
+            False,
+        ),
+        3: ("conversionReviewVersions", "string", "", True, False),
+    },
+    "k8s.io.apimachinery.pkg.api.resource.Quantity": {
+        1: ("string", "string", "", False, False),
+    },
+    "k8s.io.apimachinery.pkg.apis.meta.v1.Condition": {
+        1: ("type", "string", "", False, False),
+        2: ("status", "string", "", False, False),
+        3: ("observedGeneration", "int64", "", False, True),
+        4: (
+            "lastTransitionTime",
+            "message",
+            "k8s.io.apimachinery.pkg.apis.meta.v1.Time",
+            False,
+            False,
+        ),
+        5: ("reason", "string", "", False, False),
+        6: ("message", "string", "", False, False),
     },
     "k8s.io.apimachinery.pkg.apis.meta.v1.CreateOptions": {
         1: ("dryRun", "string", "", True, False),
@@ -3832,8 +5148,8 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         6: ("ignoreStoreReadErrorWithClusterBreakingPotential", "bool", "", False, False),
     },
     "k8s.io.apimachinery.pkg.apis.meta.v1.FieldSelectorRequirement": {
-        1: ("key", "string", "", False, True),
-        2: ("operator", "string", "", False, True),
+        1: ("key", "string", "", False, False),
+        2: ("operator", "string", "", False, False),
         3: ("values", "string", "", True, False),
     },
     "k8s.io.apimachinery.pkg.apis.meta.v1.FieldsV1": {
@@ -3860,9 +5176,16 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         2: ("value", "string", "", False, False),
     },
     "k8s.io.apimachinery.pkg.apis.meta.v1.LabelSelectorRequirement": {
-        1: ("key", "string", "", False, True),
-        2: ("operator", "string", "", False, True),
+        1: ("key", "string", "", False, False),
+        2: ("operator", "string", "", False, False),
         3: ("values", "string", "", True, False),
+    },
+    "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta": {
+        1: ("selfLink", "string", "", False, True),
+        2: ("resourceVersion", "string", "", False, True),
+        3: ("continue", "string", "", False, True),
+        4: ("remainingItemCount", "int64", "", False, False),
+        5: ("shardInfo", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ShardInfo", False, False),
     },
     "k8s.io.apimachinery.pkg.apis.meta.v1.ManagedFieldsEntry": {
         1: ("manager", "string", "", False, True),
@@ -3874,8 +5197,8 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         8: ("subresource", "string", "", False, True),
     },
     "k8s.io.apimachinery.pkg.apis.meta.v1.MicroTime": {
-        1: ("seconds", "int64", "", False, True),
-        2: ("nanos", "int32", "", False, True),
+        1: ("seconds", "int64", "", False, False),
+        2: ("nanos", "int32", "", False, False),
     },
     "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta": {
         1: ("name", "string", "", False, True),
@@ -3939,15 +5262,25 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         2: ("value", "string", "", False, False),
     },
     "k8s.io.apimachinery.pkg.apis.meta.v1.OwnerReference": {
-        5: ("apiVersion", "string", "", False, True),
-        1: ("kind", "string", "", False, True),
-        3: ("name", "string", "", False, True),
+        5: ("apiVersion", "string", "", False, False),
+        1: ("kind", "string", "", False, False),
+        3: ("name", "string", "", False, False),
         4: ("uid", "string", "", False, True),
         6: ("controller", "bool", "", False, False),
         7: ("blockOwnerDeletion", "bool", "", False, False),
     },
     "k8s.io.apimachinery.pkg.apis.meta.v1.PartialObjectMetadata": {
         1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
+    },
+    "k8s.io.apimachinery.pkg.apis.meta.v1.PartialObjectMetadataList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: (
+            "items",
+            "message",
+            "k8s.io.apimachinery.pkg.apis.meta.v1.PartialObjectMetadata",
+            True,
+            True,
+        ),
     },
     "k8s.io.apimachinery.pkg.apis.meta.v1.PatchOptions": {
         1: ("dryRun", "string", "", True, False),
@@ -3959,52 +5292,196 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
         1: ("uid", "string", "", False, False),
         2: ("resourceVersion", "string", "", False, False),
     },
+    "k8s.io.apimachinery.pkg.apis.meta.v1.ShardInfo": {
+        1: ("selector", "string", "", False, False),
+    },
+    "k8s.io.apimachinery.pkg.apis.meta.v1.Status": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: ("status", "string", "", False, True),
+        3: ("message", "string", "", False, True),
+        4: ("reason", "string", "", False, True),
+        5: (
+            "details",
+            "message",
+            "k8s.io.apimachinery.pkg.apis.meta.v1.StatusDetails",
+            False,
+            False,
+        ),
+        6: ("code", "int32", "", False, True),
+    },
+    "k8s.io.apimachinery.pkg.apis.meta.v1.StatusCause": {
+        1: ("reason", "string", "", False, True),
+        2: ("message", "string", "", False, True),
+        3: ("field", "string", "", False, True),
+    },
+    "k8s.io.apimachinery.pkg.apis.meta.v1.StatusDetails": {
+        1: ("name", "string", "", False, True),
+        2: ("group", "string", "", False, True),
+        3: ("kind", "string", "", False, True),
+        6: ("uid", "string", "", False, True),
+        4: ("causes", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.StatusCause", True, True),
+        5: ("retryAfterSeconds", "int32", "", False, True),
+    },
     "k8s.io.apimachinery.pkg.apis.meta.v1.Time": {
-        1: ("seconds", "int64", "", False, True),
-        2: ("nanos", "int32", "", False, True),
+        1: ("seconds", "int64", "", False, False),
+        2: ("nanos", "int32", "", False, False),
     },
     "k8s.io.apimachinery.pkg.apis.meta.v1.UpdateOptions": {
         1: ("dryRun", "string", "", True, False),
         2: ("fieldManager", "string", "", False, True),
         3: ("fieldValidation", "string", "", False, True),
     },
+    "k8s.io.apimachinery.pkg.apis.meta.v1.WatchEvent": {
+        1: ("type", "string", "", False, False),
+        2: ("object", "message", "k8s.io.apimachinery.pkg.runtime.RawExtension", False, True),
+    },
     "k8s.io.apimachinery.pkg.runtime.RawExtension": {
         1: ("raw", "bytes", "", False, False),
     },
     "k8s.io.apimachinery.pkg.util.intstr.IntOrString": {
-        1: ("type", "int64", "", False, True),
-        2: ("intVal", "int32", "", False, True),
-        3: ("strVal", "string", "", False, True),
+        1: ("type", "int64", "", False, False),
+        2: ("intVal", "int32", "", False, False),
+        3: ("strVal", "string", "", False, False),
+    },
+    "k8s.io.kube_aggregator.pkg.apis.apiregistration.v1.APIService": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", False, True),
+        2: (
+            "spec",
+            "message",
+            "k8s.io.kube_aggregator.pkg.apis.apiregistration.v1.APIServiceSpec",
+            False,
+            True,
+        ),
+        3: (
+            "status",
+            "message",
+            "k8s.io.kube_aggregator.pkg.apis.apiregistration.v1.APIServiceStatus",
+            False,
+            True,
+        ),
+    },
+    "k8s.io.kube_aggregator.pkg.apis.apiregistration.v1.APIServiceCondition": {
+        1: ("type", "string", "", False, False),
+        2: ("status", "string", "", False, False),
+        3: (
+            "lastTransitionTime",
+            "message",
+            "k8s.io.apimachinery.pkg.apis.meta.v1.Time",
+            False,
+            True,
+        ),
+        4: ("reason", "string", "", False, True),
+        5: ("message", "string", "", False, True),
+    },
+    "k8s.io.kube_aggregator.pkg.apis.apiregistration.v1.APIServiceList": {
+        1: ("metadata", "message", "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta", False, True),
+        2: (
+            "items",
+            "message",
+            "k8s.io.kube_aggregator.pkg.apis.apiregistration.v1.APIService",
+            True,
+            True,
+        ),
+    },
+    "k8s.io.kube_aggregator.pkg.apis.apiregistration.v1.APIServiceSpec": {
+        1: (
+            "service",
+            "message",
+            "k8s.io.kube_aggregator.pkg.apis.apiregistration.v1.ServiceReference",
+            False,
+            False,
+        ),
+        2: ("group", "string", "", False, True),
+        3: ("version", "string", "", False, True),
+        4: ("insecureSkipTLSVerify", "bool", "", False, True),
+        5: ("caBundle", "bytes", "", False, False),
+        7: ("groupPriorityMinimum", "int32", "", False, False),
+        8: ("versionPriority", "int32", "", False, False),
+    },
+    "k8s.io.kube_aggregator.pkg.apis.apiregistration.v1.APIServiceStatus": {
+        1: (
+            "conditions",
+            "message",
+            "k8s.io.kube_aggregator.pkg.apis.apiregistration.v1.APIServiceCondition",
+            True,
+            True,
+        ),
+    },
+    "k8s.io.kube_aggregator.pkg.apis.apiregistration.v1.ServiceReference": {
+        1: ("namespace", "string", "", False, True),
+        2: ("name", "string", "", False, True),
+        3: ("port", "int32", "", False, False),
     },
 }
 
 KINDS: Final[dict[tuple[str, str, str], str]] = {
     ("", "v1", "Binding"): "k8s.io.api.core.v1.Binding",
     ("", "v1", "ComponentStatus"): "k8s.io.api.core.v1.ComponentStatus",
+    ("", "v1", "ComponentStatusList"): "k8s.io.api.core.v1.ComponentStatusList",
     ("", "v1", "ConfigMap"): "k8s.io.api.core.v1.ConfigMap",
+    ("", "v1", "ConfigMapList"): "k8s.io.api.core.v1.ConfigMapList",
     ("", "v1", "Endpoints"): "k8s.io.api.core.v1.Endpoints",
+    ("", "v1", "EndpointsList"): "k8s.io.api.core.v1.EndpointsList",
     ("", "v1", "Event"): "k8s.io.api.core.v1.Event",
+    ("", "v1", "EventList"): "k8s.io.api.core.v1.EventList",
     ("", "v1", "LimitRange"): "k8s.io.api.core.v1.LimitRange",
+    ("", "v1", "LimitRangeList"): "k8s.io.api.core.v1.LimitRangeList",
     ("", "v1", "Namespace"): "k8s.io.api.core.v1.Namespace",
+    ("", "v1", "NamespaceList"): "k8s.io.api.core.v1.NamespaceList",
     ("", "v1", "Node"): "k8s.io.api.core.v1.Node",
+    ("", "v1", "NodeList"): "k8s.io.api.core.v1.NodeList",
     ("", "v1", "PersistentVolume"): "k8s.io.api.core.v1.PersistentVolume",
     ("", "v1", "PersistentVolumeClaim"): "k8s.io.api.core.v1.PersistentVolumeClaim",
+    ("", "v1", "PersistentVolumeClaimList"): "k8s.io.api.core.v1.PersistentVolumeClaimList",
     ("", "v1", "PersistentVolumeClaimTemplate"): "k8s.io.api.core.v1.PersistentVolumeClaimTemplate",
+    ("", "v1", "PersistentVolumeList"): "k8s.io.api.core.v1.PersistentVolumeList",
     ("", "v1", "Pod"): "k8s.io.api.core.v1.Pod",
+    ("", "v1", "PodList"): "k8s.io.api.core.v1.PodList",
     ("", "v1", "PodStatusResult"): "k8s.io.api.core.v1.PodStatusResult",
     ("", "v1", "PodTemplate"): "k8s.io.api.core.v1.PodTemplate",
+    ("", "v1", "PodTemplateList"): "k8s.io.api.core.v1.PodTemplateList",
     ("", "v1", "PodTemplateSpec"): "k8s.io.api.core.v1.PodTemplateSpec",
     ("", "v1", "RangeAllocation"): "k8s.io.api.core.v1.RangeAllocation",
     ("", "v1", "ReplicationController"): "k8s.io.api.core.v1.ReplicationController",
+    ("", "v1", "ReplicationControllerList"): "k8s.io.api.core.v1.ReplicationControllerList",
     ("", "v1", "ResourceQuota"): "k8s.io.api.core.v1.ResourceQuota",
+    ("", "v1", "ResourceQuotaList"): "k8s.io.api.core.v1.ResourceQuotaList",
     ("", "v1", "Secret"): "k8s.io.api.core.v1.Secret",
+    ("", "v1", "SecretList"): "k8s.io.api.core.v1.SecretList",
     ("", "v1", "Service"): "k8s.io.api.core.v1.Service",
     ("", "v1", "ServiceAccount"): "k8s.io.api.core.v1.ServiceAccount",
+    ("", "v1", "ServiceAccountList"): "k8s.io.api.core.v1.ServiceAccountList",
+    ("", "v1", "ServiceList"): "k8s.io.api.core.v1.ServiceList",
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "MutatingAdmissionPolicy",
+    ): "k8s.io.api.admissionregistration.v1.MutatingAdmissionPolicy",
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "MutatingAdmissionPolicyBinding",
+    ): "k8s.io.api.admissionregistration.v1.MutatingAdmissionPolicyBinding",
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "MutatingAdmissionPolicyBindingList",
+    ): "k8s.io.api.admissionregistration.v1.MutatingAdmissionPolicyBindingList",
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "MutatingAdmissionPolicyList",
+    ): "k8s.io.api.admissionregistration.v1.MutatingAdmissionPolicyList",
     (
         "admissionregistration.k8s.io",
         "v1",
         "MutatingWebhookConfiguration",
     ): "k8s.io.api.admissionregistration.v1.MutatingWebhookConfiguration",
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "MutatingWebhookConfigurationList",
+    ): "k8s.io.api.admissionregistration.v1.MutatingWebhookConfigurationList",
     (
         "admissionregistration.k8s.io",
         "v1",
@@ -4018,13 +5495,53 @@ KINDS: Final[dict[tuple[str, str, str], str]] = {
     (
         "admissionregistration.k8s.io",
         "v1",
+        "ValidatingAdmissionPolicyBindingList",
+    ): "k8s.io.api.admissionregistration.v1.ValidatingAdmissionPolicyBindingList",
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingAdmissionPolicyList",
+    ): "k8s.io.api.admissionregistration.v1.ValidatingAdmissionPolicyList",
+    (
+        "admissionregistration.k8s.io",
+        "v1",
         "ValidatingWebhookConfiguration",
     ): "k8s.io.api.admissionregistration.v1.ValidatingWebhookConfiguration",
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingWebhookConfigurationList",
+    ): "k8s.io.api.admissionregistration.v1.ValidatingWebhookConfigurationList",
+    (
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+    ): "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition",
+    (
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinitionList",
+    ): "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionList",
+    (
+        "apiregistration.k8s.io",
+        "v1",
+        "APIService",
+    ): "k8s.io.kube_aggregator.pkg.apis.apiregistration.v1.APIService",
+    (
+        "apiregistration.k8s.io",
+        "v1",
+        "APIServiceList",
+    ): "k8s.io.kube_aggregator.pkg.apis.apiregistration.v1.APIServiceList",
     ("apps", "v1", "ControllerRevision"): "k8s.io.api.apps.v1.ControllerRevision",
+    ("apps", "v1", "ControllerRevisionList"): "k8s.io.api.apps.v1.ControllerRevisionList",
     ("apps", "v1", "DaemonSet"): "k8s.io.api.apps.v1.DaemonSet",
+    ("apps", "v1", "DaemonSetList"): "k8s.io.api.apps.v1.DaemonSetList",
     ("apps", "v1", "Deployment"): "k8s.io.api.apps.v1.Deployment",
+    ("apps", "v1", "DeploymentList"): "k8s.io.api.apps.v1.DeploymentList",
     ("apps", "v1", "ReplicaSet"): "k8s.io.api.apps.v1.ReplicaSet",
+    ("apps", "v1", "ReplicaSetList"): "k8s.io.api.apps.v1.ReplicaSetList",
     ("apps", "v1", "StatefulSet"): "k8s.io.api.apps.v1.StatefulSet",
+    ("apps", "v1", "StatefulSetList"): "k8s.io.api.apps.v1.StatefulSetList",
     (
         "authentication.k8s.io",
         "v1",
@@ -4057,29 +5574,59 @@ KINDS: Final[dict[tuple[str, str, str], str]] = {
         "v1",
         "HorizontalPodAutoscaler",
     ): "k8s.io.api.autoscaling.v1.HorizontalPodAutoscaler",
+    (
+        "autoscaling",
+        "v1",
+        "HorizontalPodAutoscalerList",
+    ): "k8s.io.api.autoscaling.v1.HorizontalPodAutoscalerList",
     ("autoscaling", "v1", "Scale"): "k8s.io.api.autoscaling.v1.Scale",
     (
         "autoscaling",
         "v2",
         "HorizontalPodAutoscaler",
     ): "k8s.io.api.autoscaling.v2.HorizontalPodAutoscaler",
+    (
+        "autoscaling",
+        "v2",
+        "HorizontalPodAutoscalerList",
+    ): "k8s.io.api.autoscaling.v2.HorizontalPodAutoscalerList",
     ("batch", "v1", "CronJob"): "k8s.io.api.batch.v1.CronJob",
+    ("batch", "v1", "CronJobList"): "k8s.io.api.batch.v1.CronJobList",
     ("batch", "v1", "Job"): "k8s.io.api.batch.v1.Job",
+    ("batch", "v1", "JobList"): "k8s.io.api.batch.v1.JobList",
     ("batch", "v1", "JobTemplateSpec"): "k8s.io.api.batch.v1.JobTemplateSpec",
     (
         "certificates.k8s.io",
         "v1",
         "CertificateSigningRequest",
     ): "k8s.io.api.certificates.v1.CertificateSigningRequest",
+    (
+        "certificates.k8s.io",
+        "v1",
+        "CertificateSigningRequestList",
+    ): "k8s.io.api.certificates.v1.CertificateSigningRequestList",
     ("coordination.k8s.io", "v1", "Lease"): "k8s.io.api.coordination.v1.Lease",
+    ("coordination.k8s.io", "v1", "LeaseList"): "k8s.io.api.coordination.v1.LeaseList",
     ("discovery.k8s.io", "v1", "EndpointSlice"): "k8s.io.api.discovery.v1.EndpointSlice",
+    ("discovery.k8s.io", "v1", "EndpointSliceList"): "k8s.io.api.discovery.v1.EndpointSliceList",
     ("events.k8s.io", "v1", "Event"): "k8s.io.api.events.v1.Event",
+    ("events.k8s.io", "v1", "EventList"): "k8s.io.api.events.v1.EventList",
     ("flowcontrol.apiserver.k8s.io", "v1", "FlowSchema"): "k8s.io.api.flowcontrol.v1.FlowSchema",
+    (
+        "flowcontrol.apiserver.k8s.io",
+        "v1",
+        "FlowSchemaList",
+    ): "k8s.io.api.flowcontrol.v1.FlowSchemaList",
     (
         "flowcontrol.apiserver.k8s.io",
         "v1",
         "PriorityLevelConfiguration",
     ): "k8s.io.api.flowcontrol.v1.PriorityLevelConfiguration",
+    (
+        "flowcontrol.apiserver.k8s.io",
+        "v1",
+        "PriorityLevelConfigurationList",
+    ): "k8s.io.api.flowcontrol.v1.PriorityLevelConfigurationList",
     ("meta.k8s.io", "v1", "CreateOptions"): "k8s.io.apimachinery.pkg.apis.meta.v1.CreateOptions",
     ("meta.k8s.io", "v1", "DeleteOptions"): "k8s.io.apimachinery.pkg.apis.meta.v1.DeleteOptions",
     (
@@ -4087,26 +5634,91 @@ KINDS: Final[dict[tuple[str, str, str], str]] = {
         "v1",
         "PartialObjectMetadata",
     ): "k8s.io.apimachinery.pkg.apis.meta.v1.PartialObjectMetadata",
+    (
+        "meta.k8s.io",
+        "v1",
+        "PartialObjectMetadataList",
+    ): "k8s.io.apimachinery.pkg.apis.meta.v1.PartialObjectMetadataList",
     ("meta.k8s.io", "v1", "PatchOptions"): "k8s.io.apimachinery.pkg.apis.meta.v1.PatchOptions",
+    ("meta.k8s.io", "v1", "Status"): "k8s.io.apimachinery.pkg.apis.meta.v1.Status",
     ("meta.k8s.io", "v1", "UpdateOptions"): "k8s.io.apimachinery.pkg.apis.meta.v1.UpdateOptions",
+    ("meta.k8s.io", "v1", "WatchEvent"): "k8s.io.apimachinery.pkg.apis.meta.v1.WatchEvent",
+    ("networking.k8s.io", "v1", "IPAddress"): "k8s.io.api.networking.v1.IPAddress",
+    ("networking.k8s.io", "v1", "IPAddressList"): "k8s.io.api.networking.v1.IPAddressList",
     ("networking.k8s.io", "v1", "Ingress"): "k8s.io.api.networking.v1.Ingress",
     ("networking.k8s.io", "v1", "IngressClass"): "k8s.io.api.networking.v1.IngressClass",
+    ("networking.k8s.io", "v1", "IngressClassList"): "k8s.io.api.networking.v1.IngressClassList",
+    ("networking.k8s.io", "v1", "IngressList"): "k8s.io.api.networking.v1.IngressList",
     ("networking.k8s.io", "v1", "NetworkPolicy"): "k8s.io.api.networking.v1.NetworkPolicy",
+    ("networking.k8s.io", "v1", "NetworkPolicyList"): "k8s.io.api.networking.v1.NetworkPolicyList",
+    ("networking.k8s.io", "v1", "ServiceCIDR"): "k8s.io.api.networking.v1.ServiceCIDR",
+    ("networking.k8s.io", "v1", "ServiceCIDRList"): "k8s.io.api.networking.v1.ServiceCIDRList",
     ("node.k8s.io", "v1", "RuntimeClass"): "k8s.io.api.node.v1.RuntimeClass",
+    ("node.k8s.io", "v1", "RuntimeClassList"): "k8s.io.api.node.v1.RuntimeClassList",
     ("policy", "v1", "Eviction"): "k8s.io.api.policy.v1.Eviction",
     ("policy", "v1", "PodDisruptionBudget"): "k8s.io.api.policy.v1.PodDisruptionBudget",
+    ("policy", "v1", "PodDisruptionBudgetList"): "k8s.io.api.policy.v1.PodDisruptionBudgetList",
     ("rbac.authorization.k8s.io", "v1", "ClusterRole"): "k8s.io.api.rbac.v1.ClusterRole",
     (
         "rbac.authorization.k8s.io",
         "v1",
         "ClusterRoleBinding",
     ): "k8s.io.api.rbac.v1.ClusterRoleBinding",
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRoleBindingList",
+    ): "k8s.io.api.rbac.v1.ClusterRoleBindingList",
+    ("rbac.authorization.k8s.io", "v1", "ClusterRoleList"): "k8s.io.api.rbac.v1.ClusterRoleList",
     ("rbac.authorization.k8s.io", "v1", "Role"): "k8s.io.api.rbac.v1.Role",
     ("rbac.authorization.k8s.io", "v1", "RoleBinding"): "k8s.io.api.rbac.v1.RoleBinding",
+    ("rbac.authorization.k8s.io", "v1", "RoleBindingList"): "k8s.io.api.rbac.v1.RoleBindingList",
+    ("rbac.authorization.k8s.io", "v1", "RoleList"): "k8s.io.api.rbac.v1.RoleList",
+    ("resource.k8s.io", "v1", "DeviceClass"): "k8s.io.api.resource.v1.DeviceClass",
+    ("resource.k8s.io", "v1", "DeviceClassList"): "k8s.io.api.resource.v1.DeviceClassList",
+    ("resource.k8s.io", "v1", "ResourceClaim"): "k8s.io.api.resource.v1.ResourceClaim",
+    ("resource.k8s.io", "v1", "ResourceClaimList"): "k8s.io.api.resource.v1.ResourceClaimList",
+    (
+        "resource.k8s.io",
+        "v1",
+        "ResourceClaimTemplate",
+    ): "k8s.io.api.resource.v1.ResourceClaimTemplate",
+    (
+        "resource.k8s.io",
+        "v1",
+        "ResourceClaimTemplateList",
+    ): "k8s.io.api.resource.v1.ResourceClaimTemplateList",
+    (
+        "resource.k8s.io",
+        "v1",
+        "ResourceClaimTemplateSpec",
+    ): "k8s.io.api.resource.v1.ResourceClaimTemplateSpec",
+    ("resource.k8s.io", "v1", "ResourceSlice"): "k8s.io.api.resource.v1.ResourceSlice",
+    ("resource.k8s.io", "v1", "ResourceSliceList"): "k8s.io.api.resource.v1.ResourceSliceList",
     ("scheduling.k8s.io", "v1", "PriorityClass"): "k8s.io.api.scheduling.v1.PriorityClass",
+    ("scheduling.k8s.io", "v1", "PriorityClassList"): "k8s.io.api.scheduling.v1.PriorityClassList",
     ("storage.k8s.io", "v1", "CSIDriver"): "k8s.io.api.storage.v1.CSIDriver",
+    ("storage.k8s.io", "v1", "CSIDriverList"): "k8s.io.api.storage.v1.CSIDriverList",
     ("storage.k8s.io", "v1", "CSINode"): "k8s.io.api.storage.v1.CSINode",
+    ("storage.k8s.io", "v1", "CSINodeList"): "k8s.io.api.storage.v1.CSINodeList",
     ("storage.k8s.io", "v1", "CSIStorageCapacity"): "k8s.io.api.storage.v1.CSIStorageCapacity",
+    (
+        "storage.k8s.io",
+        "v1",
+        "CSIStorageCapacityList",
+    ): "k8s.io.api.storage.v1.CSIStorageCapacityList",
     ("storage.k8s.io", "v1", "StorageClass"): "k8s.io.api.storage.v1.StorageClass",
+    ("storage.k8s.io", "v1", "StorageClassList"): "k8s.io.api.storage.v1.StorageClassList",
     ("storage.k8s.io", "v1", "VolumeAttachment"): "k8s.io.api.storage.v1.VolumeAttachment",
+    ("storage.k8s.io", "v1", "VolumeAttachmentList"): "k8s.io.api.storage.v1.VolumeAttachmentList",
+    (
+        "storage.k8s.io",
+        "v1",
+        "VolumeAttributesClass",
+    ): "k8s.io.api.storage.v1.VolumeAttributesClass",
+    (
+        "storage.k8s.io",
+        "v1",
+        "VolumeAttributesClassList",
+    ): "k8s.io.api.storage.v1.VolumeAttributesClassList",
 }

@@ -12,6 +12,7 @@ Thread-safe: the registry guards its table with a lock; entries are immutable.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -273,6 +274,33 @@ def _more_builtins() -> list[ServedResource]:
             generation=_SPEC,
             categories=("api-extensions",),
         ),
+        b(
+            "admissionregistration.k8s.io",
+            "mutatingadmissionpolicies",
+            "MutatingAdmissionPolicy",
+            False,
+            generation=_SPEC,
+            categories=("api-extensions",),
+        ),
+        b(
+            "admissionregistration.k8s.io",
+            "mutatingadmissionpolicybindings",
+            "MutatingAdmissionPolicyBinding",
+            False,
+            generation=_SPEC,
+            categories=("api-extensions",),
+        ),
+        # resource.k8s.io/v1 (dynamic resource allocation: stored, nothing allocates)
+        b("resource.k8s.io", "deviceclasses", "DeviceClass", False, generation=_SPEC),
+        b("resource.k8s.io", "resourceclaims", "ResourceClaim", True, status=True),
+        b("resource.k8s.io", "resourceclaimtemplates", "ResourceClaimTemplate", True),
+        b("resource.k8s.io", "resourceslices", "ResourceSlice", False, generation=_SPEC),
+        # networking.k8s.io/v1 service IP objects (the allocator does not write them)
+        b("networking.k8s.io", "ipaddresses", "IPAddress", False, short=("ip",)),
+        b("networking.k8s.io", "servicecidrs", "ServiceCIDR", False, status=True),
+        # v1 componentstatuses: read-only, answered from what the server knows
+        b("", "componentstatuses", "ComponentStatus", False, short=("cs",),
+          verbs=("get", "list")),
         # flowcontrol.apiserver.k8s.io/v1
         b("flowcontrol.apiserver.k8s.io", "flowschemas", "FlowSchema", False, status=True),
         b(
@@ -496,11 +524,27 @@ class ResourceRegistry:
         return self._builtin_groups
 
     def group_versions(self) -> dict[str, list[str]]:
-        """``group -> [versions]`` for every served non-core group (discovery)."""
+        """``group -> [versions]`` for every served non-core group (discovery), each
+        group's versions by kube's version priority (the preferred one first)."""
         out: dict[str, list[str]] = {}
         for s in self:
             if s.resource.group:
                 versions = out.setdefault(s.resource.group, [])
                 if s.resource.version not in versions:
                     versions.append(s.resource.version)
-        return out
+        return {group: sorted(versions, key=version_priority) for group, versions in out.items()}
+
+
+_KUBE_VERSION: Final = re.compile(r"^v([1-9][0-9]*)(?:(alpha|beta)([1-9][0-9]*))?$")
+
+
+def version_priority(version: str) -> tuple[int, int, int, str]:
+    """A sort key putting versions in ``CompareKubeAwareVersionStrings`` order: GA before
+    beta before alpha, higher numbers first, then versions that are not kube-like by
+    name."""
+    match = _KUBE_VERSION.match(version)
+    if match is None:
+        return (3, 0, 0, version)
+    major, stage, minor = match.groups()
+    rank = {None: 0, "beta": 1, "alpha": 2}[stage]
+    return (rank, -int(major), -int(minor or 0), "")

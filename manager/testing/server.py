@@ -25,10 +25,10 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import orjson
@@ -37,9 +37,11 @@ import yaml
 from manager.testing import (
     discovery,
     eventsconv,
+    featuregates,
     negotiation,
     openapi,
     printers,
+    protobuf,
     subresources,
 )
 from manager.testing.audit import Audit
@@ -64,6 +66,7 @@ from manager.testing.rest import (
 )
 from manager.testing.storage import Storage, TooOldResourceVersion
 from manager.testing.watch import Watcher
+from manager.testing.workloads import WorkloadControllers
 
 __all__ = ["LocalApiServer"]
 
@@ -206,8 +209,29 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache, private")
         self._finish(data)
 
+    def _send_answer(
+        self, code: int, body: Any, custom: bool, headers: dict[str, str] | None = None
+    ) -> None:
+        """An API answer in the media type the Accept header prefers: protobuf for the
+        built-in kinds that have a protobuf form, else JSON."""
+        accept = self.headers.get("Accept") or ""
+        if negotiation.answer_media(accept, custom=custom) == negotiation.PROTOBUF:
+            data = _protobuf_or_none(body)
+            if data is not None:
+                self.send_response(code)
+                self.send_header("Content-Type", negotiation.PROTOBUF)
+                self.send_header("Content-Length", str(len(data)))
+                self.send_header("Cache-Control", "no-cache, private")
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                for text in getattr(self, "_warnings", ()):
+                    self.send_header("Warning", warning_header(text))
+                self._finish(data)
+                return
+        self._send_json(code, body, headers)
+
     def _send_status(self, err: StatusError) -> None:
-        self._send_json(err.code, err.status(), err.headers)
+        self._send_answer(err.code, err.status(), False, err.headers)
 
     def _not_found_page(self) -> None:
         self._send_text(404, "404 page not found\n")
@@ -268,7 +292,9 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if verb in ("get", "list"):
                 answer = self._transform(route, verb, answer, query)
-            self._send_json(code, answer)
+            if verb in ("create", "update", "patch") and r.kind in _POLICY_KINDS:
+                self._warnings.append(_POLICY_WARNING)
+            self._send_answer(code, answer, route.served.custom)
         except StatusError as err:
             self._send_status(err)
         except (BrokenPipeError, ConnectionResetError):
@@ -564,6 +590,8 @@ class _Handler(BaseHTTPRequestHandler):
                 dry_run=dry_run,
                 authenticator=owner.authenticator,
             )
+        if served.resource.kind == "ComponentStatus":
+            return self._component_statuses(verb, name)
         if served.resource.kind in subresources.CREATE_ONLY_KINDS:
             if verb != "create" or name is not None:
                 raise StatusError(
@@ -715,6 +743,58 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError as exc:
             raise StatusError(400, "BadRequest", str(exc)) from None
 
+    def _component_statuses(self, verb: str, name: str | None) -> tuple[int, JsonDict]:
+        """``componentstatuses`` (get, list): kube-apiserver probes etcd, the scheduler
+        and kube-controller-manager when asked. Here the storage is in process (etcd-0
+        is healthy) and the other two are not running, which is what kube reports when
+        their health endpoints refuse connections."""
+        if verb not in ("get", "list"):
+            raise StatusError(
+                405,
+                "MethodNotAllowed",
+                "the server does not allow this method on the requested resource",
+            )
+        ports = {"scheduler": 10259, "controller-manager": 10257}
+
+        def status(component: str) -> JsonDict:
+            if component == "etcd-0":
+                condition = {"type": "Healthy", "status": "True", "message": "ok"}
+            else:
+                url = f"https://127.0.0.1:{ports[component]}/healthz"
+                condition = {
+                    "type": "Healthy",
+                    "status": "False",
+                    "error": f'Get "{url}": dial tcp 127.0.0.1:{ports[component]}: connect: '
+                    "connection refused",
+                }
+            return {
+                "kind": "ComponentStatus",
+                "apiVersion": "v1",
+                "metadata": {"name": component},
+                "conditions": [condition],
+            }
+
+        names = ("controller-manager", "etcd-0", "scheduler")
+        if verb == "list":
+            items = [
+                {k: v for k, v in status(n).items() if k not in ("kind", "apiVersion")}
+                for n in names
+            ]
+            return 200, {
+                "kind": "ComponentStatusList",
+                "apiVersion": "v1",
+                "metadata": {},
+                "items": items,
+            }
+        if name not in names:
+            raise StatusError(
+                404,
+                "NotFound",
+                f'componentstatuses "{name}" not found',
+                {"name": name, "kind": "componentstatuses"},
+            )
+        return 200, status(str(name))
+
     def _handle_events_view(
         self, verb: str, route: _Route, query: dict[str, str], body: bytes
     ) -> tuple[int, JsonDict]:
@@ -812,6 +892,8 @@ class _Handler(BaseHTTPRequestHandler):
         bookmarks = _truthy(query.get("allowWatchBookmarks"))
         initial = _truthy(query.get("sendInitialEvents"))
         initial_given = "sendInitialEvents" in query
+        accept = self.headers.get("Accept") or ""
+        framed = negotiation.answer_media(accept, custom=served.custom) == negotiation.PROTOBUF
         match = opts.resource_version_match
         if initial_given and match != "NotOlderThan":
             raise StatusError(
@@ -840,6 +922,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
             )
         labels, fields = rest.parse_selectors(served, opts)
+        shards = rest.parse_shard_selector(opts)
         namespace = route.namespace if served.resource.namespaced else None
         if route.name is not None:
             from manager.testing.selectors import FieldSelector, supported_fields
@@ -856,7 +939,7 @@ class _Handler(BaseHTTPRequestHandler):
                     supported_fields(r.plural, r.group),
                 )
             )
-        watcher = Watcher(served, namespace, labels, fields, bookmarks=bookmarks)
+        watcher = Watcher(served, namespace, labels, fields, bookmarks=bookmarks, shards=shards)
         rv_text = opts.resource_version
         storage = owner.storage
         expired: str | None = None
@@ -888,7 +971,9 @@ class _Handler(BaseHTTPRequestHandler):
                             watcher.push(*item)
         timeout = _timeout(query.get("timeoutSeconds"))
         self.send_response(200)
-        self.send_header("Content-Type", "application/json")
+        self.send_header(
+            "Content-Type", negotiation.PROTOBUF + ";stream=watch" if framed else "application/json"
+        )
         self.send_header("Cache-Control", "no-cache, private")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
@@ -902,13 +987,19 @@ class _Handler(BaseHTTPRequestHandler):
                 "reason": "Expired",
                 "code": 410,
             }
-            self._chunk(orjson.dumps({"type": "ERROR", "object": status}) + b"\n")
+            self._chunk(
+                protobuf.encode_frame("ERROR", status)
+                if framed
+                else orjson.dumps({"type": "ERROR", "object": status}) + b"\n"
+            )
             self._chunk(b"")
             self.close_connection = True
             return
         owner._watch_opened(watcher)
         try:
-            self._stream(watcher, timeout, bookmarks, self._watch_transform(route, query))
+            self._stream(
+                watcher, timeout, bookmarks, self._watch_transform(route, query), framed=framed
+            )
         finally:
             storage.unsubscribe(served.key, watcher)
             owner._watch_closed(watcher)
@@ -948,7 +1039,11 @@ class _Handler(BaseHTTPRequestHandler):
         timeout: float,
         bookmarks: bool,
         transform: Callable[[str, JsonDict], JsonDict] | None = None,
+        *,
+        framed: bool = False,
     ) -> None:
+        """Send the watcher's events until the timeout, the server's stop or the client's
+        close: JSON lines, or (``framed``) length-prefixed protobuf ``WatchEvent``s."""
         owner = self.server.owner
         deadline = time.monotonic() + timeout
         interval = owner.bookmark_interval
@@ -968,7 +1063,9 @@ class _Handler(BaseHTTPRequestHandler):
                 batch = watcher.next_batch(max(0.0, min(wait, 0.5)))
                 if batch is None:
                     break
-                if batch:
+                if batch and framed:
+                    self._chunk(b"".join(protobuf.encode_frame(t, render(t, o)) for t, o in batch))
+                elif batch:
                     self._chunk(
                         b"".join(
                             b'{"type":"'
@@ -988,6 +1085,38 @@ class _Handler(BaseHTTPRequestHandler):
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
+
+
+# Admission policies are stored and served, never evaluated (no CEL here): every write
+# of one says so in a Warning header, which kubectl prints and clients can read.
+_POLICY_KINDS: Final = frozenset(
+    {
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "MutatingAdmissionPolicy",
+        "MutatingAdmissionPolicyBinding",
+    }
+)
+_POLICY_WARNING: Final = (
+    "the local API server does not evaluate CEL: admission policies are stored but "
+    "never enforced (see docs/local-apiserver.md)"
+)
+
+
+def _protobuf_or_none(body: Any) -> bytes | None:
+    """The protobuf answer for ``body``; None when its kind has no protobuf form (a
+    Table, a custom resource's list...), which is then answered in JSON."""
+    if not isinstance(body, dict):
+        return None
+    if protobuf.message_of(str(body.get("apiVersion") or ""), str(body.get("kind") or "")) is None:
+        return None
+    try:
+        return protobuf.encode(body)
+    except protobuf.ProtobufError:
+        logger.exception(
+            "local API server could not write protobuf", extra={"kind": body.get("kind")}
+        )
+        return None
 
 
 def _event_renderer(served: ServedResource) -> Callable[[str, JsonDict], JsonDict]:
@@ -1063,6 +1192,7 @@ def _list_options(query: dict[str, str]) -> ListOptions:
         continue_=query.get("continue", ""),
         resource_version=query.get("resourceVersion", ""),
         resource_version_match=query.get("resourceVersionMatch", ""),
+        shard_selector=query.get("shardSelector", ""),
     )
 
 
@@ -1115,6 +1245,17 @@ class LocalApiServer:
             ``kubectl`` (client-go) sends credentials only over TLS, and this server
             speaks plain HTTP. The test kit's server does this; a ServiceAccount's
             token is then what RBAC restricts.
+        feature_gates: gates to turn on or off, by name (kube-apiserver's
+            ``--feature-gates``; :mod:`~manager.testing.featuregates` lists them).
+            ``{"ShardedListAndWatch": True}``: lists and watches honour
+            ``shardSelector`` (off by default, as in kube-apiserver 1.36).
+        workload_controllers: run minimal Deployment -> ReplicaSet and ReplicaSet /
+            ReplicationController -> Pod controllers, as kube-controller-manager would
+            (off: a plain kube-apiserver makes nothing; embedded and demo modes turn it
+            on).
+
+    Raises:
+        ValueError: a bad argument, an unknown feature gate.
     """
 
     def __init__(
@@ -1127,7 +1268,10 @@ class LocalApiServer:
         kubeconfig_path: str | os.PathLike[str] | None = None,
         rbac: bool = False,
         anonymous_is_admin: bool = False,
+        feature_gates: Mapping[str, bool] | None = None,
+        workload_controllers: bool = False,
     ) -> None:
+        self.feature_gates = featuregates.feature_gates(feature_gates)
         if history_size < 1:
             raise ValueError(f"history_size must be >= 1, got {history_size}")
         if bookmark_interval <= 0:
@@ -1135,7 +1279,11 @@ class LocalApiServer:
         self.storage = Storage(history_size=history_size)
         self.registry = ResourceRegistry()
         self.rest = Rest(self.storage, self.registry)
+        self.rest.sharded_list_and_watch = self.feature_gates[featuregates.SHARDED_LIST_AND_WATCH]
         self.gc = GarbageCollector(self.rest)
+        # Deployment -> ReplicaSet -> Pod, as kube-controller-manager would (off: a plain
+        # kube-apiserver makes nothing; the embedded and demo modes turn it on)
+        self.workloads = WorkloadControllers(self.rest) if workload_controllers else None
         self.faults = Faults(self._drop_watches)
         self.audit = Audit(self.storage)
         self.authenticator = Authenticator(self._account_uid)
@@ -1168,10 +1316,67 @@ class LocalApiServer:
                 served = self.resource("rbac.authorization.k8s.io/v1", plural)
                 self.rest.create(served, None, obj, manager="kube-apiserver")
         self.gc.start()
+        if self.workloads is not None:
+            self.workloads.start()
         self._serve((self._host, self._port))
+        self._bootstrap_kubernetes_service()
         self._write_kubeconfig()
         logger.info("local API server started", extra={"url": self.url})
         return self
+
+    def _bootstrap_kubernetes_service(self) -> None:
+        """The ``kubernetes`` Service of ``default`` with its Endpoints and EndpointSlice,
+        as kube-apiserver's controlplane controllers keep them: the first IP of the
+        service range, port 443 to the API server's own address and port."""
+        assert self._http is not None
+        host, port = self._http.server_address[:2]
+        ip = str(host) if str(host) not in ("", "0.0.0.0", "localhost") else "127.0.0.1"
+        services = self.registry.lookup("", "v1", "services")
+        endpoints = self.registry.lookup("", "v1", "endpoints")
+        slices = self.registry.lookup("discovery.k8s.io", "v1", "endpointslices")
+        assert services is not None and endpoints is not None and slices is not None
+        labels = {"component": "apiserver", "provider": "kubernetes"}
+        service = {
+            "metadata": {"name": "kubernetes", "labels": labels},
+            "spec": {
+                "type": "ClusterIP",
+                "clusterIP": "10.96.0.1",
+                "sessionAffinity": "None",
+                "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}],
+            },
+        }
+        self.rest.create(services, "default", service, manager="kube-apiserver")
+        self.rest.create(
+            endpoints,
+            "default",
+            {
+                "metadata": {
+                    "name": "kubernetes",
+                    "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"},
+                },
+                "subsets": [
+                    {
+                        "addresses": [{"ip": ip}],
+                        "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+                    }
+                ],
+            },
+            manager="kube-apiserver",
+        )
+        self.rest.create(
+            slices,
+            "default",
+            {
+                "metadata": {
+                    "name": "kubernetes",
+                    "labels": {"kubernetes.io/service-name": "kubernetes"},
+                },
+                "addressType": "IPv4",
+                "endpoints": [{"addresses": [ip], "conditions": {"ready": True}}],
+                "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+            },
+            manager="kube-apiserver",
+        )
 
     def _serve(self, address: tuple[str, int]) -> None:
         self._http = _HttpServer(address, self)
@@ -1213,6 +1418,8 @@ class LocalApiServer:
             return
         self._close_http()
         self.gc.stop()
+        if self.workloads is not None:
+            self.workloads.stop()
         self._http = None
         if self._tmpdir is not None:
             self._tmpdir.cleanup()

@@ -715,6 +715,7 @@ _PRIORITIES: Final = {
     "coordination.k8s.io": (16500, 15),
     "node.k8s.io": (16300, 15),
     "discovery.k8s.io": (16200, 15),
+    "resource.k8s.io": (16200, 15),
     "flowcontrol.apiserver.k8s.io": (16100, 21),
     "apiregistration.k8s.io": (18000, 15),
 }
@@ -727,6 +728,8 @@ def bootstrap_apiservices(rest: Rest, registry: ResourceRegistry) -> None:
     versions = {(s.resource.group, s.resource.version) for s in registry if not s.custom}
     for group, version in sorted(versions):
         minimum, priority = _PRIORITIES.get(group, (16000, 15))
+        if (group, version) == ("autoscaling", "v1"):
+            priority = 15  # v2 (30) is preferred
         name = f"{version}.{group}"  # "v1." for the core group
         body = {
             "metadata": {
