@@ -110,6 +110,40 @@ class Runnable(Protocol):
     def run(self, stop: threading.Event) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """What one informer holds: a resource in a namespace (None: all) with selectors."""
+
+    resource: Resource
+    namespace: str | None
+    label_selector: str | None
+    field_selector: str | None
+
+    @classmethod
+    def of(
+        cls,
+        mgr: Manager,
+        resource: Resource,
+        namespace: str | None,
+        label_selector: str | None,
+        field_selector: str | None = None,
+    ) -> _Scope:
+        ns = (namespace or mgr.options.namespace or None) if resource.namespaced else None
+        return cls(resource, ns, label_selector or None, field_selector or None)
+
+
+def _share(listed: _Scope, lister: Lister, watched: _Scope, informer: SharedInformer) -> None:
+    """Let a lister of every namespace read a namespace a controller watches (same
+    resource and selectors) from that watch's cache."""
+    if (
+        listed.namespace is None
+        and watched.namespace is not None
+        and (listed.resource, listed.label_selector, listed.field_selector)
+        == (watched.resource, watched.label_selector, watched.field_selector)
+    ):
+        lister.share(watched.namespace, informer)
+
+
 class ControllerBuilder:
     """Wires a controller: ``for_`` the primary resource, ``owns`` children, ``watches``
     anything else; ``complete()`` adds it to the manager (controller-runtime's builder)."""
@@ -198,7 +232,7 @@ class ControllerBuilder:
         if namespace and not resource.namespaced:
             raise ValueError(f"{resource} is cluster-scoped: it takes no namespace")
         informer = self._mgr.informer(resource, namespace=namespace, label_selector=label_selector)
-        self._mgr._watched.append((resource, informer))
+        self._mgr._watch_added(_Scope.of(self._mgr, resource, namespace, label_selector), informer)
         return informer
 
     def complete(self) -> Controller:
@@ -239,8 +273,8 @@ class Manager:
         self._runnables: list[Runnable] = []
         # which informers controllers watch and which listers read: a lister of another
         # scope than its resource's watches is a second cache (see scope_warnings)
-        self._watched: list[tuple[Resource, SharedInformer]] = []
-        self._listed: list[tuple[Resource, SharedInformer]] = []
+        self._watched: list[tuple[_Scope, SharedInformer]] = []
+        self._listed: list[tuple[_Scope, SharedInformer, Lister]] = []
         self._health = Checks()
         self._ready = Checks()
         self._started = False
@@ -337,30 +371,40 @@ class Manager:
             label_selector=label_selector,
             field_selector=field_selector,
         )
-        self._listed.append((resource, informer))
-        return Lister(
+        scope = _Scope.of(self, resource, namespace, label_selector, field_selector)
+        lister = Lister(
             informer.indexer,
             resource,
             informer=informer,
             sync_timeout=self.options.cache_sync_timeout,
-            scope_namespace=(namespace or self.options.namespace or None)
-            if resource.namespaced
-            else None,
+            scope_namespace=scope.namespace,
         )
+        self._listed.append((scope, informer, lister))
+        for watched, by in self._watched:
+            _share(scope, lister, watched, by)
+        return lister
+
+    def _watch_added(self, scope: _Scope, informer: SharedInformer) -> None:
+        self._watched.append((scope, informer))
+        for listed, _, lister in self._listed:
+            _share(listed, lister, scope, informer)
 
     def scope_warnings(self) -> list[str]:
         """Listers whose scope is none of the scopes controllers watch their resource
-        with: such a lister is a second cache, filled by its own watch, that may lag
-        behind the event that woke a reconcile ("not in cache" for an object that
-        exists). One message per lister, naming both scopes. Logged at start."""
+        with, and that cannot read a watched namespace from the watch's cache (a lister
+        of every namespace reads one a controller watches, with the same selectors, from
+        that controller's cache): such a lister is a second cache, filled by its own
+        watch, that may lag behind the event that woke a reconcile ("not in cache" for
+        an object that exists). One message per lister, naming both scopes. Logged at
+        start."""
         watched = {id(i) for _, i in self._watched}
         out = []
         seen: set[int] = set()
-        for resource, informer in self._listed:
-            if id(informer) in watched or id(informer) in seen:
+        for scope, informer, lister in self._listed:
+            if id(informer) in watched or id(informer) in seen or lister.shared():
                 continue
             seen.add(id(informer))
-            others = sorted({i.name for r, i in self._watched if r == resource})
+            others = sorted({i.name for s, i in self._watched if s.resource == scope.resource})
             if others:
                 out.append(
                     f"the lister of {informer.name} reads another cache than the "
