@@ -29,8 +29,11 @@ $(STAMP): pyproject.toml constraints.txt $(SAMPLE_PLUGIN)/pyproject.toml $(MODUL
 	$(BIN)/python -m pip install --quiet --no-deps -e $(SAMPLE_PLUGIN)
 	touch $(STAMP)
 
+# the sample plugin the tests install is off (tests/plugins/make-run.yaml)
+RUN_CONFIG := tests/plugins/make-run.yaml
+
 run: $(STAMP)
-	$(BIN)/overseer run --embedded --demo
+	$(BIN)/overseer run --embedded --demo --config $(RUN_CONFIG)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

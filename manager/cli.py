@@ -25,6 +25,7 @@ Only the CLI configures logging handlers; library modules just log.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import logging
 import os
@@ -45,7 +46,10 @@ logger = logging.getLogger("overseer")
 
 DEMO_NAMESPACE = "demo"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-EMBEDDED_BIND = "127.0.0.1:0"  # --embedded: loopback, a free port (unless set)
+EMBEDDED_BIND = "127.0.0.1:0"
+EXIT_SIGPIPE = 128 + int(
+    signal.SIGPIPE
+)  # 141: the reader of our output went away  # --embedded: loopback, a free port (unless set)
 # the server a bind address belongs to -> (its setting in the file, its flag)
 BIND_SETTINGS = {
     "metrics": ("metricsBindAddress", "--metrics-bind-address"),
@@ -131,6 +135,11 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with --embedded: seed sample Deployments and Pods and show the result",
     )
+    p.add_argument(
+        "--kubeconfig-out",
+        metavar="PATH",
+        help="with --embedded: write the API server's kubeconfig here (default: a temporary file)",
+    )
     _add_plugin_flag(p)
 
 
@@ -170,6 +179,8 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.demo and not args.embedded:
         raise ConfigError(["--demo needs --embedded"])
+    if args.kubeconfig_out and not args.embedded:
+        raise ConfigError(["--kubeconfig-out needs --embedded"])
     plugins, config, controllers, warnings, raw = _load(args)
     config = _override(config, args, raw)
     configure(config.log.level, config.log.format)
@@ -208,7 +219,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.embedded:
         from manager.testing import LocalApiServer
 
-        server = LocalApiServer(workload_controllers=True).start()
+        server = LocalApiServer(
+            workload_controllers=True, kubeconfig_path=args.kubeconfig_out
+        ).start()
         kubeconfig = str(server.kubeconfig_path)
         print(f"embedded API server: {server.url}", flush=True)
         print(
@@ -467,11 +480,8 @@ def _plugins(args: argparse.Namespace) -> int:
     for name, info in plugins.infos.items():
         error = plugins.broken.get(name)
         section = sections.get(name) if isinstance(sections, dict) else None
-        if isinstance(section, dict) and isinstance(section.get("enabled"), bool):
-            on = section["enabled"]
-        else:
-            # an installed controller runs unless disabled; a broken one only if asked to
-            on = error is None or section is not None
+        # an installed controller runs unless disabled (a broken one fails the start)
+        on = not (isinstance(section, dict) and section.get("enabled") is False)
         status = "ok" if error is None else f"broken: {error.reason}"
         rows.append((name, info.distribution, info.version, "yes" if on else "no", status))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
@@ -628,7 +638,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         rc: int = args.func(args)
+        sys.stdout.flush()
         return rc
+    except BrokenPipeError:
+        # the reader went away (`overseer plugins | head -1`): not our error; what is
+        # left to flush goes nowhere, and the exit code is a SIGPIPE'd command's
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_SIGPIPE
     except ConfigError as exc:
         print("overseer: invalid configuration:", file=sys.stderr)
         for problem in exc.problems:

@@ -9,13 +9,15 @@ error, and *every* error is reported with its path, e.g.
 nothing starts.
 
 The schema is the dataclasses themselves (:class:`OverseerConfig` here, each plugin's
-``config_class``): field types, defaults, and ``metadata`` with ``min``, ``max`` and
-``help``; a ``validate()`` method adds cross-field checks (each problem starts with
-the field it is about: ``"cidr: not a network"``). An unknown key or controller name
+``config_class``): field types, defaults, and ``metadata`` with ``min``, ``max``,
+``help`` and ``format`` (``"labelSelector"``: a string, or each string of a list, is
+parsed as kube parses a ``labelSelector``, so a bad one fails ``config validate``); a
+``validate()`` method adds cross-field checks (each problem starts with the field it is
+about: ``"cidr: not a network"``). An unknown key or controller name
 comes with the closest known one (``did you mean leaseDuration?``).
 :func:`render_defaults` writes the full default file with every field's help as a
-comment. :func:`load_config` applies the plugin policy (a controller that cannot load is
-fatal only when the file enables it) on top of :func:`parse`.
+comment. :func:`load_config` applies the plugin policy (an installed controller that
+cannot load is fatal unless the file disables it) on top of :func:`parse`.
 
 Thread-safe: pure functions over immutable values.
 """
@@ -35,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import yaml
 
 from manager.errors import ConfigError, PluginLoadError
+from manager.labels import LabelSelector, SelectorError
 from manager.plugins import ControllerSettings, PluginSet
 
 if TYPE_CHECKING:
@@ -240,7 +243,10 @@ def _convert(tp: Any, value: Any, path: str, meta: Mapping[str, Any], errors: li
             errors.append(f"{path}: expected a list, got {_show(value)}")
             return None
         item_tp = args[0] if args else Any
-        items = [_convert(item_tp, v, f"{path}[{i}]", {}, errors) for i, v in enumerate(value)]
+        item_meta = {"format": meta["format"]} if "format" in meta else {}
+        items = [
+            _convert(item_tp, v, f"{path}[{i}]", item_meta, errors) for i, v in enumerate(value)
+        ]
         return tuple(items) if origin is tuple else items
     if origin in (dict, Mapping):
         if not isinstance(value, Mapping):
@@ -269,6 +275,12 @@ def _convert(tp: Any, value: Any, path: str, meta: Mapping[str, Any], errors: li
         if not isinstance(value, str):
             errors.append(f"{path}: expected string, got {_show(value)}")
             return None
+        if meta.get("format") == "labelSelector":
+            try:
+                LabelSelector.parse(value)
+            except SelectorError as exc:
+                errors.append(f'{path}: invalid label selector "{value}": {exc}')
+                return None
         return value
     if ("min" in meta and value < meta["min"]) or ("max" in meta and value > meta["max"]):
         errors.append(f"{path}: expected {want}, got {_show(raw)}")
@@ -400,9 +412,10 @@ def load_config(
 ) -> tuple[OverseerConfig, dict[str, tuple[ControllerSettings, Any]], list[str]]:
     """:func:`parse` with the plugin policy: returns settings, controllers and warnings.
 
-    A plugin that cannot load cannot have its section validated. If the document enables
-    it (a section without ``enabled: false``) that is an error; otherwise a warning,
-    returned for the caller to report.
+    A plugin that cannot load cannot have its section validated. An installed plugin
+    runs unless the document disables it (``enabled: false``), so one that cannot load is
+    an error unless disabled (then a warning, returned for the caller to report): an
+    image missing a plugin's dependency does not start without that controller.
 
     Raises:
         PluginLoadError: an enabled controller cannot load.
@@ -415,10 +428,15 @@ def load_config(
     for name, error in sorted(plugins.broken.items()):
         section = sections.pop(name, None)
         disabled = isinstance(section, Mapping) and section.get("enabled") is False
-        if section is not None and not disabled:
-            problems.append(f"controllers.{name}: enabled but cannot load: {error}")
+        way_out = f"(disable it with controllers.{name}.enabled: false)"
+        if disabled:
+            warnings.append(f"controller {name!r} is disabled and cannot load: {error}")
+        elif section is None:
+            problems.append(
+                f"controllers.{name}: installed, so enabled, but cannot load: {error} {way_out}"
+            )
         else:
-            warnings.append(f"controller {name!r} is not enabled and cannot load: {error}")
+            problems.append(f"controllers.{name}: enabled but cannot load: {error} {way_out}")
     if problems:
         raise PluginLoadError("; ".join(problems))
     if isinstance(data, Mapping) and sections_in:

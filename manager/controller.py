@@ -70,6 +70,16 @@ __all__ = ["Controller"]
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer("overseer.controller")
 
+
+def log_context(controller: str, req: Request, span: trace.SpanContext) -> dict[str, str]:
+    """What every record logged during a reconcile carries: controller, namespace, name,
+    and the trace id when tracing is on (no ``trace_id=""`` on every line otherwise)."""
+    ctx = {"controller": controller, "namespace": req.namespace, "name": req.name}
+    if span.is_valid:
+        ctx["trace_id"] = format(span.trace_id, "032x")
+    return ctx
+
+
 RECONCILE_TOTAL = Counter(
     "controller_runtime_reconcile_total",
     "Total number of reconciliations per controller.",
@@ -353,15 +363,7 @@ class Controller:
             record_exception=False,
             set_status_on_exception=False,
         ) as span:
-            ctx = span.get_span_context()
-            token = reconcile_context.set(
-                {
-                    "controller": name,
-                    "namespace": req.namespace,
-                    "name": req.name,
-                    "trace_id": format(ctx.trace_id, "032x") if ctx.is_valid else "",
-                }
-            )
+            token = reconcile_context.set(log_context(name, req, span.get_span_context()))
             try:
                 result = self.reconciler.reconcile(req)
                 if not isinstance(result, Result):
