@@ -167,6 +167,7 @@ def _run(args: argparse.Namespace) -> int:
     from manager.manager import Manager
     from manager.plugins import setup_plugins
     from manager.tracing import setup_tracing
+    from manager.zpages import flag_values
 
     if args.demo and not args.embedded:
         raise ConfigError(["--demo needs --embedded"])
@@ -221,7 +222,8 @@ def _run(args: argparse.Namespace) -> int:
         # After a SIGTERM, retries still honour Retry-After, within the shutdown budget.
         retry_sleep = StopAwareSleep(stop, config.graceful_shutdown_timeout)
         client = KubeClient.load(kubeconfig, args.context, options=options, retry_sleep=retry_sleep)
-        mgr = Manager(client, manager_options(config, controllers))
+        flags = flag_values(config, {n: own for n, own in controllers.items()})
+        mgr = Manager(client, manager_options(config, controllers), flags=flags)
         if args.embedded:
             # a fresh embedded server has no CRDs: let the plugins install their own
             controllers = {

@@ -217,6 +217,7 @@ class Controller:
         self._started = False
         self._active = 0
         self._active_lock = threading.Lock()
+        self._last_error: tuple[float, str] | None = None  # (wall time, message), /statusz
 
     # -- wiring ----------------------------------------------------------------------
 
@@ -253,6 +254,29 @@ class Controller:
         if self._queue is None:
             raise RuntimeError(f"controller {self.name} has not started")
         return self._queue
+
+    @property
+    def queue_depth(self) -> int | None:
+        """Requests waiting in the queue now (None before :meth:`run`)."""
+        queue = self._queue
+        return None if queue is None else queue.len()
+
+    @property
+    def active_workers(self) -> int:
+        """Reconciles running now."""
+        with self._active_lock:
+            return self._active
+
+    @property
+    def last_error(self) -> tuple[float, str] | None:
+        """The last failed reconcile: (wall-clock time, ``namespace/name: error``), or None."""
+        with self._active_lock:
+            return self._last_error
+
+    def _failed(self, req: Request, exc: BaseException) -> None:
+        key = f"{req.namespace}/{req.name}" if req.namespace else req.name
+        with self._active_lock:
+            self._last_error = (time.time(), f"{key}: {type(exc).__name__}: {exc}")
 
     def enqueue(self, request: Request) -> bool:
         """Add ``request`` to the queue (False, and nothing done, before :meth:`run`)."""
@@ -382,6 +406,7 @@ class Controller:
                 queue.forget(req)
                 TERMINAL_ERRORS.labels(name).inc()
                 RECONCILE_ERRORS.labels(name).inc()
+                self._failed(req, exc)
                 RECONCILE_TOTAL.labels(name, "error").inc()
                 span.record_exception(exc)
                 span.set_status(trace.Status(trace.StatusCode.ERROR, str(exc)))
@@ -390,6 +415,7 @@ class Controller:
             except Exception as exc:
                 queue.add_rate_limited(req)
                 RECONCILE_ERRORS.labels(name).inc()
+                self._failed(req, exc)
                 RECONCILE_TOTAL.labels(name, "error").inc()
                 if not isinstance(exc, ApiError | OverseerError):
                     RECONCILE_PANICS.labels(name).inc()

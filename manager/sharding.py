@@ -73,6 +73,7 @@ from manager.reconcile import Reconciler, Request, Result
 __all__ = [
     "APPLIED_ANNOTATION",
     "RING_LABEL",
+    "RingStatus",
     "ShardRing",
     "ShardedReconciler",
     "ShardingOptions",
@@ -122,7 +123,26 @@ DRAIN_SECONDS = Histogram(
     registry=REGISTRY,
 )
 
+MEMBER = Gauge(
+    "shard_ring_member",
+    "1 while this replica holds its shard Lease and its applied ring includes it, else 0.",
+    ["ring"],
+    registry=REGISTRY,
+)
+
 _DNS_SUBDOMAIN_INVALID = re.compile(r"[^a-z0-9.-]+")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RingStatus:
+    """What ``/statusz`` shows of this replica's ring (a snapshot)."""
+
+    ring: str  # the ring's name
+    lease: str  # this replica's shard Lease
+    member: bool  # the shard Lease is held and the applied ring includes it
+    version: str  # the applied ring's version ("" before the first)
+    members: tuple[str, ...]  # the applied ring's members (shard Lease names)
+    keys_owned: int  # keys of sharded controllers the applied ring gives this replica
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -240,6 +260,7 @@ class ShardRing:
         self._rings: dict[tuple[int, tuple[str, ...]], HashRing] = {}
         self._elector_thread: threading.Thread | None = None
         self._released_ok: Callable[[], bool] = lambda: False
+        self._owned = 0  # keys the applied ring gives us, as last counted
 
     # -- what workers ask ------------------------------------------------------------------
 
@@ -324,6 +345,28 @@ class ShardRing:
     def lost(self) -> bool:
         return self._lost
 
+    def status(self) -> RingStatus:
+        """A snapshot for ``/statusz``."""
+        with self._cond:
+            applied, owned, lost = self._applied, self._owned, self._lost
+        member = (
+            not lost
+            and self._elector.is_leader()
+            and applied is not None
+            and self.lease_name in applied.members
+        )
+        return RingStatus(
+            ring=self.options.ring_name,
+            lease=self.lease_name,
+            member=member,
+            version="" if applied is None else applied.version,
+            members=() if applied is None else applied.members,
+            keys_owned=owned if member else 0,
+        )
+
+    def _report_membership(self) -> None:
+        MEMBER.labels(self.options.ring_name).set(1 if self.status().member else 0)
+
     # -- running -------------------------------------------------------------------------
 
     def run(self, stop: threading.Event, *, release: Callable[[], bool]) -> None:
@@ -357,6 +400,7 @@ class ShardRing:
             with self._cond:
                 self._stopping = True
                 self._cond.notify_all()
+            MEMBER.labels(self.options.ring_name).set(0)
             self._leases.remove_event_handler(registration)
             elector_stop.set()
             self._elector_thread.join(max(2.0, self.options.retry_period * 2))
@@ -381,11 +425,13 @@ class ShardRing:
                 return
             self._lost = True
             self._cond.notify_all()
+        MEMBER.labels(self.options.ring_name).set(0)
         self._on_lost(reason)
 
     # -- one step of the ring thread ------------------------------------------------------
 
     def _step(self, stop: threading.Event) -> None:
+        self._report_membership()
         if not self._elector.is_leader():
             return  # not a member yet (or no more: the elector reports the loss)
         members, claims, own = self._observe()
@@ -485,6 +531,9 @@ class ShardRing:
         RING_INFO.clear()
         RING_INFO.labels(ring, desired.version).set(1)
         KEYS_OWNED.labels(ring).set(owned)
+        with self._cond:
+            self._owned = owned
+        self._report_membership()
         logger.info(
             "ring changed",
             extra={
@@ -553,6 +602,8 @@ class ShardRing:
                     owned += 1
                     controller.enqueue(Request(ns, name))
         KEYS_OWNED.labels(self.options.ring_name).set(owned)
+        with self._cond:
+            self._owned = owned
 
     def _collect_garbage(self, members: list[str]) -> None:
         """The lowest member deletes shard Leases dead for a while (pods come and go with

@@ -49,6 +49,7 @@ from manager.plugins import (
     parse_spec,
     setup_plugins,
 )
+from manager.zpages import flag_values
 
 __all__ = [
     "ManagerFailed",
@@ -226,7 +227,11 @@ def run_manager(
         ),
     )
     try:
-        mgr = Manager(client, manager_options(settings, controllers))
+        mgr = Manager(
+            client,
+            manager_options(settings, controllers),
+            flags=flag_values(settings, dict(controllers)),
+        )
         setup_plugins(mgr, loaded.plugins, controllers)
     except BaseException:
         client.close()
