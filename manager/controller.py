@@ -302,6 +302,12 @@ class Controller:
             registrations.append((w.informer, w.informer.add_event_handler(_Enqueuer(queue, w))))
         MAX_CONCURRENT.labels(self.name).set(self.workers)
         ACTIVE_WORKERS.labels(self.name).set(0)
+        # Every series at 0 from the start, as controller-runtime's initMetrics: a rate or
+        # an alert over errors has a series to read before the first error.
+        for result in ("success", "error", "requeue", "requeue_after", "fenced"):
+            RECONCILE_TOTAL.labels(self.name, result)
+        for counter in (RECONCILE_ERRORS, RECONCILE_PANICS, TERMINAL_ERRORS):
+            counter.labels(self.name)
         if not self._wait_for_sync(stop):
             self._stopping.set()
             for informer, reg in registrations:
