@@ -11,7 +11,10 @@ skipped with the reason.
 
 Fixtures:
 
-* ``kubeconfig_path`` (session): the kubeconfig of the API server, as a string.
+* ``kubeconfig_path`` (session): the kubeconfig of the API server, as a string. The
+  local server enforces RBAC as a cluster does: this kubeconfig (no token: kubectl
+  sends none over plain HTTP) acts as its admin (``system:masters``), and a
+  ServiceAccount's token gets what is bound to it.
 * ``local_server``: the local API server, its fault injection cleared before and after
   the test; skips the test against a real cluster.
 * ``kube_client``: a :class:`~manager.kube.KubeClient` for the API server, closed after
@@ -91,7 +94,7 @@ def _overseer_local_server() -> Iterator[LocalApiServer | None]:
         return
     from manager.testing.server import LocalApiServer
 
-    server = LocalApiServer().start()
+    server = LocalApiServer(rbac=True, anonymous_is_admin=True).start()
     try:
         yield server
     finally:
