@@ -55,9 +55,11 @@ from manager.healthz import Checks, EndpointServer, Negotiated, Route
 from manager.kube import KubeClient
 from manager.leaderelection import LEASES, LeaderElectionConfig, LeaderElector, default_identity
 from manager.metrics import metrics_route
+from manager.metricsauth import MetricsAuth
 from manager.predicate import Predicate
 from manager.reconcile import Reconciler
 from manager.resources import Resource
+from manager.servingcert import ServingCertificate
 from manager.sharding import RING_LABEL, ShardedReconciler, ShardingOptions, ShardRing
 from manager.workqueue import RateLimiter
 from manager.zpages import ControllerStatus, Status, flag_values, flagz_route, statusz_route
@@ -73,6 +75,11 @@ class ManagerOptions:
 
     name: str = "overseer"  # component name: events source, logs
     metrics_bind_address: str = ":8080"  # "0" disables /metrics
+    metrics_secure: bool = False  # HTTPS + TokenReview/SubjectAccessReview (file default: on)
+    metrics_cert_dir: str = ""  # tls.crt/tls.key here; "" = self-signed at start
+    metrics_cert_name: str = "tls.crt"  # the certificate's file name in metrics_cert_dir
+    metrics_key_name: str = "tls.key"  # the key's file name in metrics_cert_dir
+    metrics_auth_cache_ttl: float = 10.0  # seconds a review's answer is reused
     health_probe_bind_address: str = ":8081"  # "0" disables /healthz and /readyz
     leader_election: bool = True
     leader_election_id: str = "overseer-leader"  # the Lease name
@@ -93,6 +100,8 @@ class ManagerOptions:
             problems.append("graceful_shutdown_timeout must be >= 0")
         if self.cache_sync_timeout <= 0:
             problems.append("cache_sync_timeout must be > 0")
+        if self.metrics_auth_cache_ttl < 0:
+            problems.append("metrics_auth_cache_ttl must be >= 0")
         if problems:
             raise ValueError("invalid ManagerOptions: " + "; ".join(problems))
 
@@ -261,8 +270,23 @@ class Manager:
                 self.options.name, flag_values(self.options) if flags is None else flags
             ),
         }
+        self.serving_cert: ServingCertificate | None = None
+        """The metrics server's certificate (None: plain HTTP)."""
+        guard = None
+        if self.options.metrics_secure:
+            self.serving_cert = ServingCertificate(
+                self.options.metrics_cert_dir,
+                cert_name=self.options.metrics_cert_name,
+                key_name=self.options.metrics_key_name,
+            )
+            # unfenced: a standby answers scrapes too
+            guard = MetricsAuth(client, cache_ttl=self.options.metrics_auth_cache_ttl)
         self._metrics_server = EndpointServer(
-            "metrics", self.options.metrics_bind_address, {"/metrics": metrics_route, **zpages}
+            "metrics",
+            self.options.metrics_bind_address,
+            {"/metrics": metrics_route, **zpages},
+            guard=guard,
+            tls=None if self.serving_cert is None else self.serving_cert.context,
         )
         self._probe_server = EndpointServer(
             "probes",
@@ -475,6 +499,11 @@ class Manager:
         return self._metrics_server.address
 
     @property
+    def metrics_scheme(self) -> str:
+        """``https`` when metrics are secure, else ``http``."""
+        return self._metrics_server.scheme
+
+    @property
     def health_probe_address(self) -> tuple[str, int] | None:
         return self._probe_server.address
 
@@ -628,6 +657,8 @@ class Manager:
         leaving_now = True  # skip the flushes on the way out (lost, overrun, failed)
         try:
             # inside the try: a probe address in use stops the metrics server again
+            if self.serving_cert is not None and self._metrics_server.enabled:
+                self.serving_cert.load()  # a missing or broken certificate fails the start
             self._metrics_server.start()
             self._probe_server.start()
             self.events.start(events_stop)

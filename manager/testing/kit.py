@@ -70,6 +70,7 @@ PluginLike = ControllerPlugin | type | Callable[[], Any] | str
 # what a test manager differs in from `overseer run`'s defaults (the file may override)
 _TEST_DEFAULTS: dict[str, Any] = {
     "leaderElection": {"enabled": False},
+    "metrics": {"secure": False},  # plain HTTP on loopback unless the test's config asks
     "gracefulShutdownTimeout": 10.0,
     "cacheSyncTimeout": 30.0,
 }
@@ -97,9 +98,12 @@ class RunningManager:
 
     @property
     def metrics_url(self) -> str | None:
-        """``http://127.0.0.1:PORT/metrics`` when metrics are on."""
+        """``http://127.0.0.1:PORT/metrics`` when metrics are on (``https`` when the
+        config's ``metrics.secure`` is true)."""
         address = self.manager.metrics_address
-        return None if address is None else f"http://{address[0]}:{address[1]}/metrics"
+        if address is None:
+            return None
+        return f"{self.manager.metrics_scheme}://{address[0]}:{address[1]}/metrics"
 
     @property
     def probes_url(self) -> str | None:
