@@ -110,6 +110,91 @@ def _peer_sha256(url: str) -> str:
     return hashlib.sha256(ssl.PEM_cert_to_DER_cert(pem)).hexdigest()
 
 
+def _manager_account(
+    kube_client: KubeClient,
+    *,
+    kubeconfig_path: str,
+    namespace: str,
+    name: str,
+    tmp_path: Path,
+    cluster_objects: list[tuple[Any, str]],
+    review_rules: bool,
+) -> Path:
+    """A ServiceAccount holding what `overseer rbac` prints for this controller (with or
+    without the secure metrics rules); its kubeconfig."""
+    kube_client.create(ACCOUNTS, {"metadata": {"name": name}}, namespace)
+    generated = render(
+        [("watcher", READS_CONFIGMAPS)],
+        RbacOptions(
+            name=name, namespace=namespace, leader_election=False, metrics_secure=review_rules
+        ),
+    )
+    for doc in (d for d in yaml.safe_load_all(generated) if d):
+        resource = KINDS[doc["kind"]]
+        made = kube_client.create(resource, doc, doc["metadata"].get("namespace"))
+        if not resource.namespaced:
+            cluster_objects.append((resource, made["metadata"]["name"]))
+    return service_account_kubeconfig(kubeconfig_path, namespace, name, tmp_path / name)
+
+
+def test_without_the_review_rules_no_one_gets_the_metrics(
+    kubeconfig_path: str,
+    kube_client: KubeClient,
+    namespace: str,
+    tmp_path: Path,
+    cluster_objects: list[tuple[Any, str]],
+) -> None:
+    """The tokenreviews/subjectaccessreviews rules are needed: a manager without them
+    cannot check anyone, so even a caller with the reader role is refused."""
+    name = f"ovs-{uuid.uuid4().hex[:8]}"
+    manager_kubeconfig = _manager_account(
+        kube_client,
+        kubeconfig_path=kubeconfig_path,
+        namespace=namespace,
+        name=name,
+        tmp_path=tmp_path,
+        cluster_objects=cluster_objects,
+        review_rules=False,
+    )
+    kube_client.create(ACCOUNTS, {"metadata": {"name": "scraper"}}, namespace)
+    reader = {
+        "metadata": {"name": f"{name}-reader"},
+        "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+    }
+    kube_client.create(CLUSTER_ROLES, reader)
+    cluster_objects.append((CLUSTER_ROLES, f"{name}-reader"))
+    kube_client.create(
+        CLUSTER_ROLE_BINDINGS,
+        {
+            "metadata": {"name": f"{name}-reader"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": f"{name}-reader",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "scraper", "namespace": namespace}],
+        },
+    )
+    cluster_objects.append((CLUSTER_ROLE_BINDINGS, f"{name}-reader"))
+    token = _token(kube_client, namespace, "scraper")
+    with run_plugin(
+        WatcherPlugin,
+        manager_kubeconfig,
+        {},
+        name="watcher",
+        namespace=namespace,
+        config={"metrics": {"secure": True, "authCacheSeconds": 0}},
+        metrics=True,
+    ) as running:
+        assert running.metrics_url is not None
+        # the TokenReview is forbidden to the manager: the caller cannot be authenticated
+        assert _get(running.metrics_url, token)[:3] == (
+            401,
+            "text/plain; charset=utf-8",
+            b"Unauthorized\n",
+        )
+
+
 def test_metrics_need_a_token_the_api_server_knows_and_the_reader_role(
     kubeconfig_path: str,
     kube_client: KubeClient,
@@ -120,25 +205,14 @@ def test_metrics_need_a_token_the_api_server_knows_and_the_reader_role(
     name = f"ovs-{uuid.uuid4().hex[:8]}"  # cluster-scoped names of this test's own
     # The manager's identity: a ServiceAccount with exactly what `overseer rbac` prints
     # for this controller (its rules, the event recorder's, the secure metrics reviews).
-    kube_client.create(ACCOUNTS, {"metadata": {"name": name}}, namespace)
-    generated = render(
-        [("watcher", READS_CONFIGMAPS)],
-        RbacOptions(name=name, namespace=namespace, leader_election=False, metrics_secure=True),
-    )
-    docs = [d for d in yaml.safe_load_all(generated) if d]
-    rules = next(d for d in docs if d["metadata"]["name"] == name and d["kind"] == "ClusterRole")
-    assert {
-        "apiGroups": ["authentication.k8s.io"],
-        "resources": ["tokenreviews"],
-        "verbs": ["create"],
-    } in rules["rules"]
-    for doc in docs:
-        resource = KINDS[doc["kind"]]
-        made = kube_client.create(resource, doc, doc["metadata"].get("namespace"))
-        if not resource.namespaced:
-            cluster_objects.append((resource, made["metadata"]["name"]))
-    manager_kubeconfig = service_account_kubeconfig(
-        kubeconfig_path, namespace, name, tmp_path / "manager"
+    manager_kubeconfig = _manager_account(
+        kube_client,
+        kubeconfig_path=kubeconfig_path,
+        namespace=namespace,
+        name=name,
+        tmp_path=tmp_path,
+        cluster_objects=cluster_objects,
+        review_rules=True,
     )
     # The caller: a ServiceAccount bound to nothing yet.
     kube_client.create(ACCOUNTS, {"metadata": {"name": "scraper"}}, namespace)
