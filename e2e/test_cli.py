@@ -351,34 +351,43 @@ def test_unknown_controller_lists_the_installed_ones(tmp_path: Path) -> None:
 
 
 def test_enabled_plugin_that_cannot_import_is_exit_2(tmp_path: Path, listener: _Listener) -> None:
+    """An installed plugin is enabled unless the file disables it, whether or not it
+    loads (issue 22, item 6): one that cannot load stops the start, named with its
+    distribution and the error, whether the file mentions it or not."""
     extra = _broken_plugin(tmp_path / "site")
-    config = _write(tmp_path / "c.yaml", {"controllers": {"broken": {"workers": 2}}})
+    enabling = _write(tmp_path / "c.yaml", {"controllers": {"broken": {"workers": 2}}})
+    silent = _write(tmp_path / "silent.yaml", "{}\n")
     kubeconfig = _kubeconfig(tmp_path / "kubeconfig", listener.url)
-    for command in (
-        ["config", "validate", str(config)],
-        ["run", "--config", str(config), "--kubeconfig", str(kubeconfig)],
-    ):
-        result = overseer(*command, extra_path=extra)
-        assert result.returncode == 2, result.stderr
-        assert "controllers.broken: enabled but cannot load" in result.stderr
-        assert "overseer-broken 0.1.0" in result.stderr
-        assert "ModuleNotFoundError: No module named 'overseer_dependency_that_is_missing'" in (
-            result.stderr
-        )
-        assert "Traceback" not in result.stderr
+    for config, said in ((enabling, "enabled"), (silent, "installed, so enabled,")):
+        for command in (
+            ["config", "validate", str(config)],
+            ["run", "--config", str(config), "--kubeconfig", str(kubeconfig)],
+        ):
+            result = overseer(*command, extra_path=extra)
+            assert result.returncode == 2, result.stderr
+            assert f"controllers.broken: {said} but cannot load" in result.stderr
+            assert "overseer-broken 0.1.0" in result.stderr
+            assert "ModuleNotFoundError: No module named 'overseer_dependency_that_is_missing'" in (
+                result.stderr
+            )
+            assert "(disable it with controllers.broken.enabled: false)" in result.stderr
+            assert "Traceback" not in result.stderr
     assert listener.connections() == 0
 
     rows = _plugin_rows(overseer("plugins", extra_path=extra).stdout)
     assert rows["broken"] == [
         "overseer-broken",
         "0.1.0",
-        "no",
+        "yes",
         "broken: ModuleNotFoundError: No module named 'overseer_dependency_that_is_missing'",
     ]
-    # enabled by the file, still broken: `plugins` says so plainly instead of failing
-    result = overseer("plugins", "--config", str(config), extra_path=extra)
+    # `plugins` says so plainly instead of failing; disabled, it is off and the file valid
+    disabled = _write(tmp_path / "off.yaml", {"controllers": {"broken": {"enabled": False}}})
+    result = overseer("plugins", "--config", str(disabled), extra_path=extra)
     assert result.returncode == 0, result.stderr
-    assert _plugin_rows(result.stdout)["broken"][2:] == ["yes", rows["broken"][3]]
+    assert _plugin_rows(result.stdout)["broken"][2:] == ["no", rows["broken"][3]]
+    result = overseer("config", "validate", str(disabled), extra_path=extra)
+    assert result.returncode == 0, result.stderr
 
 
 @pytest.mark.parametrize("problem", ["missing", "not-a-kubeconfig", "directory"])

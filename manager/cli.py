@@ -486,11 +486,8 @@ def _plugins(args: argparse.Namespace) -> int:
     for name, info in plugins.infos.items():
         error = plugins.broken.get(name)
         section = sections.get(name) if isinstance(sections, dict) else None
-        if isinstance(section, dict) and isinstance(section.get("enabled"), bool):
-            on = section["enabled"]
-        else:
-            # an installed controller runs unless disabled; a broken one only if asked to
-            on = error is None or section is not None
+        # an installed controller runs unless disabled (a broken one fails the start)
+        on = not (isinstance(section, dict) and section.get("enabled") is False)
         status = "ok" if error is None else f"broken: {error.reason}"
         rows.append((name, info.distribution, info.version, "yes" if on else "no", status))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]

@@ -425,9 +425,10 @@ def load_config(
 ) -> tuple[OverseerConfig, dict[str, tuple[ControllerSettings, Any]], list[str]]:
     """:func:`parse` with the plugin policy: returns settings, controllers and warnings.
 
-    A plugin that cannot load cannot have its section validated. If the document enables
-    it (a section without ``enabled: false``) that is an error; otherwise a warning,
-    returned for the caller to report.
+    A plugin that cannot load cannot have its section validated. An installed plugin
+    runs unless the document disables it (``enabled: false``), so one that cannot load is
+    an error unless disabled (then a warning, returned for the caller to report): an
+    image missing a plugin's dependency does not start without that controller.
 
     Raises:
         PluginLoadError: an enabled controller cannot load.
@@ -440,10 +441,15 @@ def load_config(
     for name, error in sorted(plugins.broken.items()):
         section = sections.pop(name, None)
         disabled = isinstance(section, Mapping) and section.get("enabled") is False
-        if section is not None and not disabled:
-            problems.append(f"controllers.{name}: enabled but cannot load: {error}")
+        way_out = f"(disable it with controllers.{name}.enabled: false)"
+        if disabled:
+            warnings.append(f"controller {name!r} is disabled and cannot load: {error}")
+        elif section is None:
+            problems.append(
+                f"controllers.{name}: installed, so enabled, but cannot load: {error} {way_out}"
+            )
         else:
-            warnings.append(f"controller {name!r} is not enabled and cannot load: {error}")
+            problems.append(f"controllers.{name}: enabled but cannot load: {error} {way_out}")
     if problems:
         raise PluginLoadError("; ".join(problems))
     if isinstance(data, Mapping) and sections_in:

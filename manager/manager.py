@@ -148,19 +148,28 @@ class ControllerBuilder:
         label_selector: str | None = None,
     ) -> ControllerBuilder:
         """The primary resource: each object is its own request."""
-        informer = self._mgr.informer(resource, namespace=namespace, label_selector=label_selector)
+        informer = self._watch_informer(resource, namespace, label_selector)
         self._controller.for_(informer, *predicates)
         self._primary = resource
         self._primary_informer = informer
         return self
 
-    def owns(self, resource: Resource, *predicates: Predicate) -> ControllerBuilder:
+    def owns(
+        self,
+        resource: Resource,
+        *predicates: Predicate,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+    ) -> ControllerBuilder:
         """Objects of ``resource`` controlled by a primary object wake that object; the
         request follows the owner's scope (a cluster-scoped owner such as a Namespace is
-        requested with namespace "")."""
+        requested with namespace ""). ``namespace`` and ``label_selector`` narrow what is
+        cached and watched (the informer is shared with every other user of that scope,
+        e.g. ``mgr.lister(resource, label_selector=...)``); without them, every object
+        of ``resource`` in the manager's watch namespace is cached."""
         if self._primary is None:
             raise RuntimeError("owns() needs for_() first: the owner kind comes from it")
-        informer = self._mgr.informer(resource)
+        informer = self._watch_informer(resource, namespace, label_selector)
         self._controller.owns(
             informer,
             self._primary.group,
@@ -171,14 +180,30 @@ class ControllerBuilder:
         return self
 
     def watches(
-        self, resource: Resource, mapper: EventMapper | MapFunc, *predicates: Predicate
+        self,
+        resource: Resource,
+        mapper: EventMapper | MapFunc,
+        *predicates: Predicate,
+        namespace: str | None = None,
+        label_selector: str | None = None,
     ) -> ControllerBuilder:
-        """Events of ``resource`` wake the requests ``mapper`` returns."""
-        informer = self._mgr.informer(resource)
+        """Events of ``resource`` wake the requests ``mapper`` returns: a map function
+        ``obj -> [Request, ...]`` (fan-out: one object wakes many; or none). ``namespace``
+        and ``label_selector`` narrow what is cached and watched, as for :meth:`owns`."""
+        informer = self._watch_informer(resource, namespace, label_selector)
         if not hasattr(mapper, "requests"):
             mapper = EnqueueRequestsFromMapFunc(mapper)
         self._controller.watch(informer, mapper, *predicates)
         return self
+
+    def _watch_informer(
+        self, resource: Resource, namespace: str | None, label_selector: str | None
+    ) -> SharedInformer:
+        if namespace and not resource.namespaced:
+            raise ValueError(f"{resource} is cluster-scoped: it takes no namespace")
+        informer = self._mgr.informer(resource, namespace=namespace, label_selector=label_selector)
+        self._mgr._watched.append((resource, informer))
+        return informer
 
     def complete(self) -> Controller:
         """Add the controller to the manager. Leader-elected (the default), it runs only
@@ -228,6 +253,10 @@ class Manager:
         self.events = EventBroadcaster(self.client, component=self.options.name)
         self._leader_runnables: list[Runnable] = []
         self._runnables: list[Runnable] = []
+        # which informers controllers watch and which listers read: a lister of another
+        # scope than its resource's watches is a second cache (see scope_warnings)
+        self._watched: list[tuple[Resource, SharedInformer]] = []
+        self._listed: list[tuple[Resource, SharedInformer]] = []
         self._health = Checks()
         self._ready = Checks()
         self._started = False
@@ -348,12 +377,38 @@ class Manager:
             label_selector=label_selector,
             field_selector=field_selector,
         )
+        self._listed.append((resource, informer))
         return Lister(
             informer.indexer,
             resource,
             informer=informer,
             sync_timeout=self.options.cache_sync_timeout,
+            scope_namespace=(namespace or self.options.namespace or None)
+            if resource.namespaced
+            else None,
         )
+
+    def scope_warnings(self) -> list[str]:
+        """Listers whose scope is none of the scopes controllers watch their resource
+        with: such a lister is a second cache, filled by its own watch, that may lag
+        behind the event that woke a reconcile ("not in cache" for an object that
+        exists). One message per lister, naming both scopes. Logged at start."""
+        watched = {id(i) for _, i in self._watched}
+        out = []
+        seen: set[int] = set()
+        for resource, informer in self._listed:
+            if id(informer) in watched or id(informer) in seen:
+                continue
+            seen.add(id(informer))
+            others = sorted({i.name for r, i in self._watched if r == resource})
+            if others:
+                out.append(
+                    f"the lister of {informer.name} reads another cache than the "
+                    f"controller's watch of {' and '.join(others)}: give mgr.lister() the "
+                    "same namespace and selectors as for_()/owns()/watches(), so that a "
+                    "reconcile reads the cache whose event woke it"
+                )
+        return out
 
     def recorder(self, component: str | None = None) -> EventRecorder:
         """An event recorder whose events come from ``component`` (default: the manager's)."""
@@ -620,6 +675,8 @@ class Manager:
     def _start_informers(self, informer_stop: threading.Event, stop: threading.Event) -> bool:
         """Start the informers and wait for their sync; False on timeout, on ``stop``, or
         when leadership is lost meanwhile (a cold standby syncs after acquiring)."""
+        for warning in self.scope_warnings():
+            logger.warning("lister scope differs from the watch", extra={"problem": warning})
         self.factory.start(informer_stop)
         self._informers_started.set()
         self._threads.extend(t for t in self.factory.threads() if t not in self._threads)

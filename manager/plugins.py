@@ -29,7 +29,9 @@ file (``controllers.<name>``). The built-in controllers register the same way.
 * ``rbac_rules`` (optional): the ClusterRole rules the controller needs, as Kubernetes
   writes them (``{"apiGroups": [...], "resources": [...], "verbs": [...]}``): a list,
   or a method ``rbac_rules(self, config)`` when they depend on the configuration.
-  ``overseer rbac`` prints the ClusterRole of the enabled controllers from them.
+  ``overseer rbac`` prints the ClusterRole of the enabled controllers from them. A rule
+  with ``"namespaces": ["a", ...]`` is granted in those namespaces only (a Role in
+  each). The test kit runs a plugin as a ServiceAccount bound to exactly these rules.
 
 Names: an entry point's name; for ``--plugin [NAME=]FILE.py:ATTR`` or
 ``--plugin [NAME=]MODULE:ATTR`` the NAME given, else ATTR in lower case without a

@@ -36,6 +36,8 @@ class Lister:
         informer: the informer filling ``indexer``; reads wait for its first sync once it
             runs (None: never wait).
         sync_timeout: seconds a read waits for that sync at most.
+        scope_namespace: the only namespace the informer holds (None: every namespace);
+            a read of another namespace is an error (it could never find anything).
     """
 
     def __init__(
@@ -45,12 +47,23 @@ class Lister:
         *,
         informer: SharedInformer | None = None,
         sync_timeout: float = 120.0,
+        scope_namespace: str | None = None,
     ) -> None:
         self._indexer = indexer
+        self._scope_namespace = scope_namespace
         self.resource = resource
         self._informer = informer
         self._sync_timeout = sync_timeout
         self._synced = informer is None
+
+    def _check_scope(self, namespace: str | None) -> None:
+        scope = self._scope_namespace
+        if scope is not None and namespace and namespace != scope:
+            raise ValueError(
+                f"{self.resource}: this lister holds only the namespace {scope!r} (its "
+                f"informer watches nothing else: watchNamespace, or the lister's namespace), "
+                f"so nothing in {namespace!r} can be found here"
+            )
 
     def _wait_synced(self) -> None:
         if self._synced:
@@ -72,12 +85,14 @@ class Lister:
         """The cached object, or None. Namespaced resources need ``namespace``.
 
         Raises:
-            ValueError: a namespaced resource without a namespace, or the reverse.
+            ValueError: a namespaced resource without a namespace, or the reverse, or a
+                namespace outside what the lister holds.
         """
         if self.resource.namespaced and not namespace:
             raise ValueError(f"{self.resource}: namespace required")
         if not self.resource.namespaced and namespace:
             raise ValueError(f"{self.resource} is cluster-scoped: no namespace")
+        self._check_scope(namespace)
         self._wait_synced()
         return self._indexer.get_by_key(f"{namespace}/{name}" if namespace else name)
 
@@ -90,7 +105,11 @@ class Lister:
 
         The selector is the Kubernetes text form (``app=web,tier in (a,b)``), a mapping of
         required labels, or a parsed :class:`~manager.labels.LabelSelector`.
+
+        Raises:
+            ValueError: ``namespace`` is outside what the lister holds.
         """
+        self._check_scope(namespace)
         self._wait_synced()
         objs = (
             self._indexer.by_index(BY_NAMESPACE, namespace)

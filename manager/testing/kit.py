@@ -10,7 +10,11 @@ check a configuration section exactly as ``overseer`` does.
   every thread it started. If the manager stopped or failed on its own meanwhile, the
   exit raises :class:`ManagerFailed` with the cause. Metrics and probes are off unless
   asked for, and then on 127.0.0.1 with free ports; leader election is off unless the
-  configuration turns it on.
+  configuration turns it on. The manager runs as a ServiceAccount bound to exactly what
+  ``overseer rbac`` generates for the configuration (``rbac=False``: as the
+  kubeconfig's user), so a rule a plugin forgot to declare fails its test with kube's
+  403 Forbidden, as it would fail on a cluster; a cache that cannot sync for a 403
+  fails the start at once, naming the refused request.
 * :func:`eventually`: poll a check until it holds, bounded; the failure says what was
   awaited and what was last seen.
 * :func:`validate_section`: a plugin's section (``controllers.<name>``) through the
@@ -31,6 +35,7 @@ import inspect
 import os
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -49,6 +54,8 @@ from manager.plugins import (
     parse_spec,
     setup_plugins,
 )
+from manager.rbac import for_controllers as rbac_for_controllers
+from manager.testing.serviceaccount import bound_service_account
 from manager.zpages import flag_values
 
 __all__ = [
@@ -75,6 +82,10 @@ _TEST_DEFAULTS: dict[str, Any] = {
     "cacheSyncTimeout": 30.0,
 }
 _LOOPBACK = "127.0.0.1:0"
+_MOVED: Any = object()  # the default of the retired ``namespace`` keyword
+# seconds a list/watch may be refused (403) before a starting manager is failed: RBAC
+# objects made just before take a moment to reach a real API server's authorizer
+_FORBIDDEN_GRACE = 3.0
 
 
 class ManagerFailed(OverseerError, AssertionError):
@@ -110,6 +121,16 @@ class RunningManager:
         """``http://127.0.0.1:PORT`` (``/healthz``, ``/readyz``) when probes are on."""
         address = self.manager.health_probe_address
         return None if address is None else f"http://{address[0]}:{address[1]}"
+
+
+def _refuse_namespace(namespace: object) -> None:
+    if namespace is not _MOVED:
+        raise TypeError(
+            f"namespace={namespace!r} is now watch_namespace=: it makes the manager watch "
+            "only that namespace (objects a controller makes elsewhere are never seen "
+            "again). Pass watch_namespace= for that, or leave it out to watch every "
+            "namespace"
+        )
 
 
 def plugin_name(plugin: PluginLike) -> str:
@@ -186,12 +207,22 @@ def run_manager(
     plugins: Mapping[str, PluginLike],
     config: Mapping[str, Any] | str | None = None,
     *,
-    namespace: str | None = None,
+    watch_namespace: str | None = None,
     metrics: bool = False,
     probes: bool = False,
     timeout: float = 30.0,
+    rbac: bool = True,
+    namespace: object = _MOVED,
 ) -> Iterator[RunningManager]:
     """Run a manager with ``plugins`` (controller name → plugin) in a thread.
+
+    By default the manager runs as a ServiceAccount bound to exactly what ``overseer
+    rbac`` generates for this configuration (the ClusterRole of the controllers'
+    ``rbac_rules``, their namespaced Roles, the framework's own rules), made for the
+    run and deleted after it: a request a rule is missing for is refused with kube's
+    403 (``secrets is forbidden: User "system:serviceaccount:..." cannot list
+    resource "secrets" ...``), in the test as on a cluster. The kit's local API server
+    enforces RBAC; so does a real cluster.
 
     Args:
         kubeconfig: the API server (the ``kubeconfig_path`` fixture).
@@ -200,32 +231,76 @@ def run_manager(
             ``overseer`` validates it (sections under ``controllers:``). Test defaults
             under it: leader election off, a 10 s graceful stop; its bind addresses are
             replaced (``metrics`` and ``probes`` decide).
-        namespace: watch only this namespace (``watchNamespace``).
+        watch_namespace: the manager watches (caches, reconciles) namespaced resources
+            in this namespace only (``watchNamespace``): what a controller writes
+            elsewhere it never sees again, and a lister refuses reads elsewhere. Leave
+            it out for a controller that works across namespaces.
+        namespace: no longer accepted (a TypeError saying so): it silently meant
+            ``watch_namespace``.
         metrics: serve ``/metrics`` on 127.0.0.1, a free port (:attr:`RunningManager.
             metrics_url`).
         probes: serve ``/healthz`` and ``/readyz`` the same way.
         timeout: seconds for the caches to sync and the controllers to start, and
             again for the manager to stop.
+        rbac: run as that ServiceAccount (default); False: with the credentials of
+            ``kubeconfig`` (an admin's, in the kit).
 
     Raises:
-        ConfigError: the configuration does not validate (every problem, with its path).
+        ConfigError: the configuration does not validate (every problem, with its path),
+            or the RBAC objects cannot be made (e.g. a namespaced rule's namespace does
+            not exist).
         PluginSetupError: a plugin's ``setup`` raised.
         ManagerFailed: the manager stopped or failed by itself, did not start in time,
             or did not stop cleanly.
     """
+    _refuse_namespace(namespace)
     loaded = PluginSet()
     for name, plugin in plugins.items():
         loaded.infos[name] = PluginInfo(name, "", "(test)", "-")
         loaded.plugins[name] = _plugin(name, plugin)
     doc = _merge(_TEST_DEFAULTS, _document(config))
-    if namespace is not None:
-        doc["watchNamespace"] = namespace
+    if watch_namespace is not None:
+        doc["watchNamespace"] = watch_namespace
     # never a fixed port (a deploy config's ":8080"): off, or loopback and a free port
     doc["metricsBindAddress"] = _LOOPBACK if metrics else "0"
     doc["healthProbeBindAddress"] = _LOOPBACK if probes else "0"
     settings, controllers, _ = load_config(doc, loaded, source="<test config>")
+    with contextlib.ExitStack() as stack:
+        manager_kubeconfig = os.fspath(kubeconfig)
+        if rbac:
+            manager_kubeconfig = os.fspath(
+                stack.enter_context(_service_account(kubeconfig, loaded, settings, controllers))
+            )
+        with _running(manager_kubeconfig, loaded, settings, controllers, timeout) as running:
+            yield running
+
+
+def _service_account(
+    kubeconfig: str | os.PathLike[str],
+    loaded: PluginSet,
+    settings: OverseerConfig,
+    controllers: Mapping[str, tuple[ControllerSettings, Any]],
+) -> contextlib.AbstractContextManager[os.PathLike[str]]:
+    """A ServiceAccount bound to what ``overseer rbac`` prints for this configuration."""
+    name = f"ovs-kit-{uuid.uuid4().hex[:8]}"
+    le = settings.leader_election
+    namespace = le.namespace or name
+    text, _ = rbac_for_controllers(
+        loaded.plugins, settings, controllers, name=name, namespace=namespace
+    )
+    return bound_service_account(kubeconfig, text, namespace=namespace, name=name)
+
+
+@contextlib.contextmanager
+def _running(
+    kubeconfig: str,
+    loaded: PluginSet,
+    settings: OverseerConfig,
+    controllers: Mapping[str, tuple[ControllerSettings, Any]],
+    timeout: float,
+) -> Iterator[RunningManager]:
     client = KubeClient.from_kubeconfig(
-        os.fspath(kubeconfig),
+        kubeconfig,
         options=ClientOptions(
             qps=settings.client.qps, burst=settings.client.burst, timeout=settings.client.timeout
         ),
@@ -264,14 +339,17 @@ def run_plugin(
     *,
     name: str | None = None,
     config: Mapping[str, Any] | str | None = None,
-    namespace: str | None = None,
+    watch_namespace: str | None = None,
     metrics: bool = False,
     probes: bool = False,
     timeout: float = 30.0,
+    rbac: bool = True,
+    namespace: object = _MOVED,
 ) -> Iterator[RunningManager]:
     """:func:`run_manager` with one plugin, configured by its own ``section``
     (``controllers.<name>`` of the file: ``workers``, the plugin's settings, ...);
     ``config`` holds the rest of the file. ``name`` defaults to :func:`plugin_name`."""
+    _refuse_namespace(namespace)
     name = name or plugin_name(plugin)
     body = yaml.safe_load(section) if isinstance(section, str) else section
     doc = _document(config)
@@ -280,10 +358,11 @@ def run_plugin(
         kubeconfig,
         {name: plugin},
         doc,
-        namespace=namespace,
+        watch_namespace=watch_namespace,
         metrics=metrics,
         probes=probes,
         timeout=timeout,
+        rbac=rbac,
     ) as running:
         yield running
 
@@ -319,11 +398,25 @@ class _Runner:
         return self.mgr.is_leader() and all(i.has_synced() for i in informers)
 
     def wait_started(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
+        start = time.monotonic()
+        deadline = start + timeout
         while not self._started():
             failure = self._failed()
+            forbidden = [
+                f"{i.name}: {error}"
+                for i in self.mgr.factory.informers()
+                if not i.has_synced()
+                and (error := getattr(i, "last_error", "")).startswith("Forbidden")
+            ]
+            if failure is None and forbidden and time.monotonic() > start + _FORBIDDEN_GRACE:
+                # a missing RBAC rule: it will not appear by waiting longer
+                failure = "the manager's caches cannot sync: " + "; ".join(forbidden)
             if failure is None and time.monotonic() > deadline:
-                pending = [i.name for i in self.mgr.factory.informers() if not i.has_synced()]
+                pending = [
+                    f"{i.name} ({error})" if (error := getattr(i, "last_error", "")) else i.name
+                    for i in self.mgr.factory.informers()
+                    if not i.has_synced()
+                ]
                 failure = (
                     f"the manager did not start within {timeout} s "
                     f"(leading: {self.mgr.is_leader()}, not synced: {pending or 'none'})"

@@ -63,6 +63,9 @@ class Stamper:
 
 class StampPlugin:
     config_class = StampConfig
+    rbac_rules = [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "patch"]}
+    ]
 
     def setup(self, mgr: Manager, ctx: PluginContext[StampConfig]) -> None:
         if ctx.config.fail_setup:
@@ -85,7 +88,7 @@ def test_run_plugin_reconciles_and_serves_metrics_on_loopback(
         StampPlugin,
         kubeconfig_path,
         {"value": "v1", "workers": 2},
-        namespace=namespace,
+        watch_namespace=namespace,
         metrics=True,
     ) as running:
         assert running.controllers["stamp"][0].workers == 2
@@ -122,7 +125,7 @@ def test_caches_that_never_sync_fail_the_start(kubeconfig_path: str, namespace: 
             kubeconfig_path,
             {"watchMissing": True},
             config={"cacheSyncTimeout": 1.0},
-            namespace=namespace,
+            watch_namespace=namespace,
         ):
             raise AssertionError("not reached")
     assert str(info.value) == "the manager stopped by itself with 1 (see the log)"
@@ -176,7 +179,9 @@ def test_a_manager_that_stops_during_the_test_fails_it(
         }
     }
     with pytest.raises(ManagerFailed) as info:  # noqa: SIM117
-        with run_plugin(StampPlugin, kubeconfig_path, config=config, namespace=namespace) as run:
+        with run_plugin(
+            StampPlugin, kubeconfig_path, config=config, watch_namespace=namespace
+        ) as run:
             assert run.manager.is_leader()
 
             def take_the_lease() -> bool:
@@ -207,7 +212,7 @@ def test_run_manager_runs_several_plugins_from_one_file(
         """
     )
     plugins = {"first": StampPlugin, "second": StampPlugin()}
-    with run_manager(kubeconfig_path, plugins, config, namespace=namespace) as running:
+    with run_manager(kubeconfig_path, plugins, config, watch_namespace=namespace) as running:
         assert running.controllers["second"][0].enabled is False
         kube_client.create(CONFIGMAPS, {"metadata": {"name": "x"}}, namespace)
         eventually(lambda: stamp(kube_client, namespace, "x") == "one")
@@ -242,6 +247,9 @@ class Stamper:
 
 class StampPlugin:
     config_class = StampConfig
+    rbac_rules = [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "patch"]}
+    ]
 
     def setup(self, mgr: Manager, ctx: PluginContext[StampConfig]) -> None:
         ctx.controller(Stamper(mgr, ctx.config.value)).for_(CONFIGMAPS).complete()
@@ -256,7 +264,7 @@ from stamper import CONFIGMAPS, StampPlugin
 
 
 def test_stamps(kubeconfig_path: str, kube_client: KubeClient, namespace: str) -> None:
-    with run_plugin(StampPlugin, kubeconfig_path, {"value": "ok"}, namespace=namespace):
+    with run_plugin(StampPlugin, kubeconfig_path, {"value": "ok"}, watch_namespace=namespace):
         kube_client.create(CONFIGMAPS, {"metadata": {"name": "a"}}, namespace)
         eventually(
             lambda: (kube_client.get(CONFIGMAPS, "a", namespace).get("data") or {}).get("stamp")

@@ -182,9 +182,10 @@ def test_without_the_review_rules_no_one_gets_the_metrics(
         manager_kubeconfig,
         {},
         name="watcher",
-        namespace=namespace,
+        watch_namespace=namespace,
         config={"metrics": {"secure": True, "authCacheSeconds": 0}},
         metrics=True,
+        rbac=False,  # the manager's ServiceAccount is made above
     ) as running:
         assert running.metrics_url is not None
         # the TokenReview is forbidden to the manager: the caller cannot be authenticated
@@ -223,9 +224,10 @@ def test_metrics_need_a_token_the_api_server_knows_and_the_reader_role(
         manager_kubeconfig,
         {},
         name="watcher",
-        namespace=namespace,
+        watch_namespace=namespace,
         config=config,
         metrics=True,
+        rbac=False,  # the manager's ServiceAccount is made above
     ) as running:
         url = running.metrics_url
         assert url is not None and url.startswith("https://127.0.0.1:")

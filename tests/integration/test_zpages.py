@@ -39,6 +39,9 @@ class Picky:
 
 class PickyPlugin:
     config_class = PickyConfig
+    rbac_rules = [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}
+    ]
 
     def setup(self, mgr: Manager, ctx: PluginContext[PickyConfig]) -> None:
         ctx.controller(Picky(ctx.config.refuse)).for_(CONFIGMAPS).complete()
@@ -58,7 +61,7 @@ def _base(metrics_url: str | None) -> str:
 def test_statusz_and_flagz(kubeconfig_path: str, kube_client: KubeClient, namespace: str) -> None:
     kube_client.create(CONFIGMAPS, {"metadata": {"name": "bad"}}, namespace)
     with run_plugin(
-        PickyPlugin, kubeconfig_path, {"workers": 3}, namespace=namespace, metrics=True
+        PickyPlugin, kubeconfig_path, {"workers": 3}, watch_namespace=namespace, metrics=True
     ) as running:
         base = _base(running.metrics_url)
 
@@ -145,7 +148,7 @@ def test_statusz_html_in_headless_chromium(
         )
     kube_client.create(CONFIGMAPS, {"metadata": {"name": "bad"}}, namespace)
     with run_plugin(
-        PickyPlugin, kubeconfig_path, {"workers": 2}, namespace=namespace, metrics=True
+        PickyPlugin, kubeconfig_path, {"workers": 2}, watch_namespace=namespace, metrics=True
     ) as running:
         base = _base(running.metrics_url)
         eventually(lambda: "refusing bad" in _get(f"{base}/statusz")[0])

@@ -210,7 +210,10 @@ def test_validate_problems_are_joined_to_their_path_and_listed_with_the_others()
     ]
 
 
-def test_a_plugin_that_cannot_load_is_fatal_only_when_the_file_enables_it() -> None:
+def test_an_installed_plugin_that_cannot_load_is_fatal_unless_the_file_disables_it() -> None:
+    """Issue 22, item 6: one rule for working and broken plugins: installed and not
+    mentioned is enabled, so a broken one is a startup error naming the distribution
+    and the error; ``enabled: false`` is the way out."""
     from manager.config import load_config
     from manager.errors import PluginLoadError
     from manager.plugins import PluginInfo, PluginSet
@@ -224,14 +227,21 @@ def test_a_plugin_that_cannot_load_is_fatal_only_when_the_file_enables_it() -> N
         {"sample": _Demo()},
         {"broken": broken},
     )
-    _, controllers, warnings = load_config({}, plugins)
+    with pytest.raises(PluginLoadError) as info:
+        load_config({}, plugins)
+    assert str(info.value) == (
+        f"controllers.broken: installed, so enabled, but cannot load: {broken} "
+        "(disable it with controllers.broken.enabled: false)"
+    )
+    _, controllers, warnings = load_config({"controllers": {"broken": {"enabled": False}}}, plugins)
     assert set(controllers) == {"sample"}
-    assert warnings == [f"controller 'broken' is not enabled and cannot load: {broken}"]
-    _, _, warnings = load_config({"controllers": {"broken": {"enabled": False}}}, plugins)
-    assert len(warnings) == 1
+    assert warnings == [f"controller 'broken' is disabled and cannot load: {broken}"]
     with pytest.raises(PluginLoadError) as info:
         load_config({"controllers": {"broken": {"workers": 2}}}, plugins)
-    assert str(info.value) == f"controllers.broken: enabled but cannot load: {broken}"
+    assert str(info.value) == (
+        f"controllers.broken: enabled but cannot load: {broken} "
+        "(disable it with controllers.broken.enabled: false)"
+    )
 
 
 class _Demo:

@@ -118,3 +118,18 @@ def test_a_bad_configuration_starts_nothing() -> None:
         ):
             raise AssertionError("not reached")
     assert info.value.problems == ["controllers.tm: unknown controller (installed: teaminfo)"]
+
+
+def test_the_retired_namespace_keyword_says_what_it_did() -> None:
+    """Issue 22, item 2: run_plugin(..., namespace=ns) silently meant "watch only ns"."""
+    for run in (
+        lambda: run_plugin(TeamInfoPlugin, "/nonexistent", namespace="ns"),
+        lambda: run_manager("/nonexistent", {"teaminfo": TeamInfoPlugin}, namespace="ns"),
+    ):
+        with (
+            pytest.raises(
+                TypeError, match=r"now watch_namespace=: it makes the manager watch only"
+            ),
+            run(),
+        ):
+            pass
