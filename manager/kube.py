@@ -82,9 +82,10 @@ from manager.errors import (
     ServerError,
     TooManyRequests,
     Unavailable,
+    WriteFenced,
     api_error_from_status,
 )
-from manager.fencing import Fence, current_fence
+from manager.fencing import IN_FLIGHT, Fence, Flight, current_fence
 from manager.flowcontrol import RateLimiter, TokenBucket
 from manager.metrics import REGISTRY
 from manager.resources import BUILTINS, Resource
@@ -152,30 +153,33 @@ def _default_user_agent() -> str:
     return f"overseer/{__version__}"
 
 
-# The fence of the write this thread is sending, for the connection's last-moment check.
-_OUTGOING_FENCE: contextvars.ContextVar[Fence | None] = contextvars.ContextVar(
-    "overseer_outgoing_fence", default=None
+# The fenced write this thread is sending, for the connection's last-moment check.
+_OUTGOING: contextvars.ContextVar[Flight | None] = contextvars.ContextVar(
+    "overseer_outgoing_write", default=None
 )
 
 
-def _check_outgoing() -> None:
-    fence = _OUTGOING_FENCE.get()
-    if fence is not None:
-        fence.check()
+def _check_outgoing(conn: Any) -> None:
+    flight = _OUTGOING.get()
+    if flight is not None:
+        flight.fence.check()
+        IN_FLIGHT.sending(flight, conn)  # refused if abandoned meanwhile
 
 
 class _FencedHTTPConnection(urllib3.connection.HTTPConnection):
     """Asks the fence of the write being sent right before each piece goes on the wire,
-    so a pause between the client's check and the send cannot let a late write out."""
+    so a pause between the client's check and the send cannot let a late write out; and
+    tells :data:`~manager.fencing.IN_FLIGHT` which connection carries it, so that it can
+    be abandoned."""
 
     def send(self, data: Any) -> None:
-        _check_outgoing()
+        _check_outgoing(self)
         super().send(data)
 
 
 class _FencedHTTPSConnection(urllib3.connection.HTTPSConnection):
     def send(self, data: Any) -> None:
-        _check_outgoing()
+        _check_outgoing(self)
         super().send(data)
 
 
@@ -610,11 +614,15 @@ class KubeClient:
     def with_options(self, options: ClientOptions) -> KubeClient:
         """A new client to the same server with the same credentials and other options.
 
-        It has its own connection pool and rate limiter (the caller closes it). Leader
-        election uses this for short, unretried requests that cannot outlast its deadline.
+        It has its own connection pool and rate limiter (the caller closes it), and the same
+        fence as this client: a client derived from a fenced one is fenced. Leader election
+        uses this (on an unfenced client) for short, unretried requests that cannot outlast
+        its deadline.
         """
         configuration = copy.deepcopy(self._api.configuration)
-        return KubeClient(configuration, options=options, retry_sleep=self._retry_sleep)
+        clone = KubeClient(configuration, options=options, retry_sleep=self._retry_sleep)
+        clone._fence = self._fence
+        return clone
 
     @property
     def fence(self) -> Fence | None:
@@ -1122,10 +1130,12 @@ class KubeClient:
         if fence is not None:
             fence.check()  # before waiting for a token: a refused write spends none
         self._limiter.accept()
+        flight: Flight | None = None
         if fence is not None:
             valid_for = fence.check()  # the limiter may have made us wait
             if valid_for is not None and isinstance(timeout, float | int):
                 timeout = min(float(timeout), valid_for)
+            flight = IN_FLIGHT.begin(fence)
         headers: dict[str, str] = dict(self._api.default_headers)
         headers["Accept"] = "application/json"
         if body is not None:
@@ -1137,7 +1147,7 @@ class KubeClient:
             url = f"{url}{'&' if '?' in url else '?'}{urlencode(auth_query)}"
         start = time.monotonic()
         response: urllib3.BaseHTTPResponse | None = None
-        outgoing = _OUTGOING_FENCE.set(fence)
+        outgoing = _OUTGOING.set(flight)
         try:
             response = self._send(method, url, headers, body, timeout)
             status = int(response.status)
@@ -1149,9 +1159,16 @@ class KubeClient:
             if response is not None:
                 response.close()
             self._observe(method, "<error>", start)
+            if flight is not None and flight.aborted:
+                raise WriteFenced(
+                    f"{method} {urlsplit(url).path}: write abandoned: {flight.aborted}",
+                    reason="abandoned",
+                ) from exc
             raise self._connection_error(exc, method, urlsplit(url).path) from exc
         finally:
-            _OUTGOING_FENCE.reset(outgoing)
+            _OUTGOING.reset(outgoing)
+            if flight is not None:
+                IN_FLIGHT.end(flight)
         self._observe(method, str(status), start)
         if 200 <= status < 300:
             return data

@@ -293,6 +293,11 @@ class SharedInformer:
         if listener._thread is not threading.current_thread():
             listener.join(None)
 
+    def restart_watch(self) -> None:
+        """Drop the current watch connection and watch again from the last seen
+        resourceVersion (see :meth:`Reflector.restart_watch`)."""
+        self._reflector.restart_watch()
+
     def has_synced(self) -> bool:
         """True once the first list is cached and delivered to the handlers present then."""
         if self._synced.is_set():

@@ -78,6 +78,12 @@ _WATCHES = Counter(
     ["resource"],
     registry=REGISTRY,
 )
+_RESTARTS = Counter(
+    "overseer_informer_watch_restarts_total",
+    "Watches closed on purpose because they had stalled (and opened again).",
+    ["resource"],
+    registry=REGISTRY,
+)
 _ERRORS = Counter(
     "overseer_informer_errors_total",
     "List or watch failures that made a reflector back off.",
@@ -224,6 +230,16 @@ class Reflector:
         with self._lock:
             stream = self._stream
         if stream is not None:
+            stream.close()
+
+    def restart_watch(self) -> None:
+        """Close the open watch stream: :meth:`run` watches again from the last
+        resourceVersion on a new connection (no relist). For a watch that is known to
+        have stalled — its connection open, its events held somewhere on the way."""
+        with self._lock:
+            stream = self._stream
+        if stream is not None:
+            _RESTARTS.labels(self._name).inc()
             stream.close()
 
     def _wait(self, stop: threading.Event, seconds: float) -> bool:
