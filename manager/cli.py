@@ -121,6 +121,14 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
         help='address for /healthz and /readyz, e.g. ":8081"; "0" disables them '
         "(--embedded: 127.0.0.1:0)",
     )
+    p.add_argument(
+        "--metrics-secure",
+        dest="metrics_secure",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="serve /metrics over HTTPS to callers authorized by TokenReview and "
+        "SubjectAccessReview (default: metrics.secure from the file, on; --embedded: off)",
+    )
     p.add_argument("--log-format", choices=("text", "json"), help="log format")
     p.add_argument(
         "--log-level", choices=("debug", "info", "warning", "error"), help="lowest level logged"
@@ -156,6 +164,14 @@ def _override(config: Any, args: argparse.Namespace, raw: Any) -> Any:
         log = dataclasses.replace(log, level=args.log_level)
     changes: dict[str, Any] = {"leader_election": le, "log": log}
     in_file = raw if isinstance(raw, dict) else {}
+    metrics_in_file = in_file.get("metrics")
+    if not isinstance(metrics_in_file, dict):
+        metrics_in_file = {}
+    if args.metrics_secure is not None:
+        changes["metrics"] = dataclasses.replace(config.metrics, secure=args.metrics_secure)
+    elif args.embedded and "secure" not in metrics_in_file:
+        # a laptop: plain HTTP on loopback, unless the file asks for TLS and tokens
+        changes["metrics"] = dataclasses.replace(config.metrics, secure=False)
     for flag, key, field in (
         (args.metrics_bind_address, "metricsBindAddress", "metrics_bind_address"),
         (args.health_probe_bind_address, "healthProbeBindAddress", "health_probe_bind_address"),
@@ -176,6 +192,7 @@ def _run(args: argparse.Namespace) -> int:
     from manager.manager import Manager
     from manager.plugins import setup_plugins
     from manager.tracing import setup_tracing
+    from manager.zpages import flag_values
 
     if args.demo and not args.embedded:
         raise ConfigError(["--demo needs --embedded"])
@@ -234,7 +251,8 @@ def _run(args: argparse.Namespace) -> int:
         # After a SIGTERM, retries still honour Retry-After, within the shutdown budget.
         retry_sleep = StopAwareSleep(stop, config.graceful_shutdown_timeout)
         client = KubeClient.load(kubeconfig, args.context, options=options, retry_sleep=retry_sleep)
-        mgr = Manager(client, manager_options(config, controllers))
+        flags = flag_values(config, {n: own for n, own in controllers.items()})
+        mgr = Manager(client, manager_options(config, controllers), flags=flags)
         if args.embedded:
             # a fresh embedded server has no CRDs: let the plugins install their own
             controllers = {
@@ -317,7 +335,8 @@ def _announce(mgr: Any, demo_server: Any, stop: threading.Event, embedded: bool)
             if address is None:
                 return []
             host, port = address
-            lines.append(f"{what}: http://{host}:{port}{paths}")
+            scheme = mgr.metrics_scheme if what == "metrics" else "http"
+            lines.append(f"{what}: {scheme}://{host}:{port}{paths}")
         return lines or ["(metrics and probes are off)"]
 
     lines = listening()

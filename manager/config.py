@@ -47,6 +47,7 @@ __all__ = [
     "ClientConfig",
     "LeaderElectionSettings",
     "LogConfig",
+    "MetricsConfig",
     "OverseerConfig",
     "TracingConfig",
     "camel",
@@ -124,6 +125,27 @@ class ShardingSettings:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class MetricsConfig:
+    """How /metrics (and the z-pages /statusz, /flagz beside it) are served."""
+
+    secure: bool = _f(
+        True,
+        "HTTPS, only to callers a TokenReview authenticates and a SubjectAccessReview "
+        "allows (GET on the path); false: plain HTTP to anyone who reaches the port",
+    )
+    cert_dir: str = _f(
+        "",
+        "directory with the certificate and key (a mounted Secret; reloaded when they "
+        'change); "" = a self-signed certificate made at start',
+    )
+    cert_name: str = _f("tls.crt", "the certificate's file name in certDir")
+    key_name: str = _f("tls.key", "the key's file name in certDir")
+    auth_cache_seconds: float = _f(
+        10.0, "seconds a TokenReview or SubjectAccessReview answer is reused", min=0.0, max=600.0
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class LogConfig:
     """Logging."""
 
@@ -155,6 +177,9 @@ class OverseerConfig:
     )
     warm_standby: bool = _f(True, "standbys run informers too, for a fast takeover")
     metrics_bind_address: str = _f(":8080", 'address of /metrics ("0" disables it)')
+    metrics: MetricsConfig = field(
+        default_factory=MetricsConfig, metadata={"help": "how /metrics is served"}
+    )
     health_probe_bind_address: str = _f(":8081", 'address of /healthz and /readyz ("0": off)')
     graceful_shutdown_timeout: float = _f(
         30.0, "seconds in-flight reconciles get to finish on shutdown", min=0.0
@@ -462,6 +487,11 @@ def manager_options(
     sh = config.sharding
     options: dict[str, Any] = {
         "metrics_bind_address": config.metrics_bind_address,
+        "metrics_secure": config.metrics.secure,
+        "metrics_cert_dir": config.metrics.cert_dir,
+        "metrics_cert_name": config.metrics.cert_name,
+        "metrics_key_name": config.metrics.key_name,
+        "metrics_auth_cache_ttl": config.metrics.auth_cache_seconds,
         "health_probe_bind_address": config.health_probe_bind_address,
         "leader_election": le.enabled,
         "leader_election_id": le.lease_name,

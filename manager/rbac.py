@@ -14,6 +14,12 @@ Role, from the rules each controller declares (``rbac_rules``, see
   default the manager's; only when a controller is ``sharded``): the shard
   Leases (``manager/sharding.py``): each replica creates, renews and publishes on its own,
   watches the others', and the lowest member deletes dead ones.
+* With secure metrics (``metrics.secure``, the default), the ClusterRole also holds
+  ``create`` on ``tokenreviews`` and ``subjectaccessreviews`` (the metrics server asks
+  the API server who a caller is and whether it may read ``/metrics``:
+  :mod:`manager.metricsauth`), and two ClusterRoles for the callers, bound to no one
+  here: ``<name>-metrics-reader`` (GET ``/metrics``: bind Prometheus's ServiceAccount)
+  and ``<name>-status-reader`` (GET ``/statusz`` and ``/flagz``: for people).
 * Role ``<name>`` in each namespace a controller's rules name (a rule with
   ``namespaces: [...]``, e.g. a Secret mirror reading Secrets in ``source`` only): those
   rules there and nowhere else, bound by a RoleBinding ``<name>`` in that namespace.
@@ -41,6 +47,8 @@ if TYPE_CHECKING:
 __all__ = [
     "EVENT_RULES",
     "LEADER_ELECTION_RULES",
+    "METRICS_AUTH_RULES",
+    "METRICS_READER_RULES",
     "SHARDING_RULES",
     "RbacOptions",
     "for_controllers",
@@ -75,7 +83,29 @@ SHARDING_RULES: Final[tuple[RbacRule, ...]] = (
 """Sharding: its own shard Lease (get, create, update: the election rules; patch: the
 published ring), every shard Lease of the ring (list, watch), dead ones (delete)."""
 
+METRICS_AUTH_RULES: Final[tuple[RbacRule, ...]] = (
+    {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+    {
+        "apiGroups": ["authorization.k8s.io"],
+        "resources": ["subjectaccessreviews"],
+        "verbs": ["create"],
+    },
+)
+"""Secure metrics (``manager/metricsauth.py``): a TokenReview per caller's token and a
+SubjectAccessReview per caller and path, each cached for a few seconds."""
+
+METRICS_READER_RULES: Final[tuple[RbacRule, ...]] = (
+    {"nonResourceURLs": ["/metrics"], "verbs": ["get"]},
+)
+"""What a scraper (Prometheus's ServiceAccount) needs: GET on ``/metrics``."""
+
+STATUS_READER_RULES: Final[tuple[RbacRule, ...]] = (
+    {"nonResourceURLs": ["/statusz", "/flagz"], "verbs": ["get"]},
+)
+"""What a person reading the z-pages needs: GET on ``/statusz`` and ``/flagz``."""
+
 MANAGER = "manager"  # who needs the framework's rules, in the comments
+METRICS = "manager (secure metrics)"
 _VERB_ORDER = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
 
 
@@ -87,6 +117,7 @@ class RbacOptions:
     namespace: str = "overseer-system"  # the ServiceAccount's and the Lease's namespace
     leader_election: bool = True  # render the Lease Role and its binding
     sharding: bool = False  # render the shard Lease Role and its binding
+    metrics_secure: bool = True  # review rules, and the metrics/status reader ClusterRoles
     sharding_namespace: str = ""  # the shard Leases' namespace ("" = namespace)
     labels: Mapping[str, str] | None = None  # default: app.kubernetes.io name/part-of
 
@@ -239,10 +270,39 @@ def render(
         "apiVersion: rbac.authorization.k8s.io/v1",
         "kind: ClusterRole",
         *_meta(opts.name, labels),
-        *_rules_yaml(merge_rules([*controllers, (MANAGER, EVENT_RULES)])),
+        *_rules_yaml(
+            merge_rules(
+                [
+                    *controllers,
+                    (MANAGER, EVENT_RULES),
+                    *([(METRICS, METRICS_AUTH_RULES)] if opts.metrics_secure else []),
+                ]
+            )
+        ),
         "---",
         *_binding("ClusterRoleBinding", "ClusterRole", opts.name, opts, labels),
     ]
+    if opts.metrics_secure:
+        for suffix, who, reader_rules in (
+            (
+                "metrics-reader",
+                "scrape /metrics: bind Prometheus's ServiceAccount",
+                METRICS_READER_RULES,
+            ),
+            (
+                "status-reader",
+                "read /statusz and /flagz: bind the people who may",
+                STATUS_READER_RULES,
+            ),
+        ):
+            lines += [
+                "---",
+                f"# Who may {who} to this.",
+                "apiVersion: rbac.authorization.k8s.io/v1",
+                "kind: ClusterRole",
+                *_meta(f"{opts.name}-{suffix}", labels),
+                *_rules_yaml([(dict(rule), [suffix]) for rule in reader_rules]),
+            ]
     for ns, rules in namespaced.items():
         lines += [
             "---",
@@ -318,6 +378,7 @@ def for_controllers(
         namespace=namespace or le.namespace or "overseer-system",
         leader_election=le.enabled,
         sharding=any(s.enabled and s.sharded for s, _ in controllers.values()),
+        metrics_secure=config.metrics.secure,
         sharding_namespace=config.sharding.namespace,
     )
     names = ", ".join(n for n, _ in declared) or "none"

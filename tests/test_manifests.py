@@ -684,6 +684,10 @@ def test_clusterrole_grants_nothing_the_controllers_do_not_declare() -> None:
     declared: set[Grant] = set()
     for name, plugin in plugins.items():
         declared |= grants(_declared_rules(name, plugin, configs[name][1]))
+    # the manager's own: the secure metrics server's reviews (metrics.secure in deploy/)
+    from manager.rbac import METRICS_AUTH_RULES
+
+    declared |= grants(METRICS_AUTH_RULES)
     extra = bound_grants(objs, "ClusterRole") - declared
     assert not extra, f"ClusterRole grants what no controller declares: {sorted(extra, key=str)}"
 

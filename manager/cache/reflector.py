@@ -175,6 +175,8 @@ class Reflector:
         self._need_list = True
         self._consistent_list = False  # after a 410: list with resourceVersion=""
         self._name = lister_watcher.description
+        for counter in (_LISTS, _RELISTS, _WATCHES, _ERRORS):
+            counter.labels(self._name)  # exported at 0 before the first (rates, alerts)
         self._last_list_was_relist = False
         self._events_since_list = 0
         self.last_error: str = ""  # the last list/watch failure, "" once a list succeeds

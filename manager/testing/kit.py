@@ -57,6 +57,7 @@ from manager.plugins import (
 )
 from manager.rbac import for_controllers as rbac_for_controllers
 from manager.testing.serviceaccount import bound_service_account
+from manager.zpages import flag_values
 
 __all__ = [
     "ManagerFailed",
@@ -77,6 +78,7 @@ PluginLike = ControllerPlugin | type | Callable[[], Any] | str
 # what a test manager differs in from `overseer run`'s defaults (the file may override)
 _TEST_DEFAULTS: dict[str, Any] = {
     "leaderElection": {"enabled": False},
+    "metrics": {"secure": False},  # plain HTTP on loopback unless the test's config asks
     "gracefulShutdownTimeout": 10.0,
     "cacheSyncTimeout": 30.0,
 }
@@ -108,9 +110,12 @@ class RunningManager:
 
     @property
     def metrics_url(self) -> str | None:
-        """``http://127.0.0.1:PORT/metrics`` when metrics are on."""
+        """``http://127.0.0.1:PORT/metrics`` when metrics are on (``https`` when the
+        config's ``metrics.secure`` is true)."""
         address = self.manager.metrics_address
-        return None if address is None else f"http://{address[0]}:{address[1]}/metrics"
+        if address is None:
+            return None
+        return f"{self.manager.metrics_scheme}://{address[0]}:{address[1]}/metrics"
 
     @property
     def probes_url(self) -> str | None:
@@ -307,7 +312,11 @@ def _running(
         ),
     )
     try:
-        mgr = Manager(client, manager_options(settings, controllers))
+        mgr = Manager(
+            client,
+            manager_options(settings, controllers),
+            flags=flag_values(settings, dict(controllers)),
+        )
         setup_plugins(mgr, loaded.plugins, controllers)
     except BaseException:
         client.close()

@@ -271,6 +271,9 @@ def test_image_recipe_in_a_plain_virtualenv_and_the_kustomization(
         ("", "namespaces"),
         ("", "configmaps"),
         ("", "events"),  # the manager's event recorder
+        # the secure metrics server asks who a caller is and whether it may read
+        ("authentication.k8s.io", "tokenreviews"),
+        ("authorization.k8s.io", "subjectaccessreviews"),
     }
 
     if shutil.which("kubectl") is None:

@@ -25,7 +25,10 @@ def test_rules_with_namespaces_become_a_role_there_and_not_in_the_cluster_role()
     ]
     docs = _objects(render([("mirror", rules)], RbacOptions(leader_election=False)))
     by_kind = {(d["kind"], d["metadata"].get("namespace", "")): d for d in docs}
-    cluster_rules = by_kind[("ClusterRole", "")]["rules"]
+    # the ClusterRole named overseer (the metrics reader ClusterRoles sit beside it)
+    cluster_rules = next(
+        d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "overseer"
+    )["rules"]
     assert all("secrets" not in r["resources"] for r in cluster_rules)
     assert {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]} in (
         cluster_rules
