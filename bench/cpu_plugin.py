@@ -25,9 +25,11 @@ class CpuConfig:
 
 
 class CpuReconciler:
-    def __init__(self, mgr: Manager, config: CpuConfig) -> None:
+    def __init__(self, mgr: Manager, config: CpuConfig, *, sharded: bool) -> None:
         self._client = mgr.client
-        self._lister = mgr.lister(CONFIGMAPS, label_selector=SELECTOR)
+        # sharded: the cache of this replica's share, the one for_() is woken by
+        shard = "primary" if sharded else None
+        self._lister = mgr.lister(CONFIGMAPS, label_selector=SELECTOR, shard=shard)
         self._me = mgr.identity
         self._burn = config.burn_ms / 1000.0
 
@@ -58,6 +60,5 @@ class CpuPlugin:
     config_class = CpuConfig
 
     def setup(self, mgr: Manager, ctx: PluginContext[CpuConfig]) -> None:
-        ctx.controller(CpuReconciler(mgr, ctx.config)).for_(
-            CONFIGMAPS, label_selector=SELECTOR
-        ).complete()
+        reconciler = CpuReconciler(mgr, ctx.config, sharded=ctx.settings.sharded)
+        ctx.controller(reconciler).for_(CONFIGMAPS, label_selector=SELECTOR).complete()

@@ -745,7 +745,7 @@ class _Ticking:
     """``n`` ConfigMaps for the HA test controller, each edited every second: with a blind
     controller holding each for a second, the leader's workers are nearly always inside
     reconciles that end with a write. (Faster ticks only load the API server: a server
-    that lags behind its clients by more than lease − renew deadline is the residual
+    that lags behind its clients by more than lease - renew deadline is the residual
     window, not a test of the fence.)"""
 
     def __init__(self, h: Harness, n: int = 24) -> None:

@@ -25,22 +25,27 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from manager.hashring import HashRing
-from manager.sharding import APPLIED_ANNOTATION, RING_LABEL
+from manager.hashring import SHARD_BY_NAMESPACE, SlotRing, fnv1a_64
+from manager.sharding import APPLIED_ANNOTATION, RING_LABEL, decode_ring
 from manager.testing.audit import Audit, AuditRecord, LeaseState
 
-__all__ = ["leader_violations", "ring_of", "shard_violations"]
+__all__ = ["leader_violations", "record_hash", "ring_of", "shard_violations"]
 
-_RINGS: dict[str, HashRing | None] = {}
+_RINGS: dict[str, SlotRing | None] = {}
 
 
-def ring_of(text: str) -> HashRing | None:
-    """The ring a Lease published (``<virtual nodes>|<member>,...``), or None."""
+def ring_of(text: str) -> SlotRing | None:
+    """The ring a Lease published (``<parameters>|<member>,...``), or None."""
     if text not in _RINGS:
-        vnodes, _, members = text.partition("|")
-        ok = vnodes.isdigit() and int(vnodes) >= 1
-        _RINGS[text] = HashRing(members.split(","), int(vnodes)) if ok else None
+        decoded = decode_ring(text)
+        _RINGS[text] = SlotRing(decoded[1], decoded[0]) if decoded is not None else None
     return _RINGS[text]
+
+
+def record_hash(record: AuditRecord, shard_by: str) -> int:
+    """The shard hash of the key a write belongs to, when it wrote the primary object
+    itself: FNV-1a 64 of its uid or namespace."""
+    return fnv1a_64(record.namespace if shard_by == SHARD_BY_NAMESPACE else record.uid)
 
 
 def _effective(history: list[LeaseState], revision: int) -> LeaseState | None:
@@ -86,17 +91,18 @@ def shard_violations(
     lease_duration: float,
     *,
     writer: Callable[[AuditRecord], bool],
-    key: Callable[[AuditRecord], str] = lambda r: f"{r.namespace}/{r.name}",
+    key_hash: Callable[[AuditRecord, str], int] = record_hash,
 ) -> tuple[int, list[str]]:
     """Writes (those ``writer`` accepts) to keys their writer did not own then; returns
-    (writes checked, violations)."""
+    (writes checked, violations). ``key_hash(record, shard_by)`` places the written key
+    on a published ring (default: the written object is the primary one)."""
     histories = {
         name: history
         for (_, name), history in audit.lease_states(namespace).items()
         if any(s.labels.get(RING_LABEL) == ring for s in history)
     }
 
-    def claim(lease: str, k: str, record: AuditRecord) -> int | None:
+    def claim(lease: str, record: AuditRecord) -> int | None:
         """Since which revision ``lease`` has claimed ``k`` without a break, as of the
         write (None: it does not claim it then, or its Lease is not live)."""
         since: int | None = None
@@ -109,7 +115,11 @@ def shard_violations(
             if last is not None and state.time - last.time >= lease_duration:
                 since = None  # it expired in between: its claims ended there
             published = ring_of(state.annotations.get(APPLIED_ANNOTATION) or "")
-            claims = bool(state.holder) and published is not None and published.owner(k) == lease
+            claims = (
+                bool(state.holder)
+                and published is not None
+                and published.owner_of(key_hash(record, published.shard_by)) == lease
+            )
             since = (state.revision if since is None else since) if claims else None
             last = state
         if last is None or record.time - last.time >= lease_duration:
@@ -121,7 +131,7 @@ def shard_violations(
         if not writer(record):
             continue
         checked += 1
-        k = key(record)
+        k = f"{record.namespace}/{record.name}"
         mine = next(
             (
                 lease
@@ -130,14 +140,14 @@ def shard_violations(
             ),
             None,
         )
-        since = None if mine is None else claim(mine, k, record)
+        since = None if mine is None else claim(mine, record)
         if since is None:
             bad.append(f"{record.user} wrote {k} at {record.revision} without a live claim on it")
             continue
         for lease in histories:
             if lease == mine:
                 continue
-            other = claim(lease, k, record)
+            other = claim(lease, record)
             if other is not None and other <= since:
                 bad.append(
                     f"{record.user} wrote {k} at {record.revision} (claim since {since}) "

@@ -36,10 +36,10 @@ import yaml
 from e2e.processes import Replica
 from e2e.shardaudit import shard_violations
 from manager.errors import ApiError
-from manager.hashring import HashRing
+from manager.hashring import SlotRing, fnv1a_64
 from manager.kube import ClientOptions, KubeClient
 from manager.resources import builtin
-from manager.sharding import APPLIED_ANNOTATION, RING_LABEL
+from manager.sharding import APPLIED_ANNOTATION, RING_LABEL, decode_ring
 from manager.testing.pytest_plugin import real_cluster
 
 CONFIGMAPS = builtin("v1", "configmaps")
@@ -205,17 +205,17 @@ def _converged(client: KubeClient, namespace: str) -> bool:
     )
 
 
-def _published(client: KubeClient, pool: Pool) -> dict[str, HashRing]:
+def _published(client: KubeClient, pool: Pool) -> dict[str, SlotRing]:
     """Each live replica's published ring, by replica name."""
     out = {}
     leases = client.list(LEASES, pool.namespace, label_selector=f"{RING_LABEL}={pool.ring}")
     for lease in leases["items"]:
         holder = str((lease.get("spec") or {}).get("holderIdentity") or "")
         applied = (lease["metadata"].get("annotations") or {}).get(APPLIED_ANNOTATION, "")
-        vnodes, _, members = applied.partition("|")
+        decoded = decode_ring(applied)
         replica = holder.split("_", maxsplit=1)[0]
-        if holder and replica in pool.live() and vnodes.isdigit():
-            out[replica] = HashRing(members.split(","), int(vnodes))
+        if holder and replica in pool.live() and decoded is not None:
+            out[replica] = SlotRing(decoded[1], decoded[0])
     return out
 
 
@@ -279,10 +279,14 @@ def test_replicas_share_keys_one_at_a_time_through_kills_joins_stops_and_pauses(
             pool.logs,
         )
         rings = _published(client, pool)
+        uids = {
+            cm["metadata"]["name"]: cm["metadata"]["uid"]
+            for cm in client.list(CONFIGMAPS, namespace, label_selector=f"{LABEL}=true")["items"]
+        }
         theirs = [
             n
             for n in names
-            if rings[victim].owner(f"{namespace}/{n}").startswith(f"{pool.ring}-{victim}-")
+            if rings[victim].owner_of(fnv1a_64(uids[n])).startswith(f"{pool.ring}-{victim}-")
         ]
         assert theirs, rings
         killed_at = time.time()

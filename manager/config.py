@@ -103,7 +103,10 @@ class ShardingSettings:
 
     ring_name: str = _f("overseer", "the ring: label value and name prefix of the shard Leases")
     namespace: str = _f("", 'namespace of the shard Leases ("" = the leader election one)')
-    virtual_nodes: int = _f(100, "points per replica on the hash ring", min=1, max=1000)
+    shard_by: Literal["uid", "namespace"] = _f(
+        "uid", "what places a key on the ring: its primary object's uid, or its namespace"
+    )
+    slots: int = _f(64, "equal slots the shard hash space is cut into", min=1, max=4096)
     lease_duration: float = _f(15.0, "seconds without a renew after which a shard is gone", min=1.0)
     renew_deadline: float = _f(
         10.0, "seconds a replica keeps trying to renew its shard Lease", min=0.5
@@ -506,7 +509,8 @@ def manager_options(
         "sharding": ShardingOptions(
             ring_name=sh.ring_name,
             namespace=sh.namespace,
-            virtual_nodes=sh.virtual_nodes,
+            shard_by=sh.shard_by,
+            slots=sh.slots,
             lease_duration=sh.lease_duration,
             renew_deadline=sh.renew_deadline,
             retry_period=sh.retry_period,

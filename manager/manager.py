@@ -52,12 +52,14 @@ from typing import Protocol
 from manager.cache.factory import InformerFactory
 from manager.cache.informer import SharedInformer
 from manager.cache.lister import Lister
+from manager.cache.sharded import SHARD_BY_OWNER, ShardedInformer
 from manager.cache.store import IndexFunc
 from manager.controller import Controller
 from manager.errors import WriteFenced
 from manager.events import EventBroadcaster, EventRecorder
 from manager.fencing import FENCED_WRITES, IN_FLIGHT, UNFENCED, Fence, ValidityFence, fenced
 from manager.handler import EnqueueRequestsFromMapFunc, EventMapper, MapFunc
+from manager.hashring import SHARD_BY_NAMESPACE, SHARD_BY_UID
 from manager.healthz import Checks, EndpointServer, Negotiated, Route
 from manager.kube import KubeClient
 from manager.leaderelection import LEASES, LeaderElectionConfig, LeaderElector, default_identity
@@ -67,7 +69,15 @@ from manager.predicate import Predicate
 from manager.reconcile import Reconciler
 from manager.resources import Resource
 from manager.servingcert import ServingCertificate
-from manager.sharding import RING_LABEL, ShardedReconciler, ShardingOptions, ShardRing
+from manager.sharding import (
+    RING_LABEL,
+    SHARD_OWNED,
+    SHARD_PRIMARY,
+    KeyHashes,
+    ShardedReconciler,
+    ShardingOptions,
+    ShardRing,
+)
 from manager.workqueue import RateLimiter
 from manager.zpages import ControllerStatus, Status, flag_values, flagz_route, statusz_route
 
@@ -171,12 +181,13 @@ class ControllerBuilder:
     ) -> None:
         self._mgr = mgr
         self._sharded = sharded
+        self._sharded_reconciler: ShardedReconciler | None = None
         if sharded:
             if mgr.shards is None:
                 raise ValueError(
                     f"controller {name} is sharded, but the manager has no sharding options"
                 )
-            reconciler = ShardedReconciler(mgr.shards, reconciler)
+            reconciler = self._sharded_reconciler = ShardedReconciler(mgr.shards, reconciler)
         self._controller = Controller(name, reconciler, workers=workers, rate_limiter=rate_limiter)
         self._primary: Resource | None = None
         self._primary_informer: SharedInformer | None = None
@@ -188,8 +199,25 @@ class ControllerBuilder:
         namespace: str | None = None,
         label_selector: str | None = None,
     ) -> ControllerBuilder:
-        """The primary resource: each object is its own request."""
-        informer = self._watch_informer(resource, namespace, label_selector)
+        """The primary resource: each object is its own request. Sharded, its cache holds
+        this replica's share only (:meth:`Manager.informer` with ``shard="primary"``).
+
+        Raises:
+            ValueError: sharded by namespace with a cluster-scoped primary resource.
+        """
+        shard = None
+        if self._sharded_reconciler is not None:
+            ring = self._sharded_reconciler.ring
+            if ring.shard_by == SHARD_BY_NAMESPACE and not resource.namespaced:
+                raise ValueError(
+                    f"controller {self._controller.name}: sharding.shardBy is namespace, but "
+                    f"its primary resource {resource} is cluster-scoped (every key would hash "
+                    "alike): shard it by uid"
+                )
+            shard = SHARD_PRIMARY
+        informer = self._watch_informer(resource, namespace, label_selector, shard)
+        if self._sharded_reconciler is not None:
+            self._sharded_reconciler.keys = KeyHashes(self._sharded_reconciler.ring, informer)
         self._controller.for_(informer, *predicates)
         self._primary = resource
         self._primary_informer = informer
@@ -210,7 +238,11 @@ class ControllerBuilder:
         of ``resource`` in the manager's watch namespace is cached."""
         if self._primary is None:
             raise RuntimeError("owns() needs for_() first: the owner kind comes from it")
-        informer = self._watch_informer(resource, namespace, label_selector)
+        # sharded: only objects whose owner is in our share (by namespace, or by the
+        # controller owner's uid hash, filtered on the client)
+        informer = self._watch_informer(
+            resource, namespace, label_selector, SHARD_OWNED if self._sharded else None
+        )
         self._controller.owns(
             informer,
             self._primary.group,
@@ -230,7 +262,10 @@ class ControllerBuilder:
     ) -> ControllerBuilder:
         """Events of ``resource`` wake the requests ``mapper`` returns: a map function
         ``obj -> [Request, ...]`` (fan-out: one object wakes many; or none). ``namespace``
-        and ``label_selector`` narrow what is cached and watched, as for :meth:`owns`."""
+        and ``label_selector`` narrow what is cached and watched, as for :meth:`owns`.
+        Its cache holds the whole resource (in that scope), sharded controller or not: a
+        map function may send any object to any key (keys not in this replica's share
+        are skipped)."""
         informer = self._watch_informer(resource, namespace, label_selector)
         if not hasattr(mapper, "requests"):
             mapper = EnqueueRequestsFromMapFunc(mapper)
@@ -238,11 +273,17 @@ class ControllerBuilder:
         return self
 
     def _watch_informer(
-        self, resource: Resource, namespace: str | None, label_selector: str | None
+        self,
+        resource: Resource,
+        namespace: str | None,
+        label_selector: str | None,
+        shard: str | None = None,
     ) -> SharedInformer:
         if namespace and not resource.namespaced:
             raise ValueError(f"{resource} is cluster-scoped: it takes no namespace")
-        informer = self._mgr.informer(resource, namespace=namespace, label_selector=label_selector)
+        informer = self._mgr.informer(
+            resource, namespace=namespace, label_selector=label_selector, shard=shard
+        )
         self._mgr._watch_added(_Scope.of(self._mgr, resource, namespace, label_selector), informer)
         return informer
 
@@ -255,9 +296,11 @@ class ControllerBuilder:
         if not self._sharded:
             self._mgr.add(self._controller, leader_only=True)
             return self._controller
-        if self._primary_informer is None:
+        if self._primary_informer is None or self._sharded_reconciler is None:
             raise RuntimeError("a sharded controller needs for_(): its keys come from it")
-        self._mgr._add_sharded(self._controller, self._primary_informer)
+        keys = self._sharded_reconciler.keys
+        assert keys is not None
+        self._mgr._add_sharded(self._controller, keys)
         return self._controller
 
 
@@ -376,20 +419,42 @@ class Manager:
         label_selector: str | None = None,
         field_selector: str | None = None,
         indexers: Mapping[str, IndexFunc] | None = None,
+        shard: str | None = None,
     ) -> SharedInformer:
         """The shared informer for this scope (one per scope for the whole manager).
 
         Asked for after the manager's informers started (a watch added while running),
         it is started at once; readers wait for its first sync (see :class:`Lister`) and
         ``/readyz`` reports it until it has synced, as controller-runtime's cache does.
+
+        ``shard`` (with sharding options): ``"primary"`` caches this replica's share of
+        the resource (objects whose uid, or namespace, hashes into its ranges);
+        ``"owned"`` the objects whose controller owner is in its share (by namespace:
+        the same ranges; by uid: filtered on the client by the owner's uid). Such
+        informers follow the ring (:meth:`~manager.sharding.ShardRing.add_informer`).
+
+        Raises:
+            ValueError: ``shard`` without sharding options, or not one of the two.
         """
+        shard_by = None
+        if shard is not None:
+            if self.shards is None:
+                raise ValueError(f"a sharded informer of {resource} needs sharding options")
+            if shard not in (SHARD_PRIMARY, SHARD_OWNED):
+                raise ValueError(f"shard must be 'primary' or 'owned', got {shard!r}")
+            shard_by = self.shards.shard_by
+            if shard == SHARD_OWNED and shard_by == SHARD_BY_UID:
+                shard_by = SHARD_BY_OWNER
         informer = self.factory.informer(
             resource,
             namespace=namespace,
             label_selector=label_selector,
             field_selector=field_selector,
             indexers=indexers,
+            shard_by=shard_by,
         )
+        if self.shards is not None and isinstance(informer, ShardedInformer):
+            self.shards.add_informer(informer)
         if self._informers_started.is_set() and not informer.started:
             self.factory.start(self._informer_stop)
             with self._wiring:
@@ -403,11 +468,14 @@ class Manager:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        shard: str | None = None,
     ) -> Lister:
         """A lister over the shared informer of this scope: the same informer that
         ``for_``/``owns``/``watches`` use for the same resource, namespace and selectors,
         so a reconcile reads the cache whose event woke it. A read waits (up to the cache
-        sync timeout) for that informer's first sync once it runs.
+        sync timeout) for that informer's first sync once it runs. A sharded controller
+        reads its primary objects with ``shard="primary"`` and its owned ones with
+        ``shard="owned"`` (the caches its ``for_``/``owns`` use: this replica's share).
 
         Raises:
             ValueError: a namespace given for a cluster-scoped resource.
@@ -419,6 +487,7 @@ class Manager:
             namespace=namespace,
             label_selector=label_selector,
             field_selector=field_selector,
+            shard=shard,
         )
         scope = _Scope.of(self, resource, namespace, label_selector, field_selector)
         lister = Lister(
@@ -681,11 +750,11 @@ class Manager:
             on_lost=self._on_lost,
         )
 
-    def _add_sharded(self, controller: Controller, primary: SharedInformer) -> None:
+    def _add_sharded(self, controller: Controller, keys: KeyHashes) -> None:
         """A sharded controller: on every replica, started with the ring (or at once when
         added while running)."""
         assert self.shards is not None
-        self.shards.add_controller(controller, primary)
+        self.shards.add_controller(controller, keys)
         with self._wiring:
             self._controllers.append((controller, "sharded"))
             self._sharded.append(controller)

@@ -6,10 +6,14 @@ its own (named ``<ring>-<identity>``, labelled ``sharding.overseer.io/ring=<ring
 acquired, renewed, fenced and released by the same :class:`~manager.leaderelection.
 LeaderElector` rules as the leader Lease. Every replica watches the ring's Leases; a shard
 is a *member* while its Lease is held and, on the watcher's own monotonic clock, has
-changed within its ``leaseDurationSeconds``. A consistent-hash ring
-(:class:`~manager.hashring.HashRing`, virtual nodes) over the members assigns each key —
-the primary object's ``namespace/name``; owned objects follow their owner because their
-events become their owner's requests — to one member.
+changed within its ``leaseDurationSeconds``. A ring on kube-apiserver's shard hash space
+(:class:`~manager.hashring.SlotRing`: 64 slots of the FNV-1a 64 space assigned to the
+members) assigns each key to one member by the hash of its primary object's ``uid``
+(``shard_by: uid``, the default) or ``namespace``; owned objects follow their owner
+because their events become their owner's requests. A request names ``namespace/name``
+only: its hash is the one of the object the primary cache holds under that key, or the
+uid it last had if deleted since (:class:`KeyHashes`); a key whose object this replica
+never cached is not started here.
 
 Moves without overlap (the handshake):
 
@@ -52,19 +56,26 @@ What a replica trusts (each rule closes a window a fault script opened):
   abandoned (:data:`~manager.fencing.IN_FLIGHT`: its connection is shut down), Events
   included. The same holds for every key before the shard Lease is released.
 * **One set of ring parameters.** Each member publishes its configured parameters
-  (``sharding.overseer.io/params``: the virtual nodes); the ring uses those of the
-  lowest-named live member, so replicas configured differently (a rollout that changes
-  ``virtualNodes``) still agree on every key's owner. A replica that follows parameters
-  other than its own logs it and exports ``shard_ring_params_mismatch 1``.
+  (``sharding.overseer.io/params``: :meth:`~manager.hashring.RingParameters.describe`,
+  e.g. ``slots-v1;slots=64;shardBy=uid``); the ring uses those of the lowest-named live
+  member, so replicas configured differently (a rollout that changes ``slots`` or
+  ``shardBy``) still agree on every key's owner. A replica that follows parameters other
+  than its own logs it and exports ``shard_ring_params_mismatch 1``; its sharded caches
+  whose field is not the followed one cache everything meanwhile.
 
 Writes are fenced per key (:meth:`ShardRing.fence`): allowed while this replica's shard
 Lease is valid on its clock and its applied ring gives it the key — a paused replica that
 wakes up, or a reconcile that outlasted a drain, writes nothing. Losing the shard Lease is
 losing the process: the manager stops and exits 1, as for the leader Lease.
 
-Costs, first version: every replica caches every object of a sharded controller and
-reconciles only its share (DESIGN.md §3.7a; README "Sharding"). Dead shard Leases are
-deleted by the lowest member once dead for ``max(60 s, 4 x lease duration)``.
+Caches divide too (DESIGN.md §3.7a; README "Sharding"): a sharded controller's primary
+informer, and its owned objects' (same selector by namespace; by the controller owner's
+uid, filtered on the client, by uid) are :class:`~manager.cache.sharded.ShardedInformer`
+s that follow this replica's ranges (:meth:`ShardRing.add_informer`). At a ring change
+the ranges gained are listed *before* the drain, and a gained key starts only once its
+range is listed and synced (:meth:`_may_work`); the ranges lost leave the caches only
+after the drain and the publication. Kept ranges are never relisted. Dead shard Leases
+are deleted by the lowest member once dead for ``max(60 s, 4 x lease duration)``.
 
 Thread-safety: :meth:`ShardRing.begin`, :meth:`ShardRing.end`, :meth:`ShardRing.owns` and
 fences are called from worker threads; the ring's own thread does the rest. One
@@ -86,11 +97,25 @@ from prometheus_client import Counter as PromCounter
 from prometheus_client import Gauge, Histogram
 
 from manager.cache.informer import SharedInformer
+from manager.cache.sharded import SHARD_BY_OWNER, ShardedInformer
 from manager.clock import Clock, RealClock
 from manager.controller import Controller
 from manager.errors import ApiError, Conflict, NotFound
 from manager.fencing import IN_FLIGHT, Fence, ValidityFence, fenced
-from manager.hashring import DEFAULT_VIRTUAL_NODES, HashRing, ring_hash
+from manager.hashring import (
+    DEFAULT_SLOTS,
+    HASH_SPACE,
+    SHARD_BY_NAMESPACE,
+    SHARD_BY_UID,
+    SHARD_FIELDS,
+    HashRange,
+    RangeSet,
+    RingParameters,
+    SlotRing,
+    fnv1a_64,
+    merge_ranges,
+    subtract_ranges,
+)
 from manager.keys import JsonDict
 from manager.kube import KubeClient
 from manager.leaderelection import LEASES, LeaderElectionConfig, LeaderElector
@@ -101,10 +126,15 @@ __all__ = [
     "APPLIED_ANNOTATION",
     "PARAMS_ANNOTATION",
     "RING_LABEL",
+    "SHARD_OWNED",
+    "SHARD_PRIMARY",
+    "KeyHashes",
     "RingStatus",
     "ShardRing",
     "ShardedReconciler",
     "ShardingOptions",
+    "decode_ring",
+    "encode_ring",
     "shard_lease_name",
 ]
 
@@ -113,6 +143,11 @@ logger = logging.getLogger(__name__)
 RING_LABEL: Final = "sharding.overseer.io/ring"
 APPLIED_ANNOTATION: Final = "sharding.overseer.io/applied"
 PARAMS_ANNOTATION: Final = "sharding.overseer.io/params"
+SHARD_PRIMARY: Final = "primary"
+"""``Manager.informer(shard=...)``: this replica's share of a sharded controller's primary
+resource."""
+SHARD_OWNED: Final = "owned"
+"""``Manager.informer(shard=...)``: the objects whose controller owner is in this share."""
 
 KEYS_OWNED = Gauge(
     "shard_keys_owned",
@@ -200,7 +235,8 @@ class ShardingOptions:
 
     ring_name: str = "overseer"  # names the ring: the Lease label value and name prefix
     namespace: str = ""  # "" = the leader election namespace ($POD_NAMESPACE, else default)
-    virtual_nodes: int = DEFAULT_VIRTUAL_NODES  # points per member on the ring
+    slots: int = DEFAULT_SLOTS  # equal slots the shard hash space is cut into
+    shard_by: str = SHARD_BY_UID  # what a key hashes: the primary's uid, or its namespace
     lease_duration: float = 15.0  # seconds
     renew_deadline: float = 10.0  # seconds
     retry_period: float = 2.0  # seconds
@@ -210,12 +246,21 @@ class ShardingOptions:
         problems = []
         if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", self.ring_name or ""):
             problems.append(f"ring_name: not a DNS label value: {self.ring_name!r}")
-        if self.virtual_nodes < 1:
-            problems.append("virtual_nodes: must be >= 1")
+        if not 1 <= self.slots <= 4096:
+            problems.append(f"slots: must be in [1, 4096], got {self.slots}")
+        if self.shard_by not in SHARD_FIELDS:
+            problems.append(
+                f"shard_by: must be one of {sorted(SHARD_FIELDS)}, got {self.shard_by!r}"
+            )
         if self.drain_timeout < 0:
             problems.append("drain_timeout: must be >= 0")
         if problems:
             raise ValueError("invalid ShardingOptions: " + "; ".join(problems))
+
+    @property
+    def parameters(self) -> RingParameters:
+        """The ring parameters this replica publishes (slots and the hashed field)."""
+        return RingParameters(slots=self.slots, shard_by=self.shard_by)
 
 
 def shard_lease_name(ring: str, identity: str) -> str:
@@ -224,15 +269,22 @@ def shard_lease_name(ring: str, identity: str) -> str:
     return base[:253].rstrip("-.")
 
 
-def _encode(ring: HashRing) -> str:
-    return f"{ring.virtual_nodes}|{','.join(ring.members)}"
+def encode_ring(ring: SlotRing) -> str:
+    """The published form of ``ring`` (``APPLIED_ANNOTATION``): its parameters, a ``|``
+    and its members, e.g. ``slots-v1;slots=64;shardBy=uid|ring-a_1,ring-b_2``."""
+    return f"{ring.parameters.describe()}|{','.join(ring.members)}"
 
 
-def _decode(text: str) -> tuple[int, tuple[str, ...]] | None:
-    vnodes, sep, members = text.partition("|")
-    if not sep or not vnodes.isdigit() or int(vnodes) < 1:
+def decode_ring(text: str) -> tuple[RingParameters, tuple[str, ...]] | None:
+    """The parameters and members :func:`encode_ring` wrote; None for anything else (a
+    member publishing another format claims nothing)."""
+    params, sep, members = text.partition("|")
+    if not sep:
         return None
-    return int(vnodes), tuple(m for m in members.split(",") if m)
+    parsed = _params(params)
+    if parsed is None:
+        return None
+    return parsed, tuple(m for m in members.split(",") if m)
 
 
 class _Seen:
@@ -240,16 +292,18 @@ class _Seen:
 
     __slots__ = ("changed_at", "params", "record", "vanished")
 
-    def __init__(self, record: tuple[Any, ...], now: float, params: int | None) -> None:
+    def __init__(self, record: tuple[Any, ...], now: float, params: RingParameters | None) -> None:
         self.record = record
         self.changed_at = now
         self.params = params
         self.vanished = False
 
 
-def _params(text: object) -> int | None:
-    value = str(text or "")
-    return int(value) if value.isdigit() and int(value) >= 1 else None
+def _params(text: object) -> RingParameters | None:
+    try:
+        return RingParameters.parse(str(text or ""))
+    except ValueError:
+        return None
 
 
 class KeyFence:
@@ -259,10 +313,10 @@ class KeyFence:
 
     __slots__ = ("_inner", "hash", "key", "ring")
 
-    def __init__(self, ring: ShardRing, key: str) -> None:
+    def __init__(self, ring: ShardRing, key: str, h: int) -> None:
         self.ring = ring
         self.key = key
-        self.hash = ring_hash(key)
+        self.hash = h
         self._inner = ValidityFence(
             self._valid_for,
             reason="not_owner",
@@ -332,17 +386,19 @@ class ShardRing:
         self._wake = False
         self._stopping = False
         self._lost = False
-        self._applied: HashRing | None = None  # the ring we act on (writes allowed by it)
-        self._desired: HashRing | None = None  # during a drain: the ring we move to
+        self._applied: SlotRing | None = None  # the ring we act on (writes allowed by it)
+        self._desired: SlotRing | None = None  # during a drain: the ring we move to
         self._drain_deadline = 0.0  # during a drain: when lost keys' writes must end
-        self._visible: HashRing | None = None  # the last applied ring seen in our cache
-        self._pending: list[HashRing] = []  # applied since, not yet seen in our cache
+        self._visible: SlotRing | None = None  # the last applied ring seen in our cache
+        self._pending: list[SlotRing] = []  # applied since, not yet seen in our cache
         self._published_rv = 0
-        self._claims: dict[str, HashRing] = {}  # other live members' published rings
-        self._inflight: Counter[str] = Counter()
-        self._controllers: list[tuple[Controller, SharedInformer]] = []
+        self._claims: dict[str, SlotRing] = {}  # other live members' published rings
+        self._inflight: Counter[tuple[str, int]] = Counter()  # (key, hash) in flight
+        self._controllers: list[tuple[Controller, KeyHashes]] = []
+        self._informers: list[ShardedInformer] = []  # caches that follow our ranges
+        self._syncing: list[tuple[RangeSet, threading.Event]] = []  # gained, not yet synced
         self._seen: dict[str, _Seen] = {}
-        self._rings: dict[tuple[int, tuple[str, ...]], HashRing] = {}
+        self._rings: dict[tuple[RingParameters, tuple[str, ...]], SlotRing] = {}
         self._elector_thread: threading.Thread | None = None
         self._released_ok: Callable[[], bool] = lambda: False
         self._owned = 0  # keys the applied ring gives us, as last counted
@@ -350,39 +406,51 @@ class ShardRing:
         self._observed = False  # the observation period has passed
         self._fresh_at: float | None = None  # our cache holds all committed before this
         self._stale = False  # the view is reported stale (once per stale period)
-        self._published_params: int | None = None
-        self._following: int | None = None  # the parameters of the ring we follow
+        self._published_params: RingParameters | None = None
+        self._following: RingParameters | None = None  # the parameters of the ring we follow
 
     # -- what workers ask ------------------------------------------------------------------
 
-    def begin(self, key: str) -> bool:
-        """Whether this replica may start work on ``key`` now; if so it is in flight until
-        :meth:`end`."""
-        h = ring_hash(key)
+    @property
+    def shard_by(self) -> str:
+        """What keys hash by (the configured field; replicas follow the lowest member's
+        parameters, see :meth:`following`)."""
+        return self.options.shard_by
+
+    def begin(self, key: str, h: int) -> bool:
+        """Whether this replica may start work on ``key`` (shard hash ``h``) now; if so it
+        is in flight until :meth:`end`."""
         with self._cond:
             if not self._may_work(h):
                 return False
-            self._inflight[key] += 1
+            self._inflight[(key, h)] += 1
             return True
 
-    def end(self, key: str) -> None:
+    def end(self, key: str, h: int) -> None:
         with self._cond:
-            self._inflight[key] -= 1
-            if self._inflight[key] <= 0:
-                del self._inflight[key]
+            self._inflight[(key, h)] -= 1
+            if self._inflight[(key, h)] <= 0:
+                del self._inflight[(key, h)]
             self._cond.notify_all()
 
-    def owns(self, key: str) -> bool:
-        """Whether the applied ring gives ``key`` to this replica (whatever its handshake)."""
+    def owns(self, h: int) -> bool:
+        """Whether the applied ring gives the shard hash ``h`` to this replica (whatever
+        its handshake)."""
         with self._cond:
             ring = self._applied
-        return ring is not None and ring.owner(key) == self.lease_name
+        return ring is not None and ring.owner_of(h) == self.lease_name
 
-    def fence(self, key: str) -> Fence:
-        """Writes for ``key`` are allowed while the shard Lease is valid on our clock and
-        the applied ring gives us ``key`` (during a drain that takes it away: until the
-        drain's deadline)."""
-        return KeyFence(self, key)
+    def fence(self, key: str, h: int) -> Fence:
+        """Writes for ``key`` (shard hash ``h``) are allowed while the shard Lease is valid
+        on our clock and the applied ring gives us ``h`` (during a drain that takes it
+        away: until the drain's deadline)."""
+        return KeyFence(self, key, h)
+
+    def following(self) -> RingParameters:
+        """The ring parameters this replica follows now (its own until it has seen a
+        lower-named member's)."""
+        with self._cond:
+            return self._following or self.options.parameters
 
     def _key_valid_for(self, h: int) -> float:
         me = self.lease_name
@@ -410,14 +478,33 @@ class ShardRing:
             return False  # gained since the last ring we saw published
         if self._desired is not None and _owner(self._desired, h) != me:
             return False  # being drained
+        if any(h in gained and not synced.is_set() for gained, synced in self._syncing):
+            return False  # gained, but its objects are not listed and synced yet
         return all(_owner(ring, h) != name for name, ring in self._claims.items())
 
     # -- wiring --------------------------------------------------------------------------
 
-    def add_controller(self, controller: Controller, primary: SharedInformer) -> None:
-        """Requeue ``controller``'s keys (from ``primary``) whenever ownership changes."""
+    def add_controller(self, controller: Controller, keys: KeyHashes) -> None:
+        """Requeue ``controller``'s keys (from its primary cache, ``keys``) whenever
+        ownership changes."""
         with self._cond:
-            self._controllers.append((controller, primary))
+            self._controllers.append((controller, keys))
+
+    def add_informer(self, informer: ShardedInformer) -> None:
+        """``informer`` caches this replica's ranges from now on (all of them, when its
+        field is not the one the ring follows); before a gained key starts, its gained
+        ranges are listed and synced."""
+        with self._cond:
+            if informer in self._informers:
+                return
+            self._informers.append(informer)
+            ring = self._applied
+        if ring is not None:
+            ranges = self._ranges_for(informer, ring)
+            synced = informer.set_ranges(ranges)
+            if ranges and not synced.is_set():
+                with self._cond:
+                    self._syncing.append((RangeSet(ranges), synced))
 
     def wake(self) -> None:
         with self._cond:
@@ -485,7 +572,10 @@ class ShardRing:
             while not stop.is_set() and not self._lost:
                 with self._cond:
                     if not self._wake:
-                        self._cond.wait(min(self.options.retry_period / 2, 0.5))
+                        # gained ranges being listed: look again soon (their keys start
+                        # once synced)
+                        idle = 0.05 if self._syncing else 0.5
+                        self._cond.wait(min(self.options.retry_period / 2, idle))
                     self._wake = False
                 if stop.is_set():
                     break
@@ -563,23 +653,32 @@ class ShardRing:
             observed_now = not self._observed and self._observation_over()
             if observed_now:
                 self._observed = True
-        if desired != current or self._published_params != self.options.virtual_nodes:
+        if desired != current or self._published_params != self.options.parameters:
             self._apply(desired, stop)
             return
+        synced_now = self._synced_now()
         if own is not None and self._visible != current and self._is_published(own):
             with self._cond:
                 self._visible = current
                 self._pending = []
             self._requeue()
-        elif changed_claims or observed_now:
-            self._requeue()  # a key another member held may be ours to start now
+        elif changed_claims or observed_now or synced_now:
+            self._requeue()  # a key another member held (or not yet listed) may start now
         self._collect_garbage(members)
 
     def _observation_over(self) -> bool:
         started = self._view_started
         return started is not None and (self._clock.now() - started >= self.options.lease_duration)
 
-    def _observe(self) -> tuple[list[str], dict[str, HashRing], JsonDict | None]:
+    def _synced_now(self) -> bool:
+        """Whether gained ranges finished their first list since the last step."""
+        with self._cond:
+            left = [(g, e) for g, e in self._syncing if not e.is_set()]
+            done = len(left) != len(self._syncing)
+            self._syncing = left
+        return done
+
+    def _observe(self) -> tuple[list[str], dict[str, SlotRing], JsonDict | None]:
         """Live members other than us, their published rings, and our own Lease as cached.
 
         A member is live while its Lease is held and, as of the freshest moment our cache
@@ -587,7 +686,7 @@ class ShardRing:
         cache counts as it was last seen until then."""
         now = self._clock.now()
         members: list[str] = []
-        claims: dict[str, HashRing] = {}
+        claims: dict[str, SlotRing] = {}
         own: JsonDict | None = None
         seen: dict[str, _Seen] = {}
         for lease in self._leases.indexer.list():
@@ -628,7 +727,7 @@ class ShardRing:
             if not record[0] or expired:
                 continue  # released or expired: not a member, claims nothing
             members.append(name)
-            decoded = _decode(str(record[3] or ""))
+            decoded = decode_ring(str(record[3] or ""))
             if decoded is not None:
                 claims[name] = self._ring(*decoded)
         self._seen = seen
@@ -652,48 +751,83 @@ class ShardRing:
         )
         self._leases.restart_watch()
 
-    def _ring_params(self, members: list[str]) -> int:
-        """The virtual nodes of the lowest-named live member that published its own (ours
+    def _ring_params(self, members: list[str]) -> RingParameters:
+        """The parameters of the lowest-named live member that published its own (ours
         when we are the lowest, or nobody else published)."""
-        mine = self.options.virtual_nodes
+        mine = self.options.parameters
         candidates = sorted(
-            [(self.lease_name, mine)]
+            [(self.lease_name, mine.describe(), mine)]
             + [
-                (name, params)
+                (name, params.describe(), params)
                 for name in members
                 if (params := self._seen[name].params) is not None
             ]
         )
-        chosen = candidates[0][1]
+        chosen = candidates[0][2]
         if chosen != self._following:
-            self._following = chosen
+            with self._cond:
+                self._following = chosen
             PARAMS_MISMATCH.labels(self.options.ring_name).set(int(chosen != mine))
             if chosen != mine:
                 logger.warning(
                     "ring parameters differ from this replica's: following the ring's",
                     extra={
                         "ring": self.options.ring_name,
-                        "virtual_nodes": chosen,
-                        "configured": mine,
+                        "parameters": chosen.describe(),
+                        "configured": mine.describe(),
                         "from": candidates[0][0],
                     },
                 )
         return chosen
 
-    def _ring(self, vnodes: int, members: tuple[str, ...]) -> HashRing:
-        key = (vnodes, tuple(sorted(set(members))))
+    def _ring(self, params: RingParameters, members: tuple[str, ...]) -> SlotRing:
+        key = (params, tuple(sorted(set(members))))
         ring = self._rings.get(key)
         if ring is None:
             if len(self._rings) > 64:
                 self._rings.clear()
-            ring = self._rings[key] = HashRing(key[1], vnodes)
+            ring = self._rings[key] = SlotRing(key[1], params)
         return ring
 
-    def _apply(self, desired: HashRing, stop: threading.Event) -> None:
-        """Drain what we lose, abandon its writes still in flight, apply and publish
-        ``desired``."""
+    def _ranges_for(self, informer: ShardedInformer, ring: SlotRing) -> list[HashRange]:
+        """What ``informer`` caches under ``ring``: our ranges when it hashes the field the
+        ring shards by (owned objects by their owner's uid follow a uid ring), else the
+        whole space (a ring whose parameters differ from ours, during a rollout)."""
+        field = SHARD_BY_UID if informer.shard_by == SHARD_BY_OWNER else informer.shard_by
+        if field != ring.shard_by:
+            return [(0, HASH_SPACE)]
+        return ring.ranges_of(self.lease_name)
+
+    def _gain_ranges(self, desired: SlotRing) -> None:
+        """Before ``desired`` is applied: every sharded cache lists the ranges it gains
+        (keeping all it has: the lost ones leave after the publication), and keys of
+        gained ranges wait for that list (:meth:`_may_work`)."""
+        with self._cond:
+            informers = list(self._informers)
+        for informer in informers:
+            old = informer.ranges
+            new = self._ranges_for(informer, desired)
+            gained = subtract_ranges(new, old)
+            if not gained:
+                continue
+            synced = informer.set_ranges(merge_ranges([*old, *new]))
+            if not synced.is_set():
+                with self._cond:
+                    self._syncing.append((RangeSet(gained), synced))
+
+    def _drop_ranges(self, applied: SlotRing) -> None:
+        """After ``applied`` is published: every sharded cache drops what it lost."""
+        with self._cond:
+            informers = list(self._informers)
+        for informer in informers:
+            informer.set_ranges(self._ranges_for(informer, applied))
+
+    def _apply(self, desired: SlotRing, stop: threading.Event) -> None:
+        """List what we gain, drain what we lose, abandon its writes still in flight,
+        apply and publish ``desired``, then drop what we lost from the caches."""
         me = self.lease_name
         started = time.monotonic()
+        self._gain_ranges(desired)
         with self._cond:
             previous = self._applied
             self._desired = desired
@@ -701,7 +835,7 @@ class ShardRing:
             self._drain_deadline = deadline
 
             def draining() -> list[str]:
-                return [k for k in self._inflight if desired.owner(k) != me]
+                return [k for k, h in self._inflight if desired.owner_of(h) != me]
 
             while (left := draining()) and not stop.is_set():
                 remaining = deadline - time.monotonic()
@@ -747,12 +881,12 @@ class ShardRing:
                 "drain_seconds": round(waited, 3),
             },
         )
-        params = self.options.virtual_nodes
+        params = self.options.parameters
         patch = {
             "metadata": {
                 "annotations": {
-                    APPLIED_ANNOTATION: _encode(desired),
-                    PARAMS_ANNOTATION: str(params),
+                    APPLIED_ANNOTATION: encode_ring(desired),
+                    PARAMS_ANNOTATION: params.describe(),
                 }
             }
         }
@@ -761,40 +895,41 @@ class ShardRing:
         with self._cond:
             self._published_rv = int(rv) if rv.isdigit() else 0
             self._published_params = params
+        # Published: nothing of the lost ranges runs or will start here; memory comes back.
+        self._drop_ranges(desired)
         self.wake()  # the next step sees our publication in the cache and starts gained keys
 
     def _is_published(self, own: JsonDict) -> bool:
         """Our applied ring, as cached, at or after the revision that published it."""
         meta = own.get("metadata") or {}
         applied = self._applied
-        if applied is None or (meta.get("annotations") or {}).get(APPLIED_ANNOTATION) != _encode(
-            applied
-        ):
+        if applied is None or (meta.get("annotations") or {}).get(
+            APPLIED_ANNOTATION
+        ) != encode_ring(applied):
             return False
         rv = str(meta.get("resourceVersion") or "0")
         return (int(rv) if rv.isdigit() else 0) >= self._published_rv
 
-    def _moves(self, before: HashRing | None, after: HashRing) -> tuple[int, int, int]:
+    def _moves(self, before: SlotRing | None, after: SlotRing) -> tuple[int, int, int]:
+        """Keys gained, lost and owned, among those cached (a cache of our share only
+        counts the keys we lose and keep; gained ones arrive with their list)."""
         me = self.lease_name
         gained = lost = owned = 0
-        for key in self._keys():
-            now = after.owner(key) == me
-            was = before is not None and before.owner(key) == me
+        for _, h in self._keys():
+            now = after.owner_of(h) == me
+            was = before is not None and before.owner_of(h) == me
             owned += now
             gained += now and not was
             lost += was and not now
         return gained, lost, owned
 
-    def _keys(self) -> list[str]:
+    def _keys(self) -> set[tuple[str, int]]:
         with self._cond:
             controllers = list(self._controllers)
-        keys = set()
-        for _, informer in controllers:
-            for obj in informer.indexer.list():
-                meta = obj.get("metadata") or {}
-                ns, name = meta.get("namespace"), meta.get("name")
-                keys.add(f"{ns}/{name}" if ns else str(name))
-        return sorted(keys)
+        keys: set[tuple[str, int]] = set()
+        for _, hashes in controllers:
+            keys.update((request.key, h) for request, h in hashes.cached())
+        return keys
 
     def _requeue(self) -> None:
         """Every key of every sharded controller back in its queue: the reconcile wrapper
@@ -803,14 +938,11 @@ class ShardRing:
             controllers = list(self._controllers)
             ring = self._applied
         owned = 0
-        for controller, informer in controllers:
-            for obj in informer.indexer.list():
-                meta = obj.get("metadata") or {}
-                ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
-                key = f"{ns}/{name}" if ns else name
-                if ring is not None and ring.owner(key) == self.lease_name:
+        for controller, hashes in controllers:
+            for request, h in hashes.cached():
+                if ring is not None and ring.owner_of(h) == self.lease_name:
                     owned += 1
-                    controller.enqueue(Request(ns, name))
+                    controller.enqueue(request)
         KEYS_OWNED.labels(self.options.ring_name).set(owned)
         with self._cond:
             self._owned = owned
@@ -842,8 +974,8 @@ class ShardRing:
                 pass
 
 
-def _owner(ring: HashRing, h: int) -> str:
-    return ring.owner_of_hash(h)
+def _owner(ring: SlotRing, h: int) -> str:
+    return ring.owner_of(h)
 
 
 class _Waker:
@@ -862,20 +994,84 @@ class _Waker:
         self._ring.wake()
 
 
+class KeyHashes:
+    """The shard hash of a sharded controller's keys, found from its primary cache.
+
+    A request carries ``namespace/name``; the ring places the primary object's uid (or
+    namespace) hash. With ``namespace`` the key says it. With ``uid`` it is the uid of the
+    object the primary cache holds under the key, or — for an object deleted since — the
+    uid it last had (:meth:`~manager.cache.sharded.ShardedInformer.last_known`: recorded
+    under the cache's lock before the delete is delivered, so the reconcile the delete
+    wakes finds it). A key whose object this replica never cached has no hash: it is
+    not in our ranges, or gone before we listed it, and is skipped (as a key of another
+    replica is). So every write of a key is fenced by the hash of an object we cached.
+
+    Thread-safe (reads the cache; the ring's followed parameters under its lock).
+    """
+
+    def __init__(self, ring: ShardRing, primary: SharedInformer) -> None:
+        self._ring = ring
+        self._primary = primary
+
+    def hash_of(self, key: str) -> int | None:
+        """The shard hash of ``key`` (None: unknown here)."""
+        shard_by = self._ring.following().shard_by
+        if shard_by == SHARD_BY_NAMESPACE:
+            namespace, sep, _ = key.partition("/")
+            return fnv1a_64(namespace if sep else "")
+        obj = self._last_known(key)
+        if obj is None:
+            return None
+        uid = str((obj.get("metadata") or {}).get("uid") or "")
+        return fnv1a_64(uid) if uid else None
+
+    def settled(self, key: str) -> None:
+        """A reconcile of ``key`` ended for good: a deleted object's uid may go."""
+        if isinstance(self._primary, ShardedInformer):
+            self._primary.forget(key)
+
+    def cached(self) -> list[tuple[Request, int]]:
+        """Every key cached in the primary informer, with its hash."""
+        shard_by = self._ring.following().shard_by
+        out = []
+        for obj in self._primary.indexer.list():
+            meta = obj.get("metadata") or {}
+            ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+            value = ns if shard_by == SHARD_BY_NAMESPACE else str(meta.get("uid") or "")
+            out.append((Request(ns, name), fnv1a_64(value)))
+        return out
+
+    def _last_known(self, key: str) -> JsonDict | None:
+        if isinstance(self._primary, ShardedInformer):
+            return self._primary.last_known(key)
+        return self._primary.indexer.get_by_key(key)
+
+
 class ShardedReconciler:
     """Runs ``inner`` for the keys this replica may work on now, under the key's write
-    fence; any other key is skipped (it comes back when ownership changes)."""
+    fence; any other key is skipped (it comes back when ownership changes), and so is a
+    key whose hash is unknown here (:class:`KeyHashes`)."""
 
     def __init__(self, ring: ShardRing, inner: Reconciler) -> None:
         self.ring = ring
         self.inner = inner
+        self.keys: KeyHashes | None = None  # set when the primary resource is known
 
     def reconcile(self, request: Request) -> Result:
         key = request.key
-        if not self.ring.begin(key):
+        keys = self.keys
+        if keys is None:
+            raise RuntimeError("a sharded reconciler needs its primary cache (for_())")
+        h = keys.hash_of(key)
+        if h is None or not self.ring.begin(key, h):
             return Result()
+        settled = False
         try:
-            with fenced(self.ring.fence(key)):
-                return self.inner.reconcile(request)
+            with fenced(self.ring.fence(key, h)):
+                result = self.inner.reconcile(request)
+            settled = not result.requeue and result.requeue_after is None
+            return result
         finally:
-            self.ring.end(key)
+            self.ring.end(key, h)
+            if settled:
+                keys.settled(key)

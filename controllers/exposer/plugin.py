@@ -85,7 +85,8 @@ class ExposerPlugin:
             raise TypeError(f"exposer: config must be ExposerConfig, got {type(config).__name__}")
         reconciler = ExposerReconciler(
             mgr.client,
-            deployments=mgr.lister(DEPLOYMENTS),
+            # sharded: the cache of this replica's share, the one for_() is woken by
+            deployments=mgr.lister(DEPLOYMENTS, shard="primary" if ctx.settings.sharded else None),
             services=mgr.lister(SERVICES),
             ingresses=mgr.lister(INGRESSES),
             recorder=mgr.recorder(ctx.name),

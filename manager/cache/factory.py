@@ -3,7 +3,10 @@
 
 Every controller that asks for the same resource with the same scope gets the same
 :class:`~manager.cache.informer.SharedInformer`, so the API server sees one LIST and one
-WATCH however many controllers watch it. ``start(stop)`` runs every informer created so
+WATCH however many controllers watch it. A *sharded* informer (``shard_by``: a
+:class:`~manager.cache.sharded.ShardedInformer`, which caches only the ranges the shard
+ring gives it) is another scope: sharded controllers of one resource share it, others
+get the whole resource. ``start(stop)`` runs every informer created so
 far in its own thread (``informer/<resource>``) and may be called again for informers
 created later; ``shutdown()`` waits for them all to end after ``stop`` is set.
 
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 from manager.cache.informer import SharedInformer, wait_for_cache_sync
 from manager.cache.listwatch import ResourceListWatch
 from manager.cache.reflector import Transform, drop_managed_fields
+from manager.cache.sharded import ShardedInformer
 from manager.cache.store import IndexFunc
 from manager.kube import KubeClient
 from manager.resources import Resource
@@ -34,6 +38,7 @@ class InformerKey:
     namespace: str | None = None
     label_selector: str | None = None
     field_selector: str | None = None
+    shard_by: str | None = None  # a sharded informer: uid, namespace or owner
 
 
 class InformerFactory:
@@ -70,16 +75,33 @@ class InformerFactory:
         label_selector: str | None = None,
         field_selector: str | None = None,
         indexers: Mapping[str, IndexFunc] | None = None,
+        shard_by: str | None = None,
     ) -> SharedInformer:
         """The shared informer for this scope, created on first use.
 
-        ``indexers`` are added to the informer if it does not have them yet.
+        ``indexers`` are added to the informer if it does not have them yet. With
+        ``shard_by`` it is a :class:`~manager.cache.sharded.ShardedInformer` without
+        ranges (caching nothing until the shard ring gives it some).
         """
         ns = (namespace or self._namespace) if resource.namespaced else None
-        key = InformerKey(resource, ns, label_selector or None, field_selector or None)
+        key = InformerKey(
+            resource, ns, label_selector or None, field_selector or None, shard_by or None
+        )
         with self._lock:
             informer = self._informers.get(key)
-            if informer is None:
+            if informer is None and key.shard_by is not None:
+                informer = ShardedInformer(
+                    self._client,
+                    resource,
+                    shard_by=key.shard_by,
+                    namespace=ns,
+                    label_selector=key.label_selector,
+                    field_selector=key.field_selector,
+                    transform=self._transform,
+                    page_size=self._page_size,
+                )
+                self._informers[key] = informer
+            elif informer is None:
                 lw = ResourceListWatch(
                     self._client,
                     resource,

@@ -56,6 +56,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
@@ -94,6 +95,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 SHARD_BY_OWNER: Final = "owner"
+GONE_KEPT: Final = 50_000
+"""Deleted objects whose last-known metadata a sharded informer keeps (oldest go first)."""
 MODE_SERVER: Final = "server"
 MODE_CLIENT: Final = "client"
 
@@ -340,6 +343,7 @@ class ShardedInformer(SharedInformer):
         self._numbers = itertools.count()
         self._run_stop: threading.Event | None = None
         self._mode: str | None = None
+        self._gone: OrderedDict[str, JsonDict] = OrderedDict()  # key -> deleted's metadata
         self._hash: Callable[[JsonDict], int | None] = (
             _owner_hash if shard_by == SHARD_BY_OWNER else lambda o: shard_hash(o, shard_by)
         )
@@ -376,6 +380,20 @@ class ShardedInformer(SharedInformer):
             key=lambda rv: int(rv) if rv.isdigit() else -1,
             default="",
         )
+
+    def last_known(self, key: str) -> JsonDict | None:
+        """The object cached at ``key``, or the metadata (uid, namespace, name) it last had
+        if it was deleted since (recorded before the delete is delivered to handlers,
+        kept until :meth:`forget`, a loss of its range, or :data:`GONE_KEPT` newer ones);
+        None if neither."""
+        with self._lock:
+            obj = self._indexer.get_by_key(key)
+            return obj if obj is not None else self._gone.get(key)
+
+    def forget(self, key: str) -> None:
+        """The deleted object at ``key`` needs no more work: its metadata may go."""
+        with self._lock:
+            self._gone.pop(key, None)
 
     def owns(self, obj: JsonDict) -> bool:
         """Whether ``obj`` falls in this informer's ranges."""
@@ -521,6 +539,7 @@ class ShardedInformer(SharedInformer):
                     continue
                 listed_keys.add(key)
                 indexer.add(obj)
+                self._gone.pop(key, None)
                 if before is None or first:
                     notes.append(("add", obj, first))
                 else:
@@ -530,6 +549,7 @@ class ShardedInformer(SharedInformer):
                     key = meta_namespace_key(obj)
                     if key not in listed_keys and self._in(seg, obj):
                         indexer.delete(obj)
+                        self._note_gone(key, obj)
                         notes.append(("delete", DeletedFinalStateUnknown(key, obj), None))
             seg.listed = True
             initial = not self._listed
@@ -556,11 +576,13 @@ class ShardedInformer(SharedInformer):
                 if before is None or not self._same_or_older(before, obj):
                     return
                 self._indexer.delete(obj)
+                self._note_gone(key, obj)
                 self._notify(("delete", obj, None))
             else:
                 if not self._accept(obj, before):
                     return
                 self._indexer.add(obj)
+                self._gone.pop(key, None)
                 self._notify(("add", obj, False) if before is None else ("update", before, obj))
             self._metric.set(len(self._indexer))
 
@@ -589,10 +611,21 @@ class ShardedInformer(SharedInformer):
         for lst in listeners:
             lst.push(("call", one_done, None))
 
+    def _note_gone(self, key: str, obj: JsonDict) -> None:
+        meta = obj.get("metadata") or {}
+        stub = {k: meta[k] for k in ("uid", "namespace", "name", "ownerReferences") if k in meta}
+        self._gone[key] = {"metadata": stub}
+        self._gone.move_to_end(key)
+        while len(self._gone) > GONE_KEPT:
+            self._gone.popitem(last=False)
+
     def _drop(self, lost: RangeSet) -> int:
         gone = [o for o in self._indexer.list() if (h := self._hash(o)) is not None and h in lost]
         for obj in gone:
             self._indexer.delete(obj)
+        for key, stub in list(self._gone.items()):
+            if (h := self._hash(stub)) is not None and h in lost:
+                del self._gone[key]
         self._metric.set(len(self._indexer))
         return len(gone)
 

@@ -48,6 +48,7 @@ class AuditRecord:
     resource: str  # plural
     namespace: str  # "" for cluster-scoped objects
     name: str
+    uid: str = ""  # the object's metadata.uid (a shard ring places keys by it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +162,7 @@ class Audit:
             resource=plural,
             namespace=event.key[1],
             name=event.key[2],
+            uid=str(((event.object or {}).get("metadata") or {}).get("uid") or ""),
         )
         with self._lock:
             self._records.append(record)

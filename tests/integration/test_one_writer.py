@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import itertools
+import re
 import threading
 import time
 import uuid
@@ -35,12 +36,13 @@ import pytest
 
 from e2e.shardaudit import leader_violations, shard_violations
 from manager.errors import ApiError, NotFound, WriteFenced
+from manager.hashring import SlotRing
 from manager.kube import ClientOptions, KubeClient
 from manager.manager import Manager, ManagerOptions
 from manager.metrics import REGISTRY
 from manager.reconcile import Request, Result
 from manager.resources import builtin
-from manager.sharding import APPLIED_ANNOTATION, ShardingOptions, shard_lease_name
+from manager.sharding import APPLIED_ANNOTATION, ShardingOptions, encode_ring, shard_lease_name
 from manager.testing import LocalApiServer
 from manager.testing.proxy import TcpProxy
 from tests.integration.running import ManagerThread
@@ -88,7 +90,9 @@ class BlindWriter:
 
     def __init__(self, mgr: Manager, journal: Journal, who: str, hold: float) -> None:
         self.client = mgr.client
-        self.lister = mgr.lister(CONFIGMAPS, label_selector=LABEL)
+        # a sharded controller reads the cache its events come from: its share
+        shard = "primary" if mgr.shards is not None else None
+        self.lister = mgr.lister(CONFIGMAPS, label_selector=LABEL, shard=shard)
         self.recorder = mgr.recorder()
         self.journal = journal
         self.who = who
@@ -141,7 +145,8 @@ class Replica:
         ring: str | None = None,
         lease_name: str | None = None,
         hold: float = 0.2,
-        virtual_nodes: int = 100,
+        slots: int = 64,
+        shard_by: str = "uid",
         drain_timeout: float = 5.0,
         graceful: float = 10.0,
         workers: int = 4,
@@ -158,7 +163,8 @@ class Replica:
             sharding = ShardingOptions(
                 ring_name=ring,
                 namespace=namespace,
-                virtual_nodes=virtual_nodes,
+                slots=slots,
+                shard_by=shard_by,
                 lease_duration=LEASE,
                 renew_deadline=RENEW,
                 retry_period=RETRY,
@@ -322,9 +328,9 @@ def test_a_stalled_lease_watch_does_not_give_a_live_members_keys_away(setup: Set
     stale_before = _metric("shard_stale_views_total", setup.ring)
     b = setup.replica("rep-b")
     assert b.identity.startswith(b_identity_prefix)
-    pair = "|".join(["100", ",".join(sorted([a.lease, b.lease]))]).encode()
-    own = b'"name":"' + a.lease.encode() + b'"'
-    published = b'"' + APPLIED_ANNOTATION.encode() + b'":"' + pair + b'"'
+    pair = encode_ring(SlotRing([a.lease, b.lease])).encode()
+    own = re.escape(b'"name":"' + a.lease.encode() + b'"')
+    published = re.escape(b'"' + APPLIED_ANNOTATION.encode() + b'":"' + pair + b'"')
     stall = a.proxy.hold_responses(
         rb"GET /apis/coordination\.k8s\.io/v1/namespaces/[^/]+/leases\?[^ ]*watch=",
         after=b"(?s)(" + own + b".*" + published + b"|" + published + b".*" + own + b")",
@@ -400,11 +406,11 @@ def test_a_write_in_flight_when_the_drain_times_out_is_abandoned_before_the_key_
 # -- 7. replicas configured with different ring parameters ------------------------------
 
 
-def test_replicas_with_different_virtual_nodes_follow_one_ring_and_starve_no_key(
+def test_replicas_with_different_ring_parameters_follow_one_ring_and_starve_no_key(
     setup: Setup,
 ) -> None:
-    a = setup.replica("rep-a", virtual_nodes=100, hold=0.01).start()
-    b = setup.replica("rep-b", virtual_nodes=7, hold=0.01).start()
+    a = setup.replica("rep-a", slots=64, hold=0.01).start()
+    b = setup.replica("rep-b", slots=7, hold=0.01).start()
     setup.tick()
     _until(
         lambda: setup.journal.written_by(a.identity) and setup.journal.written_by(b.identity),
@@ -423,7 +429,11 @@ def test_replicas_with_different_virtual_nodes_follow_one_ring_and_starve_no_key
         )
         for r in (a, b)
     }
-    expected = "100" if min(a.lease, b.lease) == a.lease else "7"
+    expected = (
+        "slots-v1;slots=64;shardBy=uid"
+        if min(a.lease, b.lease) == a.lease
+        else "slots-v1;slots=7;shardBy=uid"
+    )
     assert {v.partition("|")[0] for v in published.values()} == {expected}, (follower, published)
     assert setup.journal.overlaps() == []
     assert setup.shard_violations() == []

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from manager.errors import Conflict, NotFound, WriteFenced
+from manager.hashring import fnv1a_64
 from manager.kube import ClientOptions, KubeClient
 from manager.manager import Manager, ManagerOptions
 from manager.reconcile import Request, Result
@@ -60,7 +61,7 @@ class Marker:
 
     def __init__(self, mgr: Manager, journal: Journal, who: str) -> None:
         self.client = mgr.client
-        self.lister = mgr.lister(CONFIGMAPS, label_selector=LABEL)
+        self.lister = mgr.lister(CONFIGMAPS, label_selector=LABEL, shard="primary")
         self.journal = journal
         self.who = who
         self.fenced = 0
@@ -259,8 +260,9 @@ def test_podport_sharded_on_two_replicas_gives_every_pod_one_address(
 
         addresses = eventually(allocated, timeout=60)
         assert len(set(addresses)) == len(names)
+        uids = [p["metadata"]["uid"] for p in client.list(pods, namespace)["items"]]
         owners = {
-            s.lease_name: sum(s.owns(f"{namespace}/{n}") for n in names)
+            s.lease_name: sum(s.owns(fnv1a_64(uid)) for uid in uids)
             for s in shards
             if s is not None
         }

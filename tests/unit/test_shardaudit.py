@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from e2e.shardaudit import leader_violations, shard_violations
-from manager.hashring import HashRing
-from manager.sharding import APPLIED_ANNOTATION, RING_LABEL
+from manager.hashring import SlotRing, fnv1a_64
+from manager.sharding import APPLIED_ANNOTATION, RING_LABEL, encode_ring
 from manager.testing.audit import AuditRecord, LeaseState
 
 NS, RING, LEASE = "ns", "r", 3.0
@@ -32,7 +32,7 @@ class FakeAudit:
         self, name: str, t: float, holder: str, members: list[str], deleted: bool = False
     ) -> None:
         self.revision += 1
-        applied = f"100|{','.join(sorted(members))}" if members else ""
+        applied = encode_ring(SlotRing(members)) if members else ""
         self.leases.setdefault((NS, name), []).append(
             LeaseState(
                 revision=self.revision,
@@ -44,16 +44,17 @@ class FakeAudit:
             )
         )
 
-    def write(self, user: str, key: str, t: float) -> None:
+    def write(self, user: str, uid: str, t: float) -> None:
+        """A write of the ConfigMap whose uid is ``uid`` (and named so)."""
         self.revision += 1
-        ns, _, name = key.partition("/")
         self.records_.append(
-            AuditRecord(self.revision, t, user, "patch", "MODIFIED", "", "configmaps", ns, name)
+            AuditRecord(self.revision, t, user, "patch", "MODIFIED", "", "configmaps", NS, uid, uid)
         )
 
 
-def _key(owner: str, ring: HashRing) -> str:
-    return next(k for k in (f"{NS}/cm-{i}" for i in range(100)) if ring.owner(k) == owner)
+def _key(owner: str, ring: SlotRing) -> str:
+    """A uid the ring places on ``owner``."""
+    return next(u for u in (f"uid-{i}" for i in range(100)) if ring.owner_of(fnv1a_64(u)) == owner)
 
 
 def _check(audit: FakeAudit) -> list[str]:
@@ -69,7 +70,7 @@ def _check(audit: FakeAudit) -> list[str]:
 
 def test_a_paused_replica_that_wakes_and_writes_a_key_taken_meanwhile_is_reported() -> None:
     audit = FakeAudit()
-    both = HashRing([A, B])
+    both = SlotRing([A, B])
     k = _key(A, both)
     audit.lease(A, 0.0, "a_1", [A, B])
     audit.lease(B, 0.0, "b_1", [A, B])
@@ -85,7 +86,7 @@ def test_a_paused_replica_that_wakes_and_writes_a_key_taken_meanwhile_is_reporte
 
 def test_writes_within_every_rule_are_not_reported() -> None:
     audit = FakeAudit()
-    both = HashRing([A, B])
+    both = SlotRing([A, B])
     ka, kb = _key(A, both), _key(B, both)
     for t in (0.0, 1.0, 2.0):
         audit.lease(A, t, "a_1", [A, B])
@@ -97,20 +98,20 @@ def test_writes_within_every_rule_are_not_reported() -> None:
 
 def test_a_write_by_a_later_claimant_while_the_earlier_one_is_live_is_reported() -> None:
     audit = FakeAudit()
-    alone_a, both = HashRing([A]), HashRing([A, B])
+    alone_a, both = SlotRing([A]), SlotRing([A, B])
     k = _key(B, both)
     audit.lease(A, 0.0, "a_1", [A])  # a claims everything
     audit.lease(B, 0.5, "b_1", [A, B])  # b claims k later, while a is live
     audit.write("b", k, 0.7)
     audit.lease(A, 1.0, "a_1", [A])
-    assert alone_a.owner(k) == A
+    assert alone_a.owner_of(fnv1a_64(k)) == A
     bad = _check(audit)
     assert len(bad) == 1 and "claimed it since" in bad[0], bad
 
 
 def test_a_deleted_shard_lease_keeps_its_claims_until_it_would_have_expired() -> None:
     audit = FakeAudit()
-    both = HashRing([A, B])
+    both = SlotRing([A, B])
     k = _key(B, both)
     audit.lease(A, 0.0, "a_1", [A, B])
     audit.lease(B, 0.0, "b_1", [A, B])

@@ -15,7 +15,7 @@ import pytest
 
 from manager.cache.factory import InformerFactory
 from manager.errors import WriteFenced
-from manager.hashring import HashRing
+from manager.hashring import SlotRing, fnv1a_64
 from manager.kube import ClientOptions, KubeClient
 from manager.resources import builtin
 from manager.sharding import (
@@ -23,11 +23,14 @@ from manager.sharding import (
     RING_LABEL,
     ShardingOptions,
     ShardRing,
+    encode_ring,
     shard_lease_name,
 )
 
 LEASES = builtin("coordination.k8s.io/v1", "leases")
-KEYS = [f"ns/obj-{i}" for i in range(200)]
+KEYS = [
+    str(uuid.uuid5(uuid.NAMESPACE_URL, f"obj-{i}")) for i in range(200)
+]  # keys by their primary objects' uids
 WAIT = 10.0
 
 
@@ -48,7 +51,7 @@ class Other:
         self.client = client
         self.namespace = namespace
         self.name = shard_lease_name(ring, "other_1")
-        self.applied = f"100|{self.name}"
+        self.applied = encode_ring(SlotRing([self.name]))
         self.renewing = threading.Event()
         self.renewing.set()
         self.stop = threading.Event()
@@ -72,7 +75,7 @@ class Other:
         self.thread.start()
 
     def publish(self, members: list[str]) -> None:
-        self.applied = f"100|{','.join(sorted(members))}"
+        self.applied = encode_ring(SlotRing(members))
         self.client.patch(
             LEASES,
             self.name,
@@ -115,8 +118,8 @@ def test_a_key_moves_only_once_its_previous_owner_published_a_ring_without_it(
     me = ShardRing(
         client, leases, options, identity="me_1", namespace=namespace, on_lost=lost.append
     )
-    both = HashRing([me.lease_name, other.name])
-    mine = [k for k in KEYS if both.owner(k) == me.lease_name]
+    both = SlotRing([me.lease_name, other.name])
+    mine = [k for k in KEYS if both.owner_of(fnv1a_64(k)) == me.lease_name]
     assert 50 < len(mine) < 150
     stop, ring_stop = threading.Event(), threading.Event()
     factory.start(stop)
@@ -127,27 +130,30 @@ def test_a_key_moves_only_once_its_previous_owner_published_a_ring_without_it(
     try:
         # joined and published {me, other}; the other still claims everything
         _until(lambda: me.ready_reason() is None, "membership")
-        assert me.owns(mine[0])
-        assert not any(me.begin(k) for k in mine), "started a key the other still claims"
+        assert me.owns(fnv1a_64(mine[0]))
+        assert not any(me.begin(k, fnv1a_64(k)) for k in mine), (
+            "started a key the other still claims"
+        )
         with pytest.raises(WriteFenced):  # a key that is not ours is fenced
-            me.fence(next(k for k in KEYS if k not in mine)).check()
-        me.fence(mine[0]).check()  # ours: allowed (while our Lease is valid)
+            theirs = next(k for k in KEYS if k not in mine)
+            me.fence(theirs, fnv1a_64(theirs)).check()
+        me.fence(mine[0], fnv1a_64(mine[0])).check()  # ours: allowed (while our Lease is valid)
 
         # the other acknowledges the ring with both: our keys are ours to start
         other.publish([me.lease_name, other.name])
-        _until(lambda: me.begin(mine[0]), "the acknowledged key")
-        me.end(mine[0])
-        assert all(me.begin(k) for k in mine)
+        _until(lambda: me.begin(mine[0], fnv1a_64(mine[0])), "the acknowledged key")
+        me.end(mine[0], fnv1a_64(mine[0]))
+        assert all(me.begin(k, fnv1a_64(k)) for k in mine)
         for k in mine:
-            me.end(k)
+            me.end(k, fnv1a_64(k))
 
         # the other's Lease expires (it stops renewing): everything is ours, its stale
         # claim notwithstanding
         other.renewing.clear()
         theirs = next(k for k in KEYS if k not in mine)
-        _until(lambda: me.begin(theirs), "the expired member's keys", 15)
-        me.end(theirs)
-        assert all(me.owns(k) for k in KEYS)
+        _until(lambda: me.begin(theirs, fnv1a_64(theirs)), "the expired member's keys", 15)
+        me.end(theirs, fnv1a_64(theirs))
+        assert all(me.owns(fnv1a_64(k)) for k in KEYS)
         assert lost == []
     finally:
         ring_stop.set()
@@ -185,23 +191,27 @@ def test_a_drain_waits_for_the_reconciles_of_keys_that_move_away(
     try:
         _until(lambda: me.ready_reason() is None, "membership")
         alone = KEYS[:]
-        assert all(me.owns(k) for k in alone)
+        assert all(me.owns(fnv1a_64(k)) for k in alone)
         # a reconcile of a key that will move is in flight when a member joins
         newcomer_name = shard_lease_name(ring_name, "other_1")
         moving = next(
-            k for k in KEYS if HashRing([me.lease_name, newcomer_name]).owner(k) != me.lease_name
+            k
+            for k in KEYS
+            if SlotRing([me.lease_name, newcomer_name]).owner_of(fnv1a_64(k)) != me.lease_name
         )
         # (a replica starts keys once it has watched the ring for a lease duration)
-        _until(lambda: me.begin(moving), "the first key started")
+        _until(lambda: me.begin(moving, fnv1a_64(moving)), "the first key started")
         other = Other(client, namespace, ring_name)
         time.sleep(1.0)
         # still draining: the applied ring (and so the fence) still gives us the key
-        assert me.owns(moving)
-        me.fence(moving).check()
-        me.end(moving)  # the reconcile ends: the drain completes, the ring is applied
-        _until(lambda: not me.owns(moving), "the new ring applied")
+        assert me.owns(fnv1a_64(moving))
+        me.fence(moving, fnv1a_64(moving)).check()
+        me.end(
+            moving, fnv1a_64(moving)
+        )  # the reconcile ends: the drain completes, the ring is applied
+        _until(lambda: not me.owns(fnv1a_64(moving)), "the new ring applied")
         with pytest.raises(WriteFenced):
-            me.fence(moving).check()
+            me.fence(moving, fnv1a_64(moving)).check()
     finally:
         ring_stop.set()
         runner.join(WAIT)

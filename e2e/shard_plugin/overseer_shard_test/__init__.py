@@ -45,9 +45,12 @@ class ShardTestConfig:
 
 
 class ShardTestReconciler:
-    def __init__(self, mgr: Manager, config: ShardTestConfig) -> None:
+    def __init__(self, mgr: Manager, config: ShardTestConfig, *, sharded: bool) -> None:
         self._client = mgr.client
-        self._lister = mgr.lister(CONFIGMAPS, label_selector=f"{LABEL}=true")
+        # sharded: the cache of this replica's share, the one its events come from
+        self._lister = mgr.lister(
+            CONFIGMAPS, label_selector=f"{LABEL}=true", shard="primary" if sharded else None
+        )
         self._me = mgr.identity
         self._hold = config.hold_seconds
         self._blind = config.blind
@@ -98,7 +101,7 @@ class ShardTestPlugin:
 
     def setup(self, mgr: Manager, ctx: PluginContext[ShardTestConfig]) -> None:
         (
-            ctx.controller(ShardTestReconciler(mgr, ctx.config))
+            ctx.controller(ShardTestReconciler(mgr, ctx.config, sharded=ctx.settings.sharded))
             .for_(CONFIGMAPS, label_selector=f"{LABEL}=true")
             .complete()
         )
