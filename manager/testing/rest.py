@@ -1256,11 +1256,13 @@ class Rest:
         view: Callable[[JsonDict], JsonDict] | None = None,
         unview: Callable[[JsonDict], JsonDict] | None = None,
         directive: Directive | None = None,
+        viewed: ServedResource | None = None,
     ) -> tuple[int, JsonDict]:
         """Apply a patch; the HTTP status comes with the object (201 when an apply created
         it). With ``view``/``unview``, the patch is applied to ``view(stored object)``
         (another API's shape of the same object, e.g. events.k8s.io over core Events) and
-        the result stored as ``unview(patched)``."""
+        the result stored as ``unview(patched)``; ``viewed`` is the resource that view is
+        served as (an apply is checked and its fields owned in its version)."""
         ctype = content_type.split(";", maxsplit=1)[0].strip().lower()
         kinds = {
             "application/merge-patch+json": "merge",
@@ -1316,6 +1318,7 @@ class Rest:
                 view=view,
                 unview=unview,
                 directive=directive,
+                viewed=viewed,
             )
         with self.storage.lock:
             current = self.storage.get(self._key(served, namespace, name))
@@ -1391,9 +1394,11 @@ class Rest:
         view: Callable[[JsonDict], JsonDict] | None,
         unview: Callable[[JsonDict], JsonDict] | None,
         directive: Directive | None = None,
+        viewed: ServedResource | None = None,
     ) -> tuple[int, JsonDict]:
         """Server-side apply (``application/apply-patch+yaml``), as fieldmanager does it."""
-        r = served.resource
+        shown = viewed or served  # the version the request speaks
+        r = shown.resource
         if not isinstance(doc, dict):
             raise _bad_request(
                 "the body of the request was in an unknown format: expected an object"
@@ -1403,7 +1408,7 @@ class Rest:
                 "Incorrect version specified in apply patch. Specified patch version: "
                 f"{doc.get('apiVersion') or ''}, expected: {r.api_version}"
             )
-        self._check_body_type(served, doc)
+        self._check_body_type(shown, doc)
         meta = doc.get("metadata") or {}
         if meta.get("name") and meta["name"] != name:
             raise _bad_request(
@@ -1416,7 +1421,7 @@ class Rest:
                 "the request"
             )
         config = {**doc, "metadata": {**meta, "name": name}}
-        undeclared = managedfields.undeclared(config, self._type(served))
+        undeclared = managedfields.undeclared(config, self._type(shown))
         if undeclared:
             where = f"{namespace or ''}/{name}; {r.group}/{r.version}, Kind={r.kind}"
             text = (
@@ -1439,7 +1444,7 @@ class Rest:
                     entries,
                     manager=manager,
                     api_version=r.api_version,
-                    t=self._type(served),
+                    t=self._type(shown),
                     force=force,
                     subresource=subresource,
                     has_status=r.has_status,
