@@ -33,6 +33,7 @@ import orjson
 from manager.labels import LabelSelector
 from manager.testing import (
     admission,
+    admissionpolicy,
     fieldvalidation,
     kinds,
     managedfields,
@@ -373,6 +374,7 @@ class Rest:
         self._services = ServiceAllocator(lambda: self.storage.list("/services"))
         self.on_crd_change: list[Callable[[], None]] = []
         self._types: dict[tuple[str, str, Any], typeinfo.TypeNode] = {}
+        self.policies = admissionpolicy.PolicyAdmission(storage, registry)
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -488,6 +490,39 @@ class Rest:
         except admission.AdmissionError as exc:
             raise self._invalid(served, exc, obj) from None
         return obj
+
+    def _check_policies(
+        self,
+        served: ServedResource,
+        operation: str,
+        namespace: str | None,
+        obj: JsonDict | None,
+        old: JsonDict | None,
+        *,
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> None:
+        """ValidatingAdmissionPolicy admission of one write (after defaulting and the
+        registry's validation, before storage, as in kube's Store)."""
+        r = served.resource
+        meta = (obj or old or {}).get("metadata") or {}
+        attrs = admissionpolicy.Attributes(
+            operation=operation,
+            group=r.group,
+            version=r.version,
+            resource=r.plural,
+            kind=r.kind,
+            subresource=subresource or "",
+            namespace=(namespace or "") if r.namespaced else "",
+            name=str(meta.get("name") or ""),
+            obj=obj,
+            old=old,
+            dry_run=dry_run,
+        )
+        try:
+            self.policies.validate(attrs)
+        except admissionpolicy.PolicyDenied as exc:
+            raise StatusError(exc.code, exc.reason, exc.message, exc.details) from None
 
     @staticmethod
     def _invalid(
@@ -946,6 +981,7 @@ class Rest:
                     plugins=False,
                 )
             obj = self._admit(served, obj, None, directive)
+            self._check_policies(served, "CREATE", namespace, obj, None, dry_run=dry_run)
             meta = obj["metadata"]
             name = meta.get("name", "")
             key = self._key(served, namespace, name)
@@ -1189,6 +1225,16 @@ class Rest:
                 meta["managedFields"] = managed_fields
             else:
                 meta.pop("managedFields", None)
+            if subresource != "finalize":
+                self._check_policies(
+                    served,
+                    "UPDATE",
+                    namespace,
+                    new,
+                    current,
+                    subresource=subresource,
+                    dry_run=dry_run,
+                )
             if _strip_for_compare(new) == _strip_for_compare(current) and managed_fields == list(
                 cur_meta.get("managedFields") or []
             ):
@@ -1552,6 +1598,9 @@ class Rest:
                     "Unsupported value: "
                     f'"{policy}": supported values: "Foreground", "Background", "Orphan"',
                 )
+            self._check_policies(
+                served, "DELETE", namespace, None, current, dry_run=options.dry_run
+            )
             finalizers = list(cur_meta.get("finalizers") or [])
             is_crd = r.kind == "CustomResourceDefinition"
             crd_first_delete = is_crd and not cur_meta.get("deletionTimestamp")

@@ -36,6 +36,7 @@ import orjson
 import yaml
 
 from manager.testing import (
+    admissionpolicy,
     discovery,
     eventsconv,
     hpaconv,
@@ -275,8 +276,14 @@ class _Handler(BaseHTTPRequestHandler):
                 logger.debug("client gone: write not applied", extra={"path": self.path})
                 self.close_connection = True
                 return
-            with owner.audit.acting(self._user(), verb):
-                code, answer = self._handle(verb, route, query, body)
+            with (
+                owner.audit.acting(self._user(), verb),
+                admissionpolicy.request_context(self._user()) as admitted,
+            ):
+                try:
+                    code, answer = self._handle(verb, route, query, body)
+                finally:
+                    self._warnings.extend(admitted.warnings)  # a Warn binding's, or a Deny's
             if isinstance(answer, str):  # pods/log
                 self._send_plain(code, answer)
                 return
@@ -1059,18 +1066,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
-# Admission policies are stored and served, never evaluated (no CEL here): every write
-# of one says so in a Warning header, which kubectl prints and clients can read.
-_POLICY_KINDS: Final = frozenset(
-    {
-        "ValidatingAdmissionPolicy",
-        "ValidatingAdmissionPolicyBinding",
-        "MutatingAdmissionPolicy",
-        "MutatingAdmissionPolicyBinding",
-    }
-)
+# ValidatingAdmissionPolicies are enforced (admissionpolicy.py); mutating ones are stored
+# and served, never applied: every write of one says so in a Warning header, which
+# kubectl prints and clients can read.
+_POLICY_KINDS: Final = frozenset({"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"})
 _POLICY_WARNING: Final = (
-    "the local API server does not evaluate CEL: admission policies are stored but "
+    "the local API server does not apply MutatingAdmissionPolicies: they are stored but "
     "never enforced (see docs/local-apiserver.md)"
 )
 

@@ -148,9 +148,9 @@ POLICIES = "/apis/admissionregistration.k8s.io/v1"
 
 
 @pytest.mark.local_only
-def test_admission_policies_say_they_are_not_enforced(api_client: Any) -> None:
-    """The local server has no CEL: a policy or binding write answers a Warning saying
-    so (kubectl prints it), instead of pretending to enforce."""
+def test_mutating_admission_policies_say_they_are_not_enforced(api_client: Any) -> None:
+    """The local server does not apply MutatingAdmissionPolicies: a policy or binding
+    write answers a Warning saying so (kubectl prints it), instead of pretending to."""
     name = "t-" + os.urandom(4).hex()
     policy = {
         "apiVersion": "admissionregistration.k8s.io/v1",
@@ -181,6 +181,6 @@ def test_admission_policies_say_they_are_not_enforced(api_client: Any) -> None:
     answer = http(api_client, "POST", f"{POLICIES}/mutatingadmissionpolicies", body=policy)
     try:
         assert answer.status == 201, answer.body
-        assert "does not evaluate CEL" in answer.headers.get("Warning", "")
+        assert "does not apply MutatingAdmissionPolicies" in answer.headers.get("Warning", "")
     finally:
         http(api_client, "DELETE", f"{POLICIES}/mutatingadmissionpolicies/{name}")
