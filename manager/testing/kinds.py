@@ -227,6 +227,42 @@ def _default_webhooks(obj: dict[str, Any], *, mutating: bool) -> None:
             client["service"].setdefault("port", 443)
 
 
+_ADMISSION_POLICY_KINDS: Final = frozenset(
+    ("admissionregistration.k8s.io", kind)
+    for kind in (
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "MutatingAdmissionPolicy",
+        "MutatingAdmissionPolicyBinding",
+    )
+)
+
+
+def _default_match_resources(match: Any) -> None:
+    """SetDefaults_MatchResources, and SetDefaults_Rule on each of its rules."""
+    if not isinstance(match, dict):
+        return
+    match.setdefault("matchPolicy", "Equivalent")
+    match.setdefault("namespaceSelector", {})
+    match.setdefault("objectSelector", {})
+    for key in ("resourceRules", "excludeResourceRules"):
+        for rule in match.get(key) or []:
+            if isinstance(rule, dict):
+                rule.setdefault("scope", "*")
+
+
+def _default_admission_policy(kind: str, obj: dict[str, Any]) -> None:
+    """admissionregistration/v1 defaults: a policy fails closed (failurePolicy Fail);
+    match constraints (a policy's, or a binding's when given) match equivalent versions,
+    every namespace and object, at any scope."""
+    spec = _dspec(obj)
+    if kind.endswith("Binding"):
+        _default_match_resources(spec.get("matchResources"))
+        return
+    spec.setdefault("failurePolicy", "Fail")
+    _default_match_resources(spec.get("matchConstraints"))
+
+
 DEFAULTED: Final = frozenset(
     {
         ("DaemonSet", "apps"),
@@ -243,6 +279,7 @@ DEFAULTED: Final = frozenset(
         ("NetworkPolicy", "networking.k8s.io"),
         ("MutatingWebhookConfiguration", "admissionregistration.k8s.io"),
         ("ValidatingWebhookConfiguration", "admissionregistration.k8s.io"),
+        *((kind, group) for group, kind in _ADMISSION_POLICY_KINDS),
         ("APIService", "apiregistration.k8s.io"),
         ("RoleBinding", "rbac.authorization.k8s.io"),
         ("ClusterRoleBinding", "rbac.authorization.k8s.io"),
@@ -286,6 +323,8 @@ def default(kind: str, group: str, obj: dict[str, Any], *, creating: bool) -> No
         spec = _dspec(obj)
         if not spec.get("policyTypes"):
             spec["policyTypes"] = ["Ingress", *(["Egress"] if spec.get("egress") else [])]
+    elif key in _ADMISSION_POLICY_KINDS:
+        _default_admission_policy(kind, obj)
     elif key == ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"):
         _default_webhooks(obj, mutating=True)
     elif key == ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"):

@@ -333,3 +333,33 @@ def test_params_and_failure_policy(api_client: Any, namespace: str) -> None:
             ),
             201,
         )
+
+
+def test_policies_and_bindings_are_defaulted(api_client: Any, namespace: str) -> None:
+    """admissionregistration/v1's defaults, as a GET shows them."""
+    spec = {
+        "matchConstraints": {
+            "resourceRules": [
+                {
+                    "apiGroups": [""],
+                    "apiVersions": ["v1"],
+                    "operations": ["CREATE"],
+                    "resources": ["configmaps"],
+                }
+            ]
+        },
+        "validations": [{"expression": "true"}],
+    }
+    with _policy(api_client, namespace, spec) as (policy, binding):
+        stored = ok(http(api_client, "GET", f"{API}/validatingadmissionpolicies/{policy}"), 200)
+        assert stored["spec"]["failurePolicy"] == "Fail"
+        constraints = stored["spec"]["matchConstraints"]
+        assert constraints["matchPolicy"] == "Equivalent"
+        assert constraints["namespaceSelector"] == {}
+        assert constraints["objectSelector"] == {}
+        assert constraints["resourceRules"][0]["scope"] == "*"
+        bound = ok(
+            http(api_client, "GET", f"{API}/validatingadmissionpolicybindings/{binding}"), 200
+        )
+        assert bound["spec"]["matchResources"]["matchPolicy"] == "Equivalent"
+        assert bound["spec"]["matchResources"]["objectSelector"] == {}
