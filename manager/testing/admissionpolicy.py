@@ -54,6 +54,7 @@ __all__ = [
     "PolicyDenied",
     "RequestContext",
     "request_context",
+    "syntax_error",
 ]
 
 JsonDict = dict[str, Any]
@@ -270,7 +271,7 @@ class _Cel:
             try:
                 cached = (self._env.compile(expression), "")
             except Exception as exc:  # cel-cpp raises ValueError/RuntimeError by status
-                cached = (None, str(exc).strip())
+                cached = (None, _STATUS_SUFFIX.sub("", _STATUS_PREFIX.sub("", str(exc).strip())))
             if len(self._compiled) > 4096:
                 self._compiled.clear()
             self._compiled[expression] = cached
@@ -289,6 +290,26 @@ class _Cel:
             if value.type() == cel.Type.ERROR:
                 return _Outcome(error=_resulted(expression, _go_error(str(value.value()))))
             return _Outcome(value=value.plain_value())
+
+
+_PARSER: list[Any] = []  # the environment, built on first use
+_PARSER_LOCK = threading.Lock()
+
+
+def syntax_error(expression: str) -> str:
+    """The parse error of ``expression`` as cel-go words it (``ERROR: <input>:1:23:
+    Syntax error: ...``), or "" when it parses. Names and types are not checked."""
+    with _PARSER_LOCK:
+        if not _PARSER:
+            _PARSER.append(_environment())
+        try:
+            _PARSER[0].compile(expression, disable_check=True)
+        except Exception as exc:
+            return _STATUS_SUFFIX.sub("", _STATUS_PREFIX.sub("", str(exc).strip()))
+    return ""
+
+
+_STATUS_SUFFIX: Final = re.compile(r" \[[A-Z_]+\]$")
 
 
 def _resulted(expression: str, error: str) -> str:

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from manager.testing import admission as a
+from manager.testing import admissionpolicy
 
 __all__ = ["default", "validate"]
 
@@ -784,11 +785,39 @@ def _webhooks(obj: Mapping[str, Any]) -> list[FieldError]:
     return errs
 
 
+def _validating_policy(obj: Mapping[str, Any]) -> list[FieldError]:
+    """The CEL of a ValidatingAdmissionPolicy must parse (kube compiles it, and also
+    type-checks it against the resource's schema, which is not done here)."""
+    spec = a._map(obj.get("spec"))
+    errs: list[FieldError] = []
+    checked = (
+        ("matchConditions", "expression"),
+        ("variables", "expression"),
+        ("validations", "expression"),
+        ("validations", "messageExpression"),
+        ("auditAnnotations", "valueExpression"),
+    )
+    for list_name, member in checked:
+        for i, item in enumerate(spec.get(list_name) or []):
+            expression = a._map(item).get(member)
+            path = f"spec.{list_name}[{i}].{member}"
+            if not isinstance(expression, str) or not expression.strip():
+                if member in ("expression", "valueExpression"):
+                    errs.append(a._required(path, f"{member} is not specified"))
+                continue
+            error = admissionpolicy.syntax_error(expression.strip())
+            if error:
+                errs.append(a._invalid(path, expression, f"compilation failed: {error}"))
+    return errs
+
+
 def validate(
     kind: str, group: str, obj: Mapping[str, Any], old: Mapping[str, Any] | None
 ) -> list[FieldError]:
     """The field errors of ``obj`` (a kind of this module; [] for any other)."""
     key = (group, kind)
+    if key == ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"):
+        return _validating_policy(obj)
     if key == ("apps", "DaemonSet"):
         return a._workload("DaemonSet", obj, old)
     if key == ("apps", "StatefulSet"):

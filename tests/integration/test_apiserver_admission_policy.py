@@ -363,3 +363,30 @@ def test_policies_and_bindings_are_defaulted(api_client: Any, namespace: str) ->
         )
         assert bound["spec"]["matchResources"]["matchPolicy"] == "Equivalent"
         assert bound["spec"]["matchResources"]["objectSelector"] == {}
+
+
+def test_a_policy_whose_cel_does_not_parse_is_invalid(api_client: Any) -> None:
+    name = _unique("vap")
+    answer = http(
+        api_client,
+        "POST",
+        f"{API}/validatingadmissionpolicies",
+        body={
+            "metadata": {"name": name},
+            "spec": {
+                "matchConstraints": _rules("", "v1", "configmaps"),
+                "validations": [{"expression": "object.data.size() <"}],
+            },
+        },
+    )
+    if answer.status == 201:  # clean up before failing
+        http(api_client, "DELETE", f"{API}/validatingadmissionpolicies/{name}")
+    assert answer.status == 422, answer.body
+    assert answer.body["message"].startswith(
+        f'ValidatingAdmissionPolicy.admissionregistration.k8s.io "{name}" is invalid: '
+        'spec.validations[0].expression: Invalid value: "object.data.size() <": '
+        "compilation failed: ERROR: <input>:1:21: Syntax error: mismatched input '<EOF>'"
+    )
+    assert [c["field"] for c in answer.body["details"]["causes"]] == [
+        "spec.validations[0].expression"
+    ]
