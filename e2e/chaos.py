@@ -57,12 +57,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from controllers.podport.crd import install_crd
 from e2e.processes import HA_PLUGIN, Replica
+from e2e.shardaudit import leader_violations
+
+if TYPE_CHECKING:
+    from e2e.shardchaos import ShardResult
 from e2e.targets import LOGICAL_PORTS
 from manager.errors import ApiError, NotFound
 from manager.kube import ClientOptions, KubeClient
@@ -122,10 +126,14 @@ class Harness:
         *,
         grace: float = 5.0,
         hold_seconds: float | None = None,
+        blind: bool = False,
+        fence: bool = True,
     ) -> None:
         self.workdir = workdir
         self.grace = grace
         self.hold_seconds = hold_seconds
+        self.blind = blind
+        self.fence = fence
         self.server = LocalApiServer()
         self.driver: KubeClient | None = None
         self._lock = threading.Lock()
@@ -259,7 +267,9 @@ class Harness:
         health_port = _free_port()
         config = self._config(name, health_port)
         plugins = (HA_PLUGIN,) if self.hold_seconds is not None else ()
-        replica = Replica(name, config, str(kubeconfig), self.workdir, plugins=plugins)
+        replica = Replica(
+            name, config, str(kubeconfig), self.workdir, plugins=plugins, fence=self.fence
+        )
         with self._lock:
             self._procs[name] = _Proc(replica, proxy, health_port)
         return name
@@ -306,6 +316,9 @@ class Harness:
                 "holdSeconds": self.hold_seconds,
                 "leaseName": LEASE_NAME,
                 "leaseNamespace": NAMESPACE,
+                "blind": self.blind,
+                "busy": self.blind,
+                "workers": 16 if self.blind else 1,
             }
         doc = {
             "leaderElection": {
@@ -331,17 +344,22 @@ class Harness:
     # the audit
 
     def writes_by_non_holders(self) -> list[str]:
-        """Every write a replica made while it did not hold the Lease (when applied)."""
+        """Every write a replica made while it did not hold the Lease (when applied):
+        while another held it, or while nobody did (released, expired into a takeover)."""
         audit = self.server.audit
-        bad = []
+        bad = leader_violations(
+            audit,
+            NAMESPACE,
+            LEASE_NAME,
+            writer=lambda r: r.user.startswith("replica-") and not _election_write(r),
+        )
         for r in audit.records():
             if not r.user.startswith("replica-") or _election_write(r):
                 continue
-            holder = audit.lease_holder(NAMESPACE, LEASE_NAME, r.revision)
-            if not holder.startswith(f"{r.user}_"):
+            if not audit.lease_holder(NAMESPACE, LEASE_NAME, r.revision):
                 bad.append(
                     f"{r.user} {r.verb} {r.resource} {r.namespace}/{r.name} at revision "
-                    f"{r.revision} while {holder or 'nobody'} held the Lease"
+                    f"{r.revision} while nobody held the Lease"
                 )
         return bad
 
@@ -723,12 +741,94 @@ def _slow_rolling(h: Harness, probes: _Probes, result: ScenarioResult) -> None:
         ticker.join(10)
 
 
+class _Ticking:
+    """``n`` ConfigMaps for the HA test controller, each edited every 0.2 s: with a blind
+    controller holding each for a second, the leader is nearly always inside reconciles
+    that end with a write."""
+
+    def __init__(self, h: Harness, n: int = 24) -> None:
+        self.client = h.client
+        self.names = [f"blind-{i}" for i in range(n)]
+        for name in self.names:
+            body = {"metadata": {"name": name, "labels": {HA_LABEL: "true"}}, "data": {"tick": "0"}}
+            self.client.create(CONFIGMAPS, body, NAMESPACE)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="chaos/ticker")
+
+    def __enter__(self) -> _Ticking:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(10)
+
+    def _run(self) -> None:
+        n = 0
+        while not self.stop.wait(0.2):
+            n += 1
+            for name in self.names:
+                with contextlib.suppress(ApiError, OSError):
+                    patch = {"data": {"tick": str(n)}}
+                    self.client.patch(CONFIGMAPS, name, patch, namespace=NAMESPACE)
+
+
+def _wrote(h: Harness, name: str) -> bool:
+    return any(r.resource == "configmaps" for r in h.server.audit.records(name))
+
+
+def _sigstop_blind(h: Harness, probes: _Probes, result: ScenarioResult) -> None:
+    """SIGSTOP inside reconciles that end with a blind write: once woken, each of the
+    leader's sixteen workers finishes its reconcile and writes at once — after the
+    takeover — racing the process's own exit (it notices the loss at the same moment).
+    Only the fence refuses those writes deterministically."""
+    with _Ticking(h):
+        leader = h.wait_leader()
+        _wait(lambda: _wrote(h, leader), 30, f"{leader} writing", h.logs)
+        time.sleep(1.5)  # every worker inside a 1 s hold
+        started = time.monotonic()
+        h.signal(leader, signal.SIGSTOP, expected="stop")
+        result.recovery.append(probes.recovery(started))
+        time.sleep(max(0.0, LEASE + 2.0 - (time.monotonic() - started)))
+        h.signal(leader, signal.SIGCONT, expected="stop")
+        code = h.wait_exit(leader, 15)
+        if code != 1:
+            result.notes.append(f"{leader} woke after losing the Lease and exited {code}, not 1")
+        h.wait_ready()
+
+
+def _sigstop_held(h: Harness, probes: _Probes, result: ScenarioResult) -> None:
+    """The leader's writes are held on the wire (its proxy keeps them), then it is paused
+    past its Lease; after the takeover it is woken and, a second later, the proxy lets
+    the held writes go. None may be applied: their connections have closed by then (the
+    fence cut their timeouts to the Lease's validity)."""
+    with _Ticking(h):
+        leader = h.wait_leader()
+        _wait(lambda: _wrote(h, leader), 30, f"{leader} writing", h.logs)
+        held = h.proxy(leader).delay_requests(
+            rb"^(POST|PUT|PATCH|DELETE) /(api/|apis/(?!coordination\.k8s\.io/))", 3600.0
+        )
+        _wait(lambda: held.matched >= 3, 30, "writes held on the wire", h.logs)
+        started = time.monotonic()
+        h.signal(leader, signal.SIGSTOP, expected="stop")
+        result.recovery.append(probes.recovery(started))
+        time.sleep(max(0.0, LEASE + 2.0 - (time.monotonic() - started)))
+        h.signal(leader, signal.SIGCONT, expected="stop")
+        time.sleep(1.0)
+        held.release()
+        code = h.wait_exit(leader, 15)
+        if code != 1:
+            result.notes.append(f"{leader} woke after losing the Lease and exited {code}, not 1")
+        h.wait_ready()
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
     run: Callable[[Harness, _Probes, ScenarioResult], None]
     grace: float = 5.0
     hold_seconds: float | None = None
+    blind: bool = False
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -741,17 +841,28 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("compaction", _compaction),
         Scenario("partition-leader", _partition),
         Scenario("slow-reconcile-rolling", _slow_rolling, grace=2.0, hold_seconds=6.0),
+        Scenario("sigstop-blind-write", _sigstop_blind, hold_seconds=1.0, blind=True),
+        Scenario("sigstop-held-writes", _sigstop_held, hold_seconds=0.2, blind=True),
     )
 }
 
 
-def run_scenario(name: str, workdir: Path, *, seed: int = 0) -> ScenarioResult:
-    """Run one scenario in a fresh harness; the result says what held and what did not."""
+def run_scenario(name: str, workdir: Path, *, seed: int = 0, fence: bool = True) -> ScenarioResult:
+    """Run one scenario in a fresh harness; the result says what held and what did not.
+    ``fence=False`` runs the replicas with the write fence switched off (the test-only
+    ``e2e.unfenced``): a scenario that tests the fence must then report writes by
+    non-holders."""
     scenario = SCENARIOS[name]
     result = ScenarioResult(name)
     began = time.monotonic()
     workdir.mkdir(parents=True, exist_ok=True)
-    with Harness(workdir, grace=scenario.grace, hold_seconds=scenario.hold_seconds) as h:
+    with Harness(
+        workdir,
+        grace=scenario.grace,
+        hold_seconds=scenario.hold_seconds,
+        blind=scenario.blind,
+        fence=fence,
+    ) as h:
         with Workload(h.client, seed=seed) as workload:
             time.sleep(2.0)  # the controllers are busy before the first fault
             scenario.run(h, _Probes(h, workload), result)
@@ -813,80 +924,238 @@ def _wait(
 # -- the report ---------------------------------------------------------------------------
 
 
-def render(results: dict[str, list[ScenarioResult]], command: str) -> str:
+def _median_max(values: list[float]) -> str:
+    if not values:
+        return "-"
+    return f"{statistics.median(values):.2f} / {max(values):.2f}"
+
+
+def _fence_off(n: int, runs: int, tests_fence: bool) -> str:
+    if not runs:
+        return "not run"
+    if not tests_fence:
+        return f"{n} ({runs} run{'s' * (runs > 1)}; no stale writer can exist here)"
+    return f"**{n}** ({runs} run{'s' * (runs > 1)})"
+
+
+# Scenarios in which a replica that may no longer write is alive and unaware of it when a
+# write of its would go out: only there can the fence be what keeps the count at 0. In the
+# others a replica is killed, or knows it lost (it exits before anyone takes over), or no
+# Lease changes hands: they test recovery and that nothing is lost.
+FENCE_TESTED = {"sigstop-leader", "sigstop-blind-write", "sigstop-held-writes"}
+SHARD_FENCE_TESTED = {"sigstop", "drain-timeout"}
+
+
+def render(
+    results: dict[str, list[ScenarioResult]],
+    command: str,
+    *,
+    unfenced: dict[str, list[ScenarioResult]] | None = None,
+    shards: dict[str, list[ShardResult]] | None = None,
+    shards_unfenced: dict[str, list[ShardResult]] | None = None,
+) -> str:
+    from e2e.shardchaos import KEYS as KEYS_SHARDED  # it imports this module
+
+    unfenced = unfenced or {}
+    shards_unfenced = shards_unfenced or {}
     lines = [
-        "# Chaos: exactly one leader writes",
+        "# Chaos: one writer, proven",
         "",
         f"Generated by `{command}` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
         f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}.",
         "",
-        f"Three `overseer run` replicas (exposer + podport; lease {LEASE:g} s, renew deadline "
-        f"{RENEW:g} s, retry {RETRY:g} s) against the local API server, a continuous "
-        "workload (Deployments created and edited, pods created and deleted, ~25 operations/s). "
-        "*Writes by non-holders*: writes the server applied from a replica that did not hold "
-        "the Lease at that moment (its audit; Lease writes of the election excepted). "
-        "*Objects lost*: anything not converged 45 s after the workload stopped. "
-        "*Recovery*: from a fault to the exposure of a Deployment created at that moment. "
-        "See `e2e/chaos.py` for the scenarios.",
+        "Every scenario also ran with the write fence switched off (the test-only "
+        "`e2e.unfenced`, never a configuration key): the last column. Where a replica "
+        "that may no longer write is alive and unaware of it when its write goes out, that "
+        "column must be above 0 — the proof that the scenario tests the fence. "
+        "`e2e/test_chaos.py::test_the_suite_catches_a_disabled_fence` checks it in the "
+        "test suite.",
         "",
-        "| scenario | runs | faults | replica writes | writes by non-holders | objects lost | "
-        "recovery s (median / max) | kill -9 to new leader s (max) | exits (code: count) |",
-        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, runs in results.items():
-        recovery = [r for run in runs for r in run.recovery] or [float("nan")]
-        failover = [f for run in runs for f in run.failover]
-        exits = Counter(e.code for run in runs for e in run.exits)
-        lines.append(
-            f"| {name} | {len(runs)} | {len(recovery)} | {sum(r.replica_writes for r in runs)} | "
-            f"{sum(len(r.non_holder_writes) for r in runs)} | "
-            f"{sum(len(r.lost) for r in runs)} | "
-            f"{statistics.median(recovery):.2f} / {max(recovery):.2f} | "
-            f"{f'{max(failover):.2f}' if failover else '-'} | "
-            f"{', '.join(f'{c}: {n}' for c, n in sorted(exits.items()))} |"
-        )
-    lines.append("")
-    failures = [(n, r) for n, runs in results.items() for r in runs if not r.ok]
+    if results:
+        lines += [
+            "## Leader election",
+            "",
+            f"Three `overseer run` replicas (exposer + podport, and the HA test controller in "
+            f"the scenarios that need it; lease {LEASE:g} s, renew deadline {RENEW:g} s, retry "
+            f"{RETRY:g} s) against the local API server, a continuous workload (Deployments "
+            "created and edited, pods created and deleted, ~25 operations/s). *Writes by "
+            "non-holders*: writes the server applied from a replica while another held the "
+            "Lease or nobody did (its audit; the election's own Lease writes excepted). "
+            "*Objects lost*: anything not converged 45 s after the workload stopped. "
+            "*Recovery*: from a fault to the exposure of a Deployment created at that moment. "
+            "`sigstop-blind-write` and `sigstop-held-writes` run the HA test controller in "
+            "blind mode (a merge patch without resourceVersion after a hold). See "
+            "`e2e/chaos.py` for the scenarios.",
+            "",
+            "| scenario | runs | faults | replica writes | writes by non-holders | objects lost | "
+            "recovery s (median / max) | kill -9 to new leader s (max) | exits (code: count) "
+            "| fence off: writes by non-holders |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for name, runs in results.items():
+            recovery = [r for run in runs for r in run.recovery]
+            failover = [f for run in runs for f in run.failover]
+            exits = Counter(e.code for run in runs for e in run.exits)
+            off = unfenced.get(name, [])
+            off_writes = sum(len(r.non_holder_writes) for r in off)
+            lines.append(
+                f"| {name} | {len(runs)} | {len(recovery)} | "
+                f"{sum(r.replica_writes for r in runs)} | "
+                f"{sum(len(r.non_holder_writes) for r in runs)} | "
+                f"{sum(len(r.lost) for r in runs)} | {_median_max(recovery)} | "
+                f"{f'{max(failover):.2f}' if failover else '-'} | "
+                f"{', '.join(f'{c}: {n}' for c, n in sorted(exits.items()))} | "
+                f"{_fence_off(off_writes, len(off), name in FENCE_TESTED)} |"
+            )
+        lines.append("")
+    if shards:
+        lines += [
+            "## Sharding",
+            "",
+            f"Three replicas share a sharded controller (the sharding test controller in blind "
+            f"mode: hold 0.2 s, then a merge patch without resourceVersion; 4 workers each) "
+            f"over {KEYS_SHARDED} ConfigMaps, 20 of them edited every quarter second; shard "
+            f"Lease {LEASE:g} s, renew deadline {RENEW:g} s, retry {RETRY:g} s. *Keys written "
+            "by two replicas in one span*: reconciles that wrote, by two replicas, overlapping "
+            "in time (the controller's journal). *Writes without ownership*: writes the audit "
+            "attributes to a replica whose own shard Lease was not live, whose published ring "
+            "did not give it the key, or while another live member had claimed it since "
+            "earlier (`e2e/shardaudit.py`). *Recovery*: from a fault to every key holding a "
+            "tick issued at that moment. See `e2e/shardchaos.py`.",
+            "",
+            "| scenario | runs | faults | replica writes | keys written by two replicas in one "
+            "span | writes without ownership | objects lost | recovery s (median / max) | "
+            "exits (code: count) | fence off: two-writer keys / writes without ownership |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for name, runs_ in shards.items():
+            recovery = [r for run in runs_ for r in run.recovery]
+            exits = Counter(e.code for run in runs_ for e in run.exits)
+            off_ = shards_unfenced.get(name, [])
+            off_text = (
+                f"{sum(len(r.overlaps) for r in off_)} / {sum(len(r.violations) for r in off_)}"
+            )
+            lines.append(
+                f"| {name} | {len(runs_)} | {sum(r.faults for r in runs_)} | "
+                f"{sum(r.writes for r in runs_)} | {sum(len(r.overlaps) for r in runs_)} | "
+                f"{sum(len(r.violations) for r in runs_)} | "
+                f"{sum(len(r.lost) for r in runs_)} | {_median_max(recovery)} | "
+                f"{', '.join(f'{c}: {n}' for c, n in sorted(exits.items()))} | "
+                + (
+                    "not run"
+                    if not off_
+                    else f"{'**' if name in SHARD_FENCE_TESTED else ''}{off_text}"
+                    f"{'**' if name in SHARD_FENCE_TESTED else ''} ({len(off_)} run"
+                    f"{'s' * (len(off_) > 1)}"
+                    f"{'' if name in SHARD_FENCE_TESTED else '; no stale writer can exist here'})"
+                )
+                + " |"
+            )
+        lines.append("")
+    failures: list[tuple[str, list[str]]] = [
+        (n, [*r.non_holder_writes, *r.lost, *r.during, *r.notes[:-1]])
+        for n, runs in results.items()
+        for r in runs
+        if not r.ok
+    ]
+    failures += [
+        (f"sharding/{n}", [*r.overlaps, *r.violations, *r.lost, *r.notes[:-1]])
+        for n, runs_ in (shards or {}).items()
+        for r in runs_
+        if not r.ok
+    ]
     if failures:
         lines.append("## Failures")
-        for name, r in failures:
+        for name, what in failures:
             lines.append(f"### {name}")
-            lines.extend(
-                f"- {x}" for x in [*r.non_holder_writes, *r.lost, *r.during, *r.notes[:-1]]
-            )
+            lines.extend(f"- {x}" for x in what[:20])
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m e2e.chaos", description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=1, help="runs per scenario (default 1)")
-    parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS), help="repeatable")
-    parser.add_argument("--report", default="", help="write the table to this file")
+    parser.add_argument(
+        "--fence-off-runs",
+        type=int,
+        default=0,
+        help="runs per scenario with the write fence switched off (default 0)",
+    )
+    parser.add_argument("--scenario", action="append", help="repeatable (leader or sharding)")
+    parser.add_argument(
+        "--suite", choices=("all", "leader", "sharding"), default="all", help="default all"
+    )
+    parser.add_argument("--report", default="", help="write the tables to this file")
     parser.add_argument("--workdir", default="", help="logs and configs (default: a temp dir)")
     args = parser.parse_args(argv)
     import tempfile
 
+    from e2e.shardchaos import SHARD_SCENARIOS, run_shard_scenario  # it imports this module
+
     base = Path(args.workdir or tempfile.mkdtemp(prefix="overseer-chaos-"))
+    wanted = set(args.scenario or [])
+    unknown = wanted - set(SCENARIOS) - set(SHARD_SCENARIOS)
+    if unknown:
+        parser.error(f"unknown scenario(s): {', '.join(sorted(unknown))}")
+    leader_names = [
+        n for n in SCENARIOS if args.suite in ("all", "leader") and (not wanted or n in wanted)
+    ]
+    shard_names = [
+        n
+        for n in SHARD_SCENARIOS
+        if args.suite in ("all", "sharding") and (not wanted or n in wanted)
+    ]
     results: dict[str, list[ScenarioResult]] = {}
-    for name in args.scenario or list(SCENARIOS):
-        for run in range(args.runs):
-            r = run_scenario(name, base / f"{name}-{run}", seed=run)
-            results.setdefault(name, []).append(r)
+    unfenced: dict[str, list[ScenarioResult]] = {}
+    shards: dict[str, list[ShardResult]] = {}
+    shards_unfenced: dict[str, list[ShardResult]] = {}
+    ok = True
+    for name in leader_names:
+        for run in range(args.runs + args.fence_off_runs):
+            fence = run < args.runs
+            r = run_scenario(
+                name, base / f"{name}-{run}{'' if fence else '-unfenced'}", seed=run, fence=fence
+            )
+            (results if fence else unfenced).setdefault(name, []).append(r)
+            ok = ok and (r.ok or not fence)
             print(
-                f"{name} run {run + 1}: {'ok' if r.ok else 'FAILED'} in {r.seconds:.0f} s, "
+                f"{name} run {run + 1}{'' if fence else ' (fence off)'}: "
+                f"{'ok' if r.ok else 'FAILED'} in {r.seconds:.0f} s, "
                 f"recovery {', '.join(f'{x:.2f}' for x in r.recovery)} s, "
                 f"{r.replica_writes} replica writes, {len(r.non_holder_writes)} by non-holders",
+                flush=True,
+            )
+    for name in shard_names:
+        for run in range(args.runs + args.fence_off_runs):
+            fence = run < args.runs
+            sr = run_shard_scenario(
+                name, base / f"shard-{name}-{run}{'' if fence else '-unfenced'}", fence=fence
+            )
+            (shards if fence else shards_unfenced).setdefault(name, []).append(sr)
+            ok = ok and (sr.ok or not fence)
+            print(
+                f"sharding/{name} run {run + 1}{'' if fence else ' (fence off)'}: "
+                f"{'ok' if sr.ok else 'FAILED'} in {sr.seconds:.0f} s, "
+                f"recovery {', '.join(f'{x:.2f}' for x in sr.recovery)} s, {sr.writes} writes, "
+                f"{len(sr.overlaps)} two-writer keys, {len(sr.violations)} without ownership",
                 flush=True,
             )
     shown = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--workdir"]
     if args.workdir:
         shown.remove(args.workdir)
     command = "python -m e2e.chaos " + " ".join(shown)
-    text = render(results, command.strip())
+    text = render(
+        results,
+        command.strip(),
+        unfenced=unfenced,
+        shards=shards,
+        shards_unfenced=shards_unfenced,
+    )
     print(text)
     if args.report:
         Path(args.report).write_text(text)
-    return 0 if all(r.ok for runs in results.values() for r in runs) else 1
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -60,6 +60,8 @@ class Replica:
         kubeconfig: str,
         logdir: Path,
         plugins: Sequence[Path] = (HA_PLUGIN,),
+        *,
+        fence: bool = True,
     ) -> None:
         self.name = name
         self.log = logdir / f"{name}.log"
@@ -73,7 +75,7 @@ class Replica:
                 [
                     sys.executable,
                     "-m",
-                    "manager",
+                    "manager" if fence else "e2e.unfenced",  # the test-only switch
                     "run",
                     "--config",
                     str(config),

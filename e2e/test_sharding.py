@@ -6,8 +6,9 @@ shard Lease. Proven at the end:
 * no key was ever reconciled by two replicas at the same moment (every reconcile is
   journaled by the test controller, with its start and end);
 * every write a replica made was for a key that the ring it had published gave it, while
-  no other live member's published ring claimed the key (the local API server's audit;
-  skipped against a real cluster, which has none);
+  its own shard Lease was live and no other live member's published ring had claimed the
+  key since earlier (``e2e/shardaudit.py`` on the local API server's audit; skipped against
+  a real cluster, which has none);
 * everything converges, and after the kill the dead replica's keys are reconciled again
   within lease duration + 2 retry periods.
 """
@@ -33,6 +34,7 @@ import pytest
 import yaml
 
 from e2e.processes import Replica
+from e2e.shardaudit import shard_violations
 from manager.errors import ApiError
 from manager.hashring import HashRing
 from manager.kube import ClientOptions, KubeClient
@@ -233,80 +235,6 @@ def _overlaps(entries: list[dict[str, Any]]) -> list[str]:
     return bad
 
 
-def _audit_violations(server: Any, pool: Pool) -> tuple[int, list[str]]:
-    """Writes to the test's ConfigMaps that break "earlier claim wins": the writer's
-    published ring must give it the key, and every other live member whose published ring
-    also claims the key must have claimed it later than the writer (it then sees the
-    writer's claim and waits: two replicas that briefly disagree on the members never both
-    work on a key)."""
-    audit = server.audit
-    histories = {
-        name: history
-        for (_, name), history in audit.lease_states(pool.namespace).items()
-        if any(s.labels.get(RING_LABEL) == pool.ring for s in history)
-    }
-    rings: dict[str, HashRing | None] = {}
-
-    def ring_of(state: Any) -> HashRing | None:
-        text = state.annotations.get(APPLIED_ANNOTATION) or ""
-        if text not in rings:
-            vnodes, _, members = text.partition("|")
-            rings[text] = HashRing(members.split(","), int(vnodes)) if vnodes.isdigit() else None
-        return rings[text]
-
-    def claim(lease: str, key: str, revision: int) -> int | None:
-        """Since which revision ``lease`` has claimed ``key`` without a break (None: it
-        does not claim it at ``revision``)."""
-        since = None
-        for state in histories[lease]:
-            if state.revision > revision:
-                break
-            ring = ring_of(state)
-            claims = bool(state.holder) and ring is not None and ring.owner(key) == lease
-            since = (state.revision if since is None else since) if claims else None
-        return since
-
-    checked, bad = 0, []
-    for record in audit.records():
-        if not record.user.startswith("replica-") or record.resource != "configmaps":
-            continue
-        if record.namespace != pool.namespace:
-            continue
-        checked += 1
-        key = f"{record.namespace}/{record.name}"
-        mine = next(
-            (
-                lease
-                for lease, history in histories.items()
-                if any(s.holder.startswith(f"{record.user}_") for s in history)
-            ),
-            None,
-        )
-        since = None if mine is None else claim(mine, key, record.revision)
-        if since is None:
-            bad.append(f"{record.user} wrote {key} at {record.revision} without claiming it")
-            continue
-        for lease, history in histories.items():
-            if lease == mine or record.time - _last_change(history, record.revision) >= LEASE:
-                continue  # our own, or expired: claims nothing
-            other = claim(lease, key, record.revision)
-            if other is not None and other <= since:
-                bad.append(
-                    f"{record.user} wrote {key} at {record.revision} (claim since {since}) "
-                    f"while {lease} claimed it since {other}"
-                )
-    return checked, bad
-
-
-def _last_change(history: list[Any], revision: int) -> float:
-    last = 0.0
-    for state in history:
-        if state.revision > revision:
-            break
-        last = state.time
-    return last
-
-
 def test_replicas_share_keys_one_at_a_time_through_kills_joins_stops_and_pauses(
     client: KubeClient, kubeconfig_path: str, namespace: str, server: Any, tmp_path: Path
 ) -> None:
@@ -413,7 +341,17 @@ def test_replicas_share_keys_one_at_a_time_through_kills_joins_stops_and_pauses(
         writers = {e["who"] for e in entries if e["outcome"] == "written"}
         assert len(writers) >= 4, writers  # every replica worked on its share
         if server is not None:
-            checked, bad = _audit_violations(server, pool)
+            checked, bad = shard_violations(
+                server.audit,
+                pool.namespace,
+                pool.ring,
+                LEASE,
+                writer=lambda r: (
+                    r.user.startswith("replica-")
+                    and r.resource == "configmaps"
+                    and r.namespace == pool.namespace
+                ),
+            )
             print(f"audited {checked} replica writes")
             assert checked > KEYS
             assert bad == [], bad[:5]

@@ -510,9 +510,20 @@ def _apiserver(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    with LocalApiServer(
-        port=args.port, kubeconfig_path=args.kubeconfig_out, workload_controllers=True
-    ) as server:
+    from manager.testing.featuregates import parse_feature_gates
+
+    try:
+        gates = parse_feature_gates(args.feature_gates or "")
+    except ValueError as exc:
+        print(f"overseer apiserver: --feature-gates: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    server_ = LocalApiServer(
+        port=args.port,
+        kubeconfig_path=args.kubeconfig_out,
+        feature_gates=gates,
+        workload_controllers=True,
+    )
+    with server_ as server:
         print(f"local API server listening on {server.url}")
         print(f"kubeconfig: {server.kubeconfig_path}")
         print(f"try: kubectl --kubeconfig {server.kubeconfig_path} get ns")
@@ -601,6 +612,13 @@ def _parser() -> argparse.ArgumentParser:
         help="write the server's kubeconfig here (default: a temporary file)",
     )
     api.add_argument("--demo", action="store_true", help="seed sample Deployments and Pods")
+    api.add_argument(
+        "--feature-gates",
+        metavar="GATES",
+        default="",
+        help="kube-apiserver's syntax, Name=true,Other=false; known: ShardedListAndWatch "
+        "(default false: shardSelector on list and watch)",
+    )
     api.set_defaults(func=_apiserver)
     return parser
 

@@ -38,8 +38,11 @@ calling thread's context (threads started with :func:`contextvars.copy_context` 
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -52,9 +55,12 @@ from manager.metrics import REGISTRY
 
 __all__ = [
     "FENCED_WRITES",
+    "IN_FLIGHT",
     "UNFENCED",
     "Fence",
+    "Flight",
     "ValidityFence",
+    "WritesInFlight",
     "current_fence",
     "fenced",
 ]
@@ -151,5 +157,109 @@ class ValidityFence:
             )
         raise WriteFenced(f"write refused: {self._message}", reason=self._reason)
 
+    @property
+    def reason(self) -> str:
+        return self._reason
+
     def __repr__(self) -> str:
         return f"ValidityFence(reason={self._reason!r})"
+
+
+class _Socketed(Protocol):
+    """A connection with (maybe) a socket: urllib3's HTTPConnection."""
+
+    sock: socket.socket | None
+
+
+class Flight:
+    """One fenced write from its first fence check until its answer has been read."""
+
+    __slots__ = ("aborted", "conn", "fence")
+
+    def __init__(self, fence: Fence) -> None:
+        self.fence = fence
+        self.conn: _Socketed | None = None
+        self.aborted = ""  # why it was abandoned ("" while it was not)
+
+
+class WritesInFlight:
+    """Every fenced write under way in this process, so that a permission can be given up
+    only once none of its writes can still arrive.
+
+    The client (:class:`~manager.kube.KubeClient`) calls :meth:`begin` before a fenced
+    write's first check, :meth:`sending` from the connection right before each piece of it
+    goes on the wire (after the fence's last check), and :meth:`end` once the answer is read
+    or the attempt failed. :meth:`abandon` shuts down the connections of the matching
+    writes; a matching write that has not been sent yet is refused when it tries.
+
+    Thread-safe: one lock; sockets are shut down outside it.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._flights: set[Flight] = set()
+
+    def begin(self, fence: Fence) -> Flight:
+        flight = Flight(fence)
+        with self._cond:
+            self._flights.add(flight)
+        return flight
+
+    def sending(self, flight: Flight, conn: _Socketed) -> None:
+        """``flight`` goes out on ``conn`` now.
+
+        Raises:
+            WriteFenced: the write was abandoned before it was sent.
+        """
+        with self._cond:
+            if flight.aborted:
+                raise WriteFenced(f"write refused: {flight.aborted}", reason="abandoned")
+            flight.conn = conn
+
+    def end(self, flight: Flight) -> None:
+        with self._cond:
+            self._flights.discard(flight)
+            self._cond.notify_all()
+
+    def count(self, match: Callable[[Fence], bool]) -> int:
+        """How many writes whose fence ``match`` accepts are under way."""
+        with self._cond:
+            return sum(1 for f in self._flights if match(f.fence))
+
+    def abandon(self, match: Callable[[Fence], bool], why: str) -> int:
+        """Abandon every write whose fence ``match`` accepts: its connection is shut down
+        now (both ways), so nothing more of it leaves and no answer is awaited; its writer
+        gets :class:`~manager.errors.WriteFenced`. Returns how many were abandoned."""
+        with self._cond:
+            flights = [f for f in self._flights if match(f.fence) and not f.aborted]
+            for flight in flights:
+                flight.aborted = why
+            sockets = [f.conn.sock for f in flights if f.conn is not None]
+        for sock in sockets:
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+        if flights:
+            logger.warning("abandoned writes in flight", extra={"writes": len(flights), "why": why})
+        return len(flights)
+
+    def wait(self, match: Callable[[Fence], bool], timeout: float) -> bool:
+        """Wait until no write ``match`` accepts is under way; False on timeout."""
+        deadline = time.monotonic() + max(timeout, 0.0)
+        with self._cond:
+            while any(match(f.fence) for f in self._flights):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+        return True
+
+    def give_up(self, match: Callable[[Fence], bool], why: str, timeout: float) -> bool:
+        """Before a permission goes: abandon the matching writes and wait (at most
+        ``timeout``) for their writers to notice. True when none is left."""
+        self.abandon(match, why)
+        return self.wait(match, timeout)
+
+
+IN_FLIGHT: Final[WritesInFlight] = WritesInFlight()
+"""The writes under way in this process (every client registers its fenced writes)."""

@@ -82,9 +82,10 @@ from manager.errors import (
     ServerError,
     TooManyRequests,
     Unavailable,
+    WriteFenced,
     api_error_from_status,
 )
-from manager.fencing import Fence, current_fence
+from manager.fencing import IN_FLIGHT, Fence, Flight, current_fence
 from manager.flowcontrol import RateLimiter, TokenBucket
 from manager.metrics import REGISTRY
 from manager.resources import BUILTINS, Resource
@@ -152,30 +153,33 @@ def _default_user_agent() -> str:
     return f"overseer/{__version__}"
 
 
-# The fence of the write this thread is sending, for the connection's last-moment check.
-_OUTGOING_FENCE: contextvars.ContextVar[Fence | None] = contextvars.ContextVar(
-    "overseer_outgoing_fence", default=None
+# The fenced write this thread is sending, for the connection's last-moment check.
+_OUTGOING: contextvars.ContextVar[Flight | None] = contextvars.ContextVar(
+    "overseer_outgoing_write", default=None
 )
 
 
-def _check_outgoing() -> None:
-    fence = _OUTGOING_FENCE.get()
-    if fence is not None:
-        fence.check()
+def _check_outgoing(conn: Any) -> None:
+    flight = _OUTGOING.get()
+    if flight is not None:
+        flight.fence.check()
+        IN_FLIGHT.sending(flight, conn)  # refused if abandoned meanwhile
 
 
 class _FencedHTTPConnection(urllib3.connection.HTTPConnection):
     """Asks the fence of the write being sent right before each piece goes on the wire,
-    so a pause between the client's check and the send cannot let a late write out."""
+    so a pause between the client's check and the send cannot let a late write out; and
+    tells :data:`~manager.fencing.IN_FLIGHT` which connection carries it, so that it can
+    be abandoned."""
 
     def send(self, data: Any) -> None:
-        _check_outgoing()
+        _check_outgoing(self)
         super().send(data)
 
 
 class _FencedHTTPSConnection(urllib3.connection.HTTPSConnection):
     def send(self, data: Any) -> None:
-        _check_outgoing()
+        _check_outgoing(self)
         super().send(data)
 
 
@@ -610,11 +614,15 @@ class KubeClient:
     def with_options(self, options: ClientOptions) -> KubeClient:
         """A new client to the same server with the same credentials and other options.
 
-        It has its own connection pool and rate limiter (the caller closes it). Leader
-        election uses this for short, unretried requests that cannot outlast its deadline.
+        It has its own connection pool and rate limiter (the caller closes it), and the same
+        fence as this client: a client derived from a fenced one is fenced. Leader election
+        uses this (on an unfenced client) for short, unretried requests that cannot outlast
+        its deadline.
         """
         configuration = copy.deepcopy(self._api.configuration)
-        return KubeClient(configuration, options=options, retry_sleep=self._retry_sleep)
+        clone = KubeClient(configuration, options=options, retry_sleep=self._retry_sleep)
+        clone._fence = self._fence
+        return clone
 
     @property
     def fence(self) -> Fence | None:
@@ -687,10 +695,12 @@ class KubeClient:
         continue_: str | None = None,
         resource_version: str | None = None,
         resource_version_match: str | None = None,
+        shard_selector: str | None = None,
     ) -> JsonDict:
         """LIST a collection: the whole List object (``items``, ``metadata.resourceVersion``,
         ``metadata.continue``). Without ``namespace`` a namespaced resource is listed in
-        all namespaces.
+        all namespaces. ``shard_selector`` (KEP-5866): a server that honours it answers
+        with ``metadata.shardInfo``; one without the gate ignores it.
 
         Raises:
             Gone: ``resource_version_match="Exact"`` at a compacted resourceVersion, or an
@@ -703,6 +713,7 @@ class KubeClient:
             "continue": continue_,
             "resourceVersion": resource_version,
             "resourceVersionMatch": resource_version_match,
+            "shardSelector": shard_selector,
         }
         return self._json("GET", resource.path(namespace), query=query, idempotent=True)
 
@@ -718,6 +729,7 @@ class KubeClient:
         read_timeout: float,
         allow_bookmarks: bool = True,
         send_initial_events: bool = False,
+        shard_selector: str | None = None,
     ) -> WatchStream:
         """Open a WATCH and return its event stream (see :class:`WatchStream`).
 
@@ -730,6 +742,8 @@ class KubeClient:
             send_initial_events: stream the current state first (sets
                 ``resourceVersionMatch=NotOlderThan``; ends with an initial-events-end
                 BOOKMARK when bookmarks are allowed).
+            shard_selector: only objects in these hash ranges (KEP-5866), where the
+                server honours it (feature gate ShardedListAndWatch); else ignored.
 
         Raises:
             ApiError: the watch request itself was refused (HTTP status != 2xx), after
@@ -744,6 +758,7 @@ class KubeClient:
             "allowWatchBookmarks": True if allow_bookmarks else None,
             "sendInitialEvents": True if send_initial_events else None,
             "resourceVersionMatch": "NotOlderThan" if send_initial_events else None,
+            "shardSelector": shard_selector,
         }
         path = resource.path(namespace)
         response = self._execute(
@@ -1122,10 +1137,12 @@ class KubeClient:
         if fence is not None:
             fence.check()  # before waiting for a token: a refused write spends none
         self._limiter.accept()
+        flight: Flight | None = None
         if fence is not None:
             valid_for = fence.check()  # the limiter may have made us wait
             if valid_for is not None and isinstance(timeout, float | int):
                 timeout = min(float(timeout), valid_for)
+            flight = IN_FLIGHT.begin(fence)
         headers: dict[str, str] = dict(self._api.default_headers)
         headers["Accept"] = "application/json"
         if body is not None:
@@ -1137,7 +1154,7 @@ class KubeClient:
             url = f"{url}{'&' if '?' in url else '?'}{urlencode(auth_query)}"
         start = time.monotonic()
         response: urllib3.BaseHTTPResponse | None = None
-        outgoing = _OUTGOING_FENCE.set(fence)
+        outgoing = _OUTGOING.set(flight)
         try:
             response = self._send(method, url, headers, body, timeout)
             status = int(response.status)
@@ -1149,9 +1166,16 @@ class KubeClient:
             if response is not None:
                 response.close()
             self._observe(method, "<error>", start)
+            if flight is not None and flight.aborted:
+                raise WriteFenced(
+                    f"{method} {urlsplit(url).path}: write abandoned: {flight.aborted}",
+                    reason="abandoned",
+                ) from exc
             raise self._connection_error(exc, method, urlsplit(url).path) from exc
         finally:
-            _OUTGOING_FENCE.reset(outgoing)
+            _OUTGOING.reset(outgoing)
+            if flight is not None:
+                IN_FLIGHT.end(flight)
         self._observe(method, str(status), start)
         if 200 <= status < 300:
             return data

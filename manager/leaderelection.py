@@ -12,7 +12,14 @@ Contract:
 * **The record** is the Lease's ``spec``: ``holderIdentity``, ``leaseDurationSeconds``
   (whole seconds, rounded up), ``acquireTime`` and ``renewTime`` (RFC 3339 MicroTime,
   ``2026-11-22T03:04:05.123456Z``) and ``leaseTransitions``. An empty holder means free.
-* **Acquire**: the Lease is created when missing. One held by another candidate is taken
+* **A missing Lease**: created at once when this candidate never saw it held by another
+  (first start, or released before it was deleted). One that vanished while another
+  candidate held it — ``kubectl delete lease`` to force a failover — is waited out like a
+  record that stopped changing (a lease duration from the last change seen), because its
+  holder may act until its renew deadline; client-go creates it at once and has two
+  leaders for up to a retry period. The holder itself, finding its Lease gone, has lost
+  it: leading stops at once and nothing is re-created.
+* **Acquire**: One held by another candidate is taken
   over (``leaseTransitions`` + 1) only when its record has not changed for the record's
   ``leaseDurationSeconds``, measured on the local monotonic clock from when *this*
   candidate last saw the record change; remote timestamps are never compared with the
@@ -283,6 +290,10 @@ class LeaderElector:
         self._observed_at = 0.0  # clock reading when the observed record last changed
         self._reported_leader = ""
         self._last_written: datetime | None = None
+        self._vanished = False  # our Lease was found deleted while we led
+        self._written: dict[str, float] = {}  # renewTime we wrote -> round start (clock)
+        self._round_started = 0.0
+        self._waiting_missing = False  # waiting out a deleted Lease that was held
 
     @property
     def identity(self) -> str:
@@ -301,6 +312,14 @@ class LeaderElector:
             if not self._leading:
                 return 0.0
             return max(self._renewed_at + self._config.renew_deadline - self._clock.now(), 0.0)
+
+    def written_at(self, renew_time: str) -> float | None:
+        """When (this elector's clock) the round began that wrote the record with this
+        ``renewTime`` — a time before that write was committed — or None if it was not
+        one of ours (recent ones only). A watcher that sees its own write in its cache
+        knows its cache holds everything committed before that moment."""
+        with self._lock:
+            return self._written.get(renew_time)
 
     def leader(self) -> str:
         """The holder of the last observed record ("" when none was seen or it is free)."""
@@ -402,6 +421,9 @@ class LeaderElector:
             if now < next_round:
                 continue  # woke early
             renewed = self._try_acquire_or_renew(deadline)
+            if self._vanished:
+                self._lose("the lease was deleted")
+                return False
             if self._clock.now() >= deadline:
                 self._lose("renew deadline passed during a request")
                 return False
@@ -448,10 +470,11 @@ class LeaderElector:
         timeout = self._timeout(deadline)
         if timeout is None:
             return False
+        self._round_started = self._clock.now()
         try:
             lease = self._api.get(LEASES, cfg.lease_name, cfg.namespace, timeout=timeout)
         except NotFound:
-            return self._create(deadline)
+            return self._missing(deadline)
         except ApiError as exc:
             self._log_api_error("cannot read the lease", exc)
             return False
@@ -483,6 +506,29 @@ class LeaderElector:
             )
         return True
 
+    def _missing(self, deadline: float | None) -> bool:
+        """The Lease is not there. Ours (we lead): it was deleted, and that is losing it.
+        Someone else's, seen changing within its duration: it may still act until its
+        renew deadline, so the missing record is waited out like one that stopped
+        changing. Never seen held (a fresh Lease, or a released one): created now."""
+        cfg = self._config
+        record = self._observed_record
+        if deadline is not None:
+            self._vanished = True
+            return False
+        if record is not None and record.holder and record.holder != cfg.identity:
+            duration = record.duration_seconds or self._duration_seconds
+            if self._clock.now() < self._observed_at + duration:
+                if not self._waiting_missing:
+                    self._waiting_missing = True
+                    logger.info(
+                        "lease deleted while held: waiting a lease duration before creating it",
+                        extra=self._context(),
+                    )
+                return False
+        self._waiting_missing = False
+        return self._create(deadline)
+
     def _create(self, deadline: float | None) -> bool:
         cfg = self._config
         timeout = self._timeout(deadline)
@@ -513,6 +559,7 @@ class LeaderElector:
         except ApiError as exc:
             self._log_api_error("cannot create the lease", exc)
             return False
+        self._note_written(created)
         self._observe(created)
         logger.info("acquired lease", extra={**self._context(), "previous_holder": ""})
         return True
@@ -533,6 +580,7 @@ class LeaderElector:
         except ApiError as exc:
             self._log_api_error("cannot write the lease", exc)
             return False
+        self._note_written(updated)
         self._observe(updated)
         return True
 
@@ -563,6 +611,15 @@ class LeaderElector:
         logger.warning("lease not released", extra=self._context())
 
     # -- state ----------------------------------------------------------------------------
+
+    def _note_written(self, lease: JsonDict) -> None:
+        record = _Record.from_lease(lease)
+        if record.holder != self._config.identity or not record.renew_time:
+            return
+        with self._lock:
+            self._written[record.renew_time] = self._round_started
+            while len(self._written) > 32:
+                del self._written[next(iter(self._written))]
 
     def _observe(self, lease: JsonDict) -> None:
         """Remember the Lease; note when its record changed and report a new holder."""

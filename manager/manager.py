@@ -21,8 +21,14 @@ cache sync → leader election → leader-only runnables (controllers). Stop in 
 * Write fencing (:mod:`manager.fencing`): :attr:`Manager.client` refuses every write
   (:class:`~manager.errors.WriteFenced`, nothing sent) while this replica does not hold
   the Lease on its own clock — a standby, a leader past its renew deadline (paused,
-  partitioned), a leader that released or lost the Lease. Writes before :meth:`run` (set-up)
-  and those of runnables added with ``leader_only=False`` are not fenced.
+  partitioned), a leader that released or lost the Lease. Leader-only work runs under the
+  leader fence, a sharded reconcile under its key's fence; a write made outside any fence
+  context (a thread started without :func:`contextvars.copy_context`) falls back to the
+  leader fence — and is refused when the manager has sharded controllers, since nothing
+  tells which key it belongs to. Writes before :meth:`run` (set-up) and those of
+  runnables added with ``leader_only=False`` are not fenced. Before the Lease is released,
+  writes still in flight under it (an Event's POST) are abandoned, their connections shut
+  down.
 * ``/healthz``: the process, its informer threads and its election thread are alive.
   ``/readyz``: caches synced — a standby with synced caches is ready; readiness does not
   mean leadership.
@@ -47,8 +53,9 @@ from manager.cache.informer import SharedInformer
 from manager.cache.lister import Lister
 from manager.cache.store import IndexFunc
 from manager.controller import Controller
+from manager.errors import WriteFenced
 from manager.events import EventBroadcaster, EventRecorder
-from manager.fencing import UNFENCED, Fence, ValidityFence, fenced
+from manager.fencing import FENCED_WRITES, IN_FLIGHT, UNFENCED, Fence, ValidityFence, fenced
 from manager.handler import EnqueueRequestsFromMapFunc, EventMapper, MapFunc
 from manager.healthz import Checks, EndpointServer
 from manager.kube import KubeClient
@@ -195,9 +202,11 @@ class Manager:
             reason="not_leader",
             message="this replica does not hold the leader Lease (on its own clock)",
         )
-        # Every write through the manager's client asks the fence (manager.fencing):
-        # a standby, or a leader whose Lease ran out on its clock, sends nothing.
-        self.client = client.with_fence(self._fence)
+        # Every write through the manager's client asks a fence (manager.fencing): the
+        # one its work runs under (leader-only work: the leader's; a sharded reconcile:
+        # its key's); a write from outside any (a thread started without the context)
+        # falls back to the leader's, or is refused when keys are sharded.
+        self.client = client.with_fence(_FallbackFence(self))
         self._election_client = client
         self.factory = InformerFactory(client, namespace=self.options.namespace)
         self.events = EventBroadcaster(self.client, component=self.options.name)
@@ -630,7 +639,9 @@ class Manager:
 
     def _start_leader_runnable(self, runnable: Runnable) -> None:
         # Caller holds self._wiring.
-        thread = self._spawn(f"controller/{runnable.name}", runnable.run, self._leader_stop)
+        thread = self._spawn(
+            f"controller/{runnable.name}", runnable.run, self._leader_stop, fence=self._fence
+        )
         self._leader_threads.append(thread)
 
     def _run_elector(self, elector_stop: threading.Event) -> None:
@@ -639,7 +650,7 @@ class Manager:
         nothing renews the Lease and another replica will take it)."""
         assert self._elector is not None
         try:
-            if self._elector.run(elector_stop, release=lambda: self._drained):
+            if self._elector.run(elector_stop, release=self._may_release):
                 return
             reason = "the Lease was lost"
         except BaseException:
@@ -682,8 +693,10 @@ class Manager:
             elector_stop.set()  # no renew, no release: writes stop being allowed now
             self._ring_stop.set()  # the shard Lease too: kept, not released
             return 1
-        # Events their reconciles recorded go out while the Lease is still ours.
-        self.events.flush(max(deadline - time.monotonic(), 1.0))
+        # Events their reconciles recorded go out while the Lease is still ours; one still
+        # on its way when the Lease goes is abandoned first (see _may_release).
+        if not self.events.flush(max(deadline - time.monotonic(), 1.0)):
+            logger.warning("events not all written before the Lease is released")
         self._drained = True
         elector_stop.set()  # the elector releases the Lease now that nothing writes
         self._ring_stop.set()  # and the ring its shard Lease
@@ -695,9 +708,47 @@ class Manager:
         logger.info("stopped cleanly")
         return 0
 
+    def _may_release(self) -> bool:
+        """Asked by the elector once leading has ended (the leader fence is closed): every
+        leader-only runnable has ended, and no write made under the leader fence is still
+        on its way — one that is (an Event's POST, say) is abandoned, its connection shut
+        down, before the Lease is given to a standby."""
+        if not self._drained:
+            return False
+        return IN_FLIGHT.give_up(
+            lambda fence: fence is self._fence or isinstance(fence, _FallbackFence),
+            "the leader Lease is being released",
+            timeout=2.0,
+        )
+
     def join(self, timeout: float | None = None) -> bool:
         """Wait for every thread the manager started (after :meth:`run` returned)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         for t in self._threads:
             t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         return not any(t.is_alive() for t in self._threads)
+
+
+class _FallbackFence:
+    """The fence of a write made through :attr:`Manager.client` outside any work's fence
+    context — a thread a reconcile started without copying its context, say. Without
+    sharded controllers every such write is leader work: the leader fence decides. With
+    them, it cannot be told which key it belongs to, so it is refused."""
+
+    def __init__(self, mgr: Manager) -> None:
+        self._mgr = mgr
+
+    def check(self) -> float | None:
+        mgr = self._mgr
+        if mgr._started and mgr._sharded:
+            FENCED_WRITES.labels("no_fence").inc()
+            raise WriteFenced(
+                "write refused: made outside any reconcile's fence in a manager with sharded "
+                "controllers (start threads with contextvars.copy_context().run so that "
+                "their writes carry the fence of the work they belong to)",
+                reason="no_fence",
+            )
+        return mgr._fence.check()
+
+    def __repr__(self) -> str:
+        return "FallbackFence"

@@ -30,6 +30,33 @@ it, having stopped working on ``k``) or A's Lease expired. Two replicas that pub
 claims on the same key concurrently are ordered by the API server: the later one sees the
 earlier claim and waits; both converge once their member views agree.
 
+What a replica trusts (each rule closes a window a fault script opened):
+
+* **Its own claim, once seen.** Every ring applied since the last one confirmed visible
+  in its own cache must give it a key before it starts the key: applying {A,B} and then
+  {A} again before seeing {A,B} published does not make B's keys A's.
+* **A view no older than a lease duration.** A member's Lease expires when it has not
+  changed for its duration *as of the freshest moment this replica's cache is known to
+  cover* — the start of the round that wrote the own renew the cache shows — not as of
+  "now": a stalled Lease watch (bytes held, connection open) freezes every expiry instead
+  of expiring everybody. A view older than a lease duration while renewals succeed is
+  reported (``shard_stale_views_total``) and the watch is restarted.
+* **A vanished Lease is a lost Lease.** The owner of a deleted shard Lease stops at once
+  (its elector does not re-create it) and the manager exits 1; the others keep its last
+  claims until it would have expired; and a replica starts no key before it has watched
+  the ring for a lease duration, so a Lease deleted before it began to watch has expired
+  by then.
+* **Writes in flight do not outlive the permission.** While a key is drained its write
+  permission ends at the drain deadline (a request's timeout is cut to it); before the
+  ring that gives the key away is published, every write of the key still under way is
+  abandoned (:data:`~manager.fencing.IN_FLIGHT`: its connection is shut down), Events
+  included. The same holds for every key before the shard Lease is released.
+* **One set of ring parameters.** Each member publishes its configured parameters
+  (``sharding.overseer.io/params``: the virtual nodes); the ring uses those of the
+  lowest-named live member, so replicas configured differently (a rollout that changes
+  ``virtualNodes``) still agree on every key's owner. A replica that follows parameters
+  other than its own logs it and exports ``shard_ring_params_mismatch 1``.
+
 Writes are fenced per key (:meth:`ShardRing.fence`): allowed while this replica's shard
 Lease is valid on its clock and its applied ring gives it the key — a paused replica that
 wakes up, or a reconcile that outlasted a drain, writes nothing. Losing the shard Lease is
@@ -62,7 +89,7 @@ from manager.cache.informer import SharedInformer
 from manager.clock import Clock, RealClock
 from manager.controller import Controller
 from manager.errors import ApiError, Conflict, NotFound
-from manager.fencing import Fence, ValidityFence, fenced
+from manager.fencing import IN_FLIGHT, Fence, ValidityFence, fenced
 from manager.hashring import DEFAULT_VIRTUAL_NODES, HashRing, ring_hash
 from manager.keys import JsonDict
 from manager.kube import KubeClient
@@ -72,6 +99,7 @@ from manager.reconcile import Reconciler, Request, Result
 
 __all__ = [
     "APPLIED_ANNOTATION",
+    "PARAMS_ANNOTATION",
     "RING_LABEL",
     "ShardRing",
     "ShardedReconciler",
@@ -83,6 +111,7 @@ logger = logging.getLogger(__name__)
 
 RING_LABEL: Final = "sharding.overseer.io/ring"
 APPLIED_ANNOTATION: Final = "sharding.overseer.io/applied"
+PARAMS_ANNOTATION: Final = "sharding.overseer.io/params"
 
 KEYS_OWNED = Gauge(
     "shard_keys_owned",
@@ -122,7 +151,28 @@ DRAIN_SECONDS = Histogram(
     registry=REGISTRY,
 )
 
+STALE_VIEWS = PromCounter(
+    "shard_stale_views_total",
+    "Times this replica's view of the ring's Leases was older than a lease duration while "
+    "its own renewals succeeded (a stalled watch); the watch is restarted.",
+    ["ring"],
+    registry=REGISTRY,
+)
+ABANDONED = PromCounter(
+    "shard_abandoned_writes_total",
+    "Writes still in flight for keys given up (a ring change or a release), abandoned.",
+    ["ring"],
+    registry=REGISTRY,
+)
+PARAMS_MISMATCH = Gauge(
+    "shard_ring_params_mismatch",
+    "1 while this replica follows ring parameters (virtual nodes) other than its own.",
+    ["ring"],
+    registry=REGISTRY,
+)
+
 _DNS_SUBDOMAIN_INVALID = re.compile(r"[^a-z0-9.-]+")
+_ABANDON_WAIT: Final = 2.0  # seconds to wait for abandoned writers to notice
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -169,11 +219,45 @@ def _decode(text: str) -> tuple[int, tuple[str, ...]] | None:
 class _Seen:
     """What this replica saw of one shard Lease, and when (its monotonic clock)."""
 
-    __slots__ = ("changed_at", "record")
+    __slots__ = ("changed_at", "params", "record", "vanished")
 
-    def __init__(self, record: tuple[Any, ...], now: float) -> None:
+    def __init__(self, record: tuple[Any, ...], now: float, params: int | None) -> None:
         self.record = record
         self.changed_at = now
+        self.params = params
+        self.vanished = False
+
+
+def _params(text: object) -> int | None:
+    value = str(text or "")
+    return int(value) if value.isdigit() and int(value) >= 1 else None
+
+
+class KeyFence:
+    """The write fence of one key of a ring: open while this replica's shard Lease is
+    valid on its clock and its applied ring gives it the key; during a drain that takes
+    the key away, only until the drain's deadline."""
+
+    __slots__ = ("_inner", "hash", "key", "ring")
+
+    def __init__(self, ring: ShardRing, key: str) -> None:
+        self.ring = ring
+        self.key = key
+        self.hash = ring_hash(key)
+        self._inner = ValidityFence(
+            self._valid_for,
+            reason="not_owner",
+            message=f"this replica does not own the key {key}",
+        )
+
+    def check(self) -> float | None:
+        return self._inner.check()
+
+    def _valid_for(self) -> float:
+        return self.ring._key_valid_for(self.hash)
+
+    def __repr__(self) -> str:
+        return f"KeyFence({self.key!r})"
 
 
 class ShardRing:
@@ -231,7 +315,9 @@ class ShardRing:
         self._lost = False
         self._applied: HashRing | None = None  # the ring we act on (writes allowed by it)
         self._desired: HashRing | None = None  # during a drain: the ring we move to
-        self._visible: HashRing | None = None  # applied and seen in our own cache
+        self._drain_deadline = 0.0  # during a drain: when lost keys' writes must end
+        self._visible: HashRing | None = None  # the last applied ring seen in our cache
+        self._pending: list[HashRing] = []  # applied since, not yet seen in our cache
         self._published_rv = 0
         self._claims: dict[str, HashRing] = {}  # other live members' published rings
         self._inflight: Counter[str] = Counter()
@@ -240,6 +326,12 @@ class ShardRing:
         self._rings: dict[tuple[int, tuple[str, ...]], HashRing] = {}
         self._elector_thread: threading.Thread | None = None
         self._released_ok: Callable[[], bool] = lambda: False
+        self._view_started: float | None = None  # when this replica began to watch
+        self._observed = False  # the observation period has passed
+        self._fresh_at: float | None = None  # our cache holds all committed before this
+        self._stale = False  # the view is reported stale (once per stale period)
+        self._published_params: int | None = None
+        self._following: int | None = None  # the parameters of the ring we follow
 
     # -- what workers ask ------------------------------------------------------------------
 
@@ -268,16 +360,21 @@ class ShardRing:
 
     def fence(self, key: str) -> Fence:
         """Writes for ``key`` are allowed while the shard Lease is valid on our clock and
-        the applied ring gives us ``key``."""
+        the applied ring gives us ``key`` (during a drain that takes it away: until the
+        drain's deadline)."""
+        return KeyFence(self, key)
 
-        def valid_for() -> float:
-            if not self.owns(key):
+    def _key_valid_for(self, h: int) -> float:
+        me = self.lease_name
+        with self._cond:
+            applied, desired = self._applied, self._desired
+            if self._lost or applied is None or _owner(applied, h) != me:
                 return 0.0
-            return self._elector.valid_for()
-
-        return ValidityFence(
-            valid_for, reason="not_owner", message=f"this replica does not own the key {key}"
-        )
+            limit = None
+            if desired is not None and _owner(desired, h) != me:
+                limit = self._drain_deadline - time.monotonic()
+        valid = self._elector.valid_for()
+        return valid if limit is None else max(min(valid, limit), 0.0)
 
     def _may_work(self, h: int) -> bool:
         # Caller holds the condition.
@@ -285,10 +382,12 @@ class ShardRing:
         applied, visible = self._applied, self._visible
         if self._lost or self._stopping or applied is None or visible is None:
             return False
-        if not self._elector.is_leader():
+        if not self._observed or not self._elector.is_leader():
             return False
         if _owner(applied, h) != me or _owner(visible, h) != me:
             return False  # not ours, or gained but our claim is not visible yet
+        if any(_owner(ring, h) != me for ring in self._pending):
+            return False  # gained since the last ring we saw published
         if self._desired is not None and _owner(self._desired, h) != me:
             return False  # being drained
         return all(_owner(ring, h) != name for name, ring in self._claims.items())
@@ -328,8 +427,10 @@ class ShardRing:
 
     def run(self, stop: threading.Event, *, release: Callable[[], bool]) -> None:
         """Hold the shard Lease and follow the ring until ``stop``; the Lease is released
-        if ``release()`` says so then (every sharded reconcile has ended)."""
+        if ``release()`` says so then (every sharded reconcile has ended) and every write
+        of its keys still in flight has been abandoned."""
         self._released_ok = release
+        self._view_started = self._clock.now()
         elector_stop = threading.Event()
         self._elector_thread = threading.Thread(
             target=self._run_elector,
@@ -361,9 +462,28 @@ class ShardRing:
             elector_stop.set()
             self._elector_thread.join(max(2.0, self.options.retry_period * 2))
 
+    def _may_release(self) -> bool:
+        """Asked by the elector once the shard Lease is no longer ours to write under (its
+        fences are closed): the manager agrees, and no write of our keys is in flight."""
+        if not self._released_ok():
+            return False
+        return self._give_up(lambda h: True, "the shard Lease is being released")
+
+    def _give_up(self, lost: Callable[[int], bool], why: str) -> bool:
+        """Abandon the writes in flight for keys (by hash) that ``lost`` accepts; True
+        once none is left."""
+
+        def match(fence: Fence) -> bool:
+            return isinstance(fence, KeyFence) and fence.ring is self and lost(fence.hash)
+
+        n = IN_FLIGHT.abandon(match, why)
+        if n:
+            ABANDONED.labels(self.options.ring_name).inc(n)
+        return IN_FLIGHT.wait(match, _ABANDON_WAIT)
+
     def _run_elector(self, elector_stop: threading.Event) -> None:
         try:
-            self._elector.run(elector_stop, release=self._released_ok)
+            self._elector.run(elector_stop, release=self._may_release)
         except BaseException:
             logger.exception("shard Lease election failed")
             if not elector_stop.is_set():
@@ -389,24 +509,37 @@ class ShardRing:
         if not self._elector.is_leader():
             return  # not a member yet (or no more: the elector reports the loss)
         members, claims, own = self._observe()
-        desired = self._ring(self.options.virtual_nodes, (*members, self.lease_name))
+        self._check_view()
+        desired = self._ring(self._ring_params(members), (*members, self.lease_name))
         with self._cond:
             changed_claims = claims != self._claims
             self._claims = claims
             current = self._applied
-        if desired != current:
+            observed_now = not self._observed and self._observation_over()
+            if observed_now:
+                self._observed = True
+        if desired != current or self._published_params != self.options.virtual_nodes:
             self._apply(desired, stop)
             return
         if own is not None and self._visible != current and self._is_published(own):
             with self._cond:
                 self._visible = current
+                self._pending = []
             self._requeue()
-        elif changed_claims:
+        elif changed_claims or observed_now:
             self._requeue()  # a key another member held may be ours to start now
         self._collect_garbage(members)
 
+    def _observation_over(self) -> bool:
+        started = self._view_started
+        return started is not None and (self._clock.now() - started >= self.options.lease_duration)
+
     def _observe(self) -> tuple[list[str], dict[str, HashRing], JsonDict | None]:
-        """Live members other than us, their published rings, and our own Lease as cached."""
+        """Live members other than us, their published rings, and our own Lease as cached.
+
+        A member is live while its Lease is held and, as of the freshest moment our cache
+        is known to cover, changed within its duration. A Lease that vanished from the
+        cache counts as it was last seen until then."""
         now = self._clock.now()
         members: list[str] = []
         claims: dict[str, HashRing] = {}
@@ -415,21 +548,38 @@ class ShardRing:
         for lease in self._leases.indexer.list():
             meta = lease.get("metadata") or {}
             name = str(meta.get("name") or "")
+            spec = lease.get("spec") or {}
+            annotations = meta.get("annotations") or {}
             if name == self.lease_name:
                 own = lease
+                written = self._elector.written_at(str(spec.get("renewTime") or ""))
+                if written is not None and (self._fresh_at is None or written > self._fresh_at):
+                    self._fresh_at = written
                 continue
-            spec = lease.get("spec") or {}
             record = (
                 spec.get("holderIdentity") or "",
                 spec.get("renewTime"),
                 spec.get("leaseDurationSeconds"),
-                (meta.get("annotations") or {}).get(APPLIED_ANNOTATION),
+                annotations.get(APPLIED_ANNOTATION),
             )
             previous = self._seen.get(name)
             entry = previous if previous is not None and previous.record == record else None
-            seen[name] = entry or _Seen(record, now)
+            seen[name] = entry or _Seen(record, now, _params(annotations.get(PARAMS_ANNOTATION)))
+        for name, previous in self._seen.items():
+            if name not in seen and name != self.lease_name:
+                previous.vanished = True  # deleted: counts as last seen until it expires
+                seen[name] = previous
+        for name in list(seen):
+            entry = seen[name]
+            record = entry.record
             duration = record[2] if isinstance(record[2], int) and record[2] > 0 else None
-            expired = now - seen[name].changed_at >= (duration or self.options.lease_duration)
+            fresh = self._fresh_at
+            expired = fresh is not None and (
+                fresh - entry.changed_at >= (duration or self.options.lease_duration)
+            )
+            if expired and entry.vanished:
+                del seen[name]
+                continue
             if not record[0] or expired:
                 continue  # released or expired: not a member, claims nothing
             members.append(name)
@@ -438,6 +588,52 @@ class ShardRing:
                 claims[name] = self._ring(*decoded)
         self._seen = seen
         return members, claims, own
+
+    def _check_view(self) -> None:
+        """A view older than a lease duration while our renewals succeed is a stalled
+        watch: report it and restart the watch."""
+        now = self._clock.now()
+        since = self._fresh_at if self._fresh_at is not None else self._view_started
+        if since is None or now - since <= self.options.lease_duration:
+            self._stale = False
+            return
+        if self._stale:
+            return
+        self._stale = True
+        STALE_VIEWS.labels(self.options.ring_name).inc()
+        logger.warning(
+            "the ring's Lease watch is stale: restarting it",
+            extra={"ring": self.options.ring_name, "view_age": round(now - since, 3)},
+        )
+        self._leases.restart_watch()
+
+    def _ring_params(self, members: list[str]) -> int:
+        """The virtual nodes of the lowest-named live member that published its own (ours
+        when we are the lowest, or nobody else published)."""
+        mine = self.options.virtual_nodes
+        candidates = sorted(
+            [(self.lease_name, mine)]
+            + [
+                (name, params)
+                for name in members
+                if (params := self._seen[name].params) is not None
+            ]
+        )
+        chosen = candidates[0][1]
+        if chosen != self._following:
+            self._following = chosen
+            PARAMS_MISMATCH.labels(self.options.ring_name).set(int(chosen != mine))
+            if chosen != mine:
+                logger.warning(
+                    "ring parameters differ from this replica's: following the ring's",
+                    extra={
+                        "ring": self.options.ring_name,
+                        "virtual_nodes": chosen,
+                        "configured": mine,
+                        "from": candidates[0][0],
+                    },
+                )
+        return chosen
 
     def _ring(self, vnodes: int, members: tuple[str, ...]) -> HashRing:
         key = (vnodes, tuple(sorted(set(members))))
@@ -449,13 +645,15 @@ class ShardRing:
         return ring
 
     def _apply(self, desired: HashRing, stop: threading.Event) -> None:
-        """Drain what we lose, apply and publish ``desired``."""
+        """Drain what we lose, abandon its writes still in flight, apply and publish
+        ``desired``."""
         me = self.lease_name
         started = time.monotonic()
         with self._cond:
             previous = self._applied
             self._desired = desired
             deadline = started + self.options.drain_timeout
+            self._drain_deadline = deadline
 
             def draining() -> list[str]:
                 return [k for k in self._inflight if desired.owner(k) != me]
@@ -467,7 +665,11 @@ class ShardRing:
                 self._cond.wait(min(remaining, 0.1))
             timed_out = bool(draining())
             self._applied = desired  # from now on writes are judged by the new ring
+            self._pending.append(desired)
             self._desired = None
+        # Nothing of a key we give away may still be on its way (a write sent before the
+        # drain's deadline, an Event): abandoned before the others can start the key.
+        self._give_up(lambda h: _owner(desired, h) != me, "the key moved to another replica")
         waited = time.monotonic() - started
         ring = self.options.ring_name
         DRAIN_SECONDS.labels(ring).observe(waited)
@@ -497,11 +699,20 @@ class ShardRing:
                 "drain_seconds": round(waited, 3),
             },
         )
-        patch = {"metadata": {"annotations": {APPLIED_ANNOTATION: _encode(desired)}}}
+        params = self.options.virtual_nodes
+        patch = {
+            "metadata": {
+                "annotations": {
+                    APPLIED_ANNOTATION: _encode(desired),
+                    PARAMS_ANNOTATION: str(params),
+                }
+            }
+        }
         written = self._client.patch(LEASES, self.lease_name, patch, namespace=self.namespace)
         rv = str((written.get("metadata") or {}).get("resourceVersion") or "0")
         with self._cond:
             self._published_rv = int(rv) if rv.isdigit() else 0
+            self._published_params = params
         self.wake()  # the next step sees our publication in the cache and starts gained keys
 
     def _is_published(self, own: JsonDict) -> bool:

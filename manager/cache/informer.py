@@ -112,6 +112,7 @@ class HandlerFuncs:
 
 
 # A notification: ("add", obj, initial) | ("update", old, new) | ("delete", obj, None)
+# | ("call", callback, None): run on the handler's thread once the notes before it ran
 _Note = tuple[str, object, object]
 _INITIAL_DONE = ("initial-done", None, None)
 
@@ -180,6 +181,8 @@ class _Listener:
                         h.on_update(a, b)  # type: ignore[arg-type]
                     elif kind == "delete":
                         h.on_delete(a)  # type: ignore[arg-type]
+                    elif kind == "call":  # a marker: everything before it was delivered
+                        a()  # type: ignore[operator]
                     else:
                         self._synced.set()
                 except Exception:
@@ -287,6 +290,11 @@ class SharedInformer:
         listener.stop()
         if listener._thread is not threading.current_thread():
             listener.join(None)
+
+    def restart_watch(self) -> None:
+        """Drop the current watch connection and watch again from the last seen
+        resourceVersion (see :meth:`Reflector.restart_watch`)."""
+        self._reflector.restart_watch()
 
     def has_synced(self) -> bool:
         """True once the first list is cached and delivered to the handlers present then."""

@@ -78,6 +78,12 @@ _WATCHES = Counter(
     ["resource"],
     registry=REGISTRY,
 )
+_RESTARTS = Counter(
+    "overseer_informer_watch_restarts_total",
+    "Watches closed on purpose because they had stalled (and opened again).",
+    ["resource"],
+    registry=REGISTRY,
+)
 _ERRORS = Counter(
     "overseer_informer_errors_total",
     "List or watch failures that made a reflector back off.",
@@ -171,6 +177,7 @@ class Reflector:
         self._name = lister_watcher.description
         self._last_list_was_relist = False
         self._events_since_list = 0
+        self._rewatch = False  # rewatch(): the open watch ends on purpose, no backoff
 
     @property
     def last_sync_resource_version(self) -> str:
@@ -221,6 +228,29 @@ class Reflector:
             stream = self._stream
         if stream is not None:
             stream.close()
+
+    def restart_watch(self) -> None:
+        """Close the open watch stream: :meth:`run` watches again from the last
+        resourceVersion on a new connection (no relist). For a watch that is known to
+        have stalled — its connection open, its events held somewhere on the way."""
+        with self._lock:
+            stream = self._stream
+        if stream is not None:
+            _RESTARTS.labels(self._name).inc()
+            stream.close()
+
+    def rewatch(self) -> None:
+        """End the open watch and open a new one from the last resourceVersion seen, no
+        relist and no backoff: for a lister-watcher whose selector narrowed (a sharded
+        informer that lost hash ranges)."""
+        with self._lock:
+            self._rewatch = True
+            stream = self._stream
+        if stream is not None:
+            stream.close()
+
+    def _rewatch_asked(self) -> bool:
+        return self._rewatch
 
     def _wait(self, stop: threading.Event, seconds: float) -> bool:
         """Sleep ``seconds`` on the clock unless stopped first; True if stopped.
@@ -302,6 +332,10 @@ class Reflector:
             if self._stop.is_set() or stop.is_set():
                 stream.close()
                 return
+            if self._rewatch:  # asked while this stream was opening: open another one
+                self._rewatch = False
+                stream.close()
+                return
             self._stream = stream
         delivered = 0
         try:
@@ -309,12 +343,18 @@ class Reflector:
                 for event in stream:
                     if stop.is_set() or self._stop.is_set():
                         return
+                    if self._rewatch_asked():
+                        break  # events past this point may be out of the new selector
                     self._handle(event)
                     delivered += 1
+        except Exception:
+            if not self._rewatch_asked():
+                raise
         finally:
             with self._lock:
                 self._stream = None
-        if stop.is_set() or self._stop.is_set():
+                rewatch, self._rewatch = self._rewatch, False
+        if stop.is_set() or self._stop.is_set() or rewatch:
             return
         if delivered == 0 and self._clock.now() - started < SHORT_WATCH:
             raise ApiError(

@@ -59,6 +59,7 @@ class LeaseState:
     holder: str  # "" when free, released or deleted
     labels: dict[str, str]
     annotations: dict[str, str]
+    deleted: bool = False  # this write deleted the Lease
 
 
 class Audit:
@@ -174,6 +175,7 @@ class Audit:
             holder="" if deleted else str(spec.get("holderIdentity") or ""),
             labels=dict(meta.get("labels") or {}),
             annotations={} if deleted else dict(meta.get("annotations") or {}),
+            deleted=deleted,
         )
         with self._lock:
             self._leases.setdefault(key, []).append(state)

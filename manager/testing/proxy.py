@@ -10,8 +10,20 @@ a request that was "on the wire" during the partition reaches the server afterwa
 close of a client that gave up right behind it. That is the case write fencing must be
 safe in.
 
+Rules act on chosen requests only, the rest passing as usual (plain HTTP only: the
+patterns are matched against the bytes on the wire):
+
+* :meth:`TcpProxy.delay_requests` — a slow path: a request whose bytes match is held for
+  a while before it goes on (and what follows it on that connection behind it); if the
+  client closes meanwhile, the close is delivered right behind the request, as it would
+  arrive.
+* :meth:`TcpProxy.hold_responses` — a stalled stream: on a connection whose request
+  matches (a watch, say), what the server sends back is held from the first chunk that
+  matches ``after`` (or at once) until :meth:`Rule.release`; the connection stays open
+  and every other connection passes.
+
 Works in front of any server (the local one or a real API server: TLS passes through
-untouched).
+untouched, and rules then match nothing).
 
 Thread-safe: one accept thread (``proxy/<port>/accept``) and two pump threads per
 connection, all joined by :meth:`TcpProxy.stop`.
@@ -21,16 +33,57 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import socket
 import threading
+import time
 from types import TracebackType
 from typing import Self
 
-__all__ = ["TcpProxy"]
+__all__ = ["Rule", "TcpProxy"]
 
 logger = logging.getLogger(__name__)
 
 _CHUNK = 64 * 1024
+
+
+class Rule:
+    """One rule of a :class:`TcpProxy`: which requests it acts on, and what it does."""
+
+    def __init__(
+        self,
+        request: bytes,
+        *,
+        delay: float = 0.0,
+        hold_after: bytes | None = None,
+        hold: bool = False,
+    ) -> None:
+        self.request = re.compile(request)
+        self.delay = delay
+        self.hold = hold
+        self.hold_after = re.compile(hold_after) if hold_after is not None else None
+        self.matched = 0  # requests that matched
+        self.holding = threading.Event()  # set once a response stream is being held
+        self._released = threading.Event()
+
+    def release(self) -> None:
+        """Let everything this rule holds go on, and hold nothing more."""
+        self._released.set()
+
+    @property
+    def released(self) -> bool:
+        return self._released.is_set()
+
+
+class _Conn:
+    """What the rules know of one proxied connection."""
+
+    __slots__ = ("held", "request", "triggered")
+
+    def __init__(self) -> None:
+        self.held: Rule | None = None  # a hold_responses rule its request matched
+        self.triggered = False
+        self.request = b""  # the last chunk the client sent (its latest request)
 
 
 class TcpProxy:
@@ -52,6 +105,8 @@ class TcpProxy:
         self._threads: list[threading.Thread] = []
         self._accepter: threading.Thread | None = None
         self._count = 0
+        self._rules: list[Rule] = []
+        self._conns: set[_Conn] = set()
 
     @property
     def port(self) -> int:
@@ -89,6 +144,34 @@ class TcpProxy:
         with self._cond:
             self._blocked = False
             self._cond.notify_all()
+
+    def delay_requests(self, request: bytes, seconds: float) -> Rule:
+        """Hold every request whose bytes match the regex ``request`` for ``seconds``
+        before forwarding it (until the rule is released)."""
+        rule = Rule(request, delay=seconds)
+        with self._cond:
+            self._rules.append(rule)
+        return rule
+
+    def hold_responses(self, request: bytes, *, after: bytes | None = None) -> Rule:
+        """On connections whose request matches the regex ``request``, hold what the
+        server sends from the first chunk matching ``after`` (None: at once) until
+        :meth:`Rule.release`."""
+        rule = Rule(request, hold=True, hold_after=after)
+        with self._cond:
+            self._rules.append(rule)
+            for conn in self._conns:  # a stream already open (a watch) is held too
+                if conn.held is None and rule.request.search(conn.request):
+                    rule.matched += 1
+                    conn.held = rule
+        return rule
+
+    def clear_rules(self) -> None:
+        """Release and forget every rule."""
+        with self._cond:
+            rules, self._rules = self._rules, []
+        for rule in rules:
+            rule.release()
 
     @property
     def blocked(self) -> bool:
@@ -158,14 +241,19 @@ class TcpProxy:
             upstream.settimeout(None)
             with self._cond:
                 self._sockets.add(upstream)
+            conn = _Conn()
+            with self._cond:
+                self._conns.add(conn)
             back = threading.Thread(
                 target=self._pump,
-                args=(upstream, client),
+                args=(upstream, client, conn, False),
                 name=f"{threading.current_thread().name}/back",
             )
             back.start()
-            self._pump(client, upstream)
+            self._pump(client, upstream, conn, True)
             back.join()
+            with self._cond:
+                self._conns.discard(conn)
         finally:
             for sock in (client, upstream):
                 if sock is None:
@@ -175,12 +263,44 @@ class TcpProxy:
                 with contextlib.suppress(OSError):
                     sock.close()
 
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+    def _rules_wait(self, data: bytes, conn: _Conn, up: bool) -> bool:
+        """Apply the rules to a chunk about to be forwarded; False once stopping."""
+        with self._cond:
+            rules = list(self._rules)
+        if up:
+            conn.request = data[:4096]
+            for rule in rules:
+                if rule.released or not rule.request.search(data):
+                    continue
+                rule.matched += 1
+                if rule.hold:
+                    conn.held = rule
+                elif rule.delay > 0:
+                    deadline = time.monotonic() + rule.delay
+                    while not rule._released.wait(min(0.05, max(deadline - time.monotonic(), 0))):
+                        if time.monotonic() >= deadline or self._stopping:
+                            break
+            return not self._stopping
+        held = conn.held
+        if held is None or held.released:
+            return True
+        if not conn.triggered and held.hold_after is not None and not held.hold_after.search(data):
+            return True
+        conn.triggered = True
+        held.holding.set()
+        while not held._released.wait(0.05):
+            if self._stopping:
+                return False
+        return True
+
+    def _pump(self, src: socket.socket, dst: socket.socket, conn: _Conn, up: bool) -> None:
         while True:
             try:
                 data = src.recv(_CHUNK)
             except OSError:
                 data = b""
+            if data and not self._rules_wait(data, conn, up):
+                return
             if not self._pass():
                 return
             closed = not data or _eof_waiting(src)  # a close held during a partition

@@ -45,6 +45,7 @@ from manager.testing.allocator import ServiceAllocator
 from manager.testing.fieldvalidation import Directive
 from manager.testing.registry import Generation, ResourceRegistry, ServedResource
 from manager.testing.selectors import FieldSelector, object_fields
+from manager.testing.shardselector import ShardSelector, ShardSelectorError, parse_shard_selector
 from manager.testing.storage import ObjectKey, Storage, TooOldResourceVersion, copy_json
 
 __all__ = [
@@ -234,6 +235,7 @@ class ListOptions:
     continue_: str = ""
     resource_version: str = ""
     resource_version_match: str = ""
+    shard_selector: str = ""  # honoured only with the ShardedListAndWatch gate
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,6 +377,7 @@ class Rest:
         self.on_crd_change: list[Callable[[], None]] = []
         self._types: dict[tuple[str, str, Any], typeinfo.TypeNode] = {}
         self.policies = admissionpolicy.PolicyAdmission(storage, registry)
+        self.sharded_list_and_watch = False  # the ShardedListAndWatch feature gate
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -763,8 +766,24 @@ class Rest:
             raise _bad_request(str(exc)) from None
         return labels, fields
 
+    def parse_shard_selector(self, opts: ListOptions) -> ShardSelector | None:
+        """The list's or watch's shard selector: None without the ShardedListAndWatch
+        gate (the parameter is ignored) or without the parameter.
+
+        Raises:
+            StatusError: 500 ``invalid shard selector: ...`` without a reason, as
+                kube-apiserver answers a ListOptions conversion that failed.
+        """
+        if not self.sharded_list_and_watch or opts.shard_selector == "":
+            return None
+        try:
+            return parse_shard_selector(opts.shard_selector)
+        except ShardSelectorError as exc:
+            raise StatusError(500, "", f"invalid shard selector: {exc}") from None
+
     def list(self, served: ServedResource, namespace: str | None, opts: ListOptions) -> JsonDict:
         labels, fields = self.parse_selectors(served, opts)
+        shards = self.parse_shard_selector(opts)
         r = served.resource
         ns = namespace if r.namespaced else None
         rv_text, match = opts.resource_version, opts.resource_version_match
@@ -825,6 +844,8 @@ class Rest:
                 if (labels is None or labels.matches((o.get("metadata") or {}).get("labels") or {}))
                 and (fields is None or fields.matches(object_fields(r.plural, r.group, o)))
             ]
+        if shards is not None:
+            items = [o for o in items if shards.matches(o)]
         if start_after:
             items = [o for o in items if self._sort_key(o) > start_after]
         meta: JsonDict = {"resourceVersion": str(list_rev)}
@@ -834,10 +855,12 @@ class Rest:
             items = items[:limit]
             token = {"rv": list_rev, "start": self._sort_key(items[-1])}
             meta["continue"] = base64.urlsafe_b64encode(orjson.dumps(token)).decode()
-            if labels is None and fields is None:
+            if labels is None and fields is None and shards is None:
                 meta["remainingItemCount"] = remaining
         elif served.custom:
             meta["continue"] = ""
+        if shards is not None:
+            meta["shardInfo"] = {"selector": shards.string()}
         return {
             "kind": f"{r.kind}List",
             "apiVersion": r.api_version,

@@ -25,7 +25,7 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -39,6 +39,7 @@ from manager.testing import (
     admissionpolicy,
     discovery,
     eventsconv,
+    featuregates,
     hpaconv,
     negotiation,
     openapi,
@@ -902,6 +903,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
             )
         labels, fields = rest.parse_selectors(served, opts)
+        shards = rest.parse_shard_selector(opts)
         namespace = route.namespace if served.resource.namespaced else None
         if route.name is not None:
             from manager.testing.selectors import FieldSelector, supported_fields
@@ -918,7 +920,7 @@ class _Handler(BaseHTTPRequestHandler):
                     supported_fields(r.plural, r.group),
                 )
             )
-        watcher = Watcher(served, namespace, labels, fields, bookmarks=bookmarks)
+        watcher = Watcher(served, namespace, labels, fields, bookmarks=bookmarks, shards=shards)
         rv_text = opts.resource_version
         storage = owner.storage
         expired: str | None = None
@@ -1205,6 +1207,7 @@ def _list_options(query: dict[str, str]) -> ListOptions:
         continue_=query.get("continue", ""),
         resource_version=query.get("resourceVersion", ""),
         resource_version_match=query.get("resourceVersionMatch", ""),
+        shard_selector=query.get("shardSelector", ""),
     )
 
 
@@ -1247,6 +1250,17 @@ class LocalApiServer:
             them (kube-apiserver sends one about every minute; shorter here so tests
             see them).
         kubeconfig_path: where to write the kubeconfig; a temporary file by default.
+        feature_gates: gates to turn on or off, by name (kube-apiserver's
+            ``--feature-gates``; :mod:`~manager.testing.featuregates` lists them).
+            ``{"ShardedListAndWatch": True}``: lists and watches honour
+            ``shardSelector`` (off by default, as in kube-apiserver 1.36).
+        workload_controllers: run minimal Deployment -> ReplicaSet and ReplicaSet /
+            ReplicationController -> Pod controllers, as kube-controller-manager would
+            (off: a plain kube-apiserver makes nothing; embedded and demo modes turn it
+            on).
+
+    Raises:
+        ValueError: a bad argument, an unknown feature gate.
     """
 
     def __init__(
@@ -1257,8 +1271,10 @@ class LocalApiServer:
         history_size: int = 100_000,
         bookmark_interval: float = 1.0,
         kubeconfig_path: str | os.PathLike[str] | None = None,
+        feature_gates: Mapping[str, bool] | None = None,
         workload_controllers: bool = False,
     ) -> None:
+        self.feature_gates = featuregates.feature_gates(feature_gates)
         if history_size < 1:
             raise ValueError(f"history_size must be >= 1, got {history_size}")
         if bookmark_interval <= 0:
@@ -1266,6 +1282,7 @@ class LocalApiServer:
         self.storage = Storage(history_size=history_size)
         self.registry = ResourceRegistry()
         self.rest = Rest(self.storage, self.registry)
+        self.rest.sharded_list_and_watch = self.feature_gates[featuregates.SHARDED_LIST_AND_WATCH]
         self.gc = GarbageCollector(self.rest)
         # Deployment -> ReplicaSet -> Pod, as kube-controller-manager would (off: a plain
         # kube-apiserver makes nothing; the embedded and demo modes turn it on)

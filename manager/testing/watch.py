@@ -2,10 +2,12 @@
 
 Storage offers every committed event of a resource to each of its watchers (under the
 storage lock, so the order is the commit order). The watcher applies the watch's
-namespace and selectors the way kube-apiserver's watch cache does: an object that stops
-matching arrives as DELETED (its last matching state, carrying the new revision), one
-that starts matching arrives as ADDED. Bookmarks carry a revision up to which every
-event has been offered. The HTTP handler thread drains the watcher's queue.
+namespace and selectors (label, field, and shard with the ShardedListAndWatch gate) the
+way kube-apiserver's watch cache does: an object that stops matching arrives as DELETED
+(its last matching state, carrying the new revision), one that starts matching arrives
+as ADDED (never for a shard selector: the hashed uid or namespace does not change).
+Bookmarks carry a revision up to which every event has been offered. The HTTP handler
+thread drains the watcher's queue.
 
 A watcher whose client falls too far behind is closed (kube-apiserver closes slow
 watchers too); the client re-watches.
@@ -22,6 +24,7 @@ from typing import Any
 from manager.labels import LabelSelector
 from manager.testing.registry import ServedResource
 from manager.testing.selectors import FieldSelector, object_fields
+from manager.testing.shardselector import ShardSelector
 from manager.testing.storage import Event
 
 __all__ = ["Watcher"]
@@ -41,12 +44,14 @@ class Watcher:
         fields: FieldSelector | None,
         *,
         bookmarks: bool,
+        shards: ShardSelector | None = None,
         max_queue: int = 200_000,
     ) -> None:
         self.served = served
         self.namespace = namespace
         self.labels = labels
         self.fields = fields
+        self.shards = shards
         self.bookmarks = bookmarks
         self._max_queue = max_queue
         self._cond = threading.Condition(threading.Lock())
@@ -68,7 +73,8 @@ class Watcher:
             r = self.served.resource
             if not self.fields.matches(object_fields(r.plural, r.group, obj)):
                 return False
-        return True
+        # the hashed uid or namespace never changes: an object never moves between shards
+        return self.shards is None or self.shards.matches(obj)
 
     def translate(self, event: Event) -> Item | None:
         """The event this watch should see for a committed write, if any."""

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from manager.errors import ServerError, TooManyRequests, WriteFenced
-from manager.fencing import UNFENCED, ValidityFence, current_fence, fenced
+from manager.fencing import IN_FLIGHT, UNFENCED, ValidityFence, current_fence, fenced
 from manager.flowcontrol import TokenBucket
 from manager.kube import ClientOptions, KubeClient, StopAwareSleep
 from manager.metrics import REGISTRY
@@ -325,3 +325,95 @@ def test_while_stopping_a_backoff_retry_is_abandoned(
 def test_stop_aware_sleep_refuses_a_negative_budget() -> None:
     with pytest.raises(ValueError, match="grace"):
         StopAwareSleep(threading.Event(), -1.0)
+
+
+# -- clients derived from a fenced client, and writes in flight (issue 20) ---------------
+
+
+def test_a_client_derived_with_other_options_keeps_the_fence(
+    make_client: Callable[..., KubeClient], stub: StubApiServer
+) -> None:
+    closed = ValidityFence(lambda: 0.0, reason="unit_h", message="standby")
+    client = make_client().with_fence(closed)
+    with client.with_options(ClientOptions(timeout=5.0)) as derived:
+        assert derived.fence is closed
+        with pytest.raises(WriteFenced):
+            derived.create(PODS, pod("a"))
+    assert stub.requests() == []
+    with make_client().with_options(ClientOptions(timeout=5.0)) as plain:
+        assert plain.fence is None  # an unfenced client's copies stay unfenced
+
+
+def test_an_abandoned_write_in_flight_has_its_connection_closed_and_is_refused(
+    make_client: Callable[..., KubeClient], stub: StubApiServer
+) -> None:
+    """A write sent while the fence was open, whose answer has not come when the
+    permission is given up: its connection is shut down, its writer gets WriteFenced."""
+    fence = ValidityFence(lambda: 30.0, reason="unit_i", message="open")
+    other = ValidityFence(lambda: 30.0, reason="unit_i", message="another key")
+    client = make_client().with_fence(fence)
+    held = threading.Event()
+    stub.reply("POST", POD_PATH, Reply(201, chunks=[], hold=held))
+    outcome: list[BaseException | None] = []
+
+    def write() -> None:
+        try:
+            client.create(PODS, pod("a"))
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        assert IN_FLIGHT.wait(lambda f: False, 0)  # nothing matches: nothing to wait for
+        for _ in range(500):
+            if stub.requests("POST"):
+                break
+            writer.join(0.01)
+        assert IN_FLIGHT.count(lambda f: f is fence) == 1
+        assert IN_FLIGHT.abandon(lambda f: f is other, "not this one") == 0
+        assert IN_FLIGHT.give_up(lambda f: f is fence, "the key moved", timeout=5.0)
+        writer.join(5)
+        assert not writer.is_alive()
+        assert isinstance(outcome[0], WriteFenced), outcome
+        assert outcome[0].reason == "abandoned"
+        assert "the key moved" in str(outcome[0])
+        assert IN_FLIGHT.count(lambda f: f is fence) == 0
+    finally:
+        held.set()
+        writer.join(5)
+
+
+def test_a_write_abandoned_before_its_first_byte_is_not_sent(
+    make_client: Callable[..., KubeClient], stub: StubApiServer
+) -> None:
+    """Abandoned between the fence's check and the send (the rate limiter's wait, say):
+    the connection refuses to send it."""
+    fence = ValidityFence(lambda: 30.0, reason="unit_j", message="open")
+
+    class AbandonWhileWaiting:
+        qps = 1.0
+
+        def accept(self) -> None:
+            # the write registers after the limiter: abandon it from its first check on
+            original = IN_FLIGHT.begin
+
+            def begin(f: Any) -> Any:
+                flight = original(f)
+                IN_FLIGHT.abandon(lambda g: g is fence, "given up")
+                return flight
+
+            IN_FLIGHT.begin = begin  # type: ignore[method-assign]
+
+        def try_accept(self) -> bool:
+            return True
+
+    client = make_client(rate_limiter=AbandonWhileWaiting()).with_fence(fence)
+    try:
+        with pytest.raises(WriteFenced, match="given up"):
+            client.create(PODS, pod("a"))
+    finally:
+        del IN_FLIGHT.begin  # type: ignore[method-assign]
+    assert stub.requests() == []
+    assert IN_FLIGHT.count(lambda f: f is fence) == 0

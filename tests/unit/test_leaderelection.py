@@ -574,3 +574,76 @@ def test_valid_for_counts_down_to_the_renew_deadline_and_ends_with_leading(
     clock.step(0.5)
     assert a.finished() is True
     assert a.elector.valid_for() == 0.0 and not a.elector.is_leader()
+
+
+# -- a Lease deleted under the candidates (issue 20) --------------------------------------
+
+
+def test_a_leader_whose_lease_is_deleted_stops_leading_and_does_not_recreate_it(
+    client: KubeClient,
+    namespace: str,
+    lease_name: str,
+    candidates: Callable[..., Candidate],
+) -> None:
+    """``kubectl delete lease`` on the holder's Lease: losing the Lease object is losing
+    the Lease. The holder stops at its next round and writes nothing (a re-created Lease
+    would carry none of what was published on the old one)."""
+    clock = FakeClock()
+    a = candidates(client, make_config(namespace, "a", lease_name), clock).start()
+    assert a.started.wait(REAL)
+    a.parked_at(2.0)
+    client.delete(LEASES, lease_name, namespace)
+    clock.step(2.0)
+    assert a.stopped.wait(REAL)
+    assert a.finished() is False  # lost, not stopped
+    assert not a.elector.is_leader() and a.elector.valid_for() == 0.0
+    with pytest.raises(ApiError):
+        read_lease(client, namespace, lease_name)  # not re-created
+
+
+def test_a_standby_takes_a_deleted_lease_only_after_a_full_lease_duration(
+    client: KubeClient,
+    namespace: str,
+    lease_name: str,
+    candidates: Callable[..., Candidate],
+) -> None:
+    """A vanished Lease whose holder this candidate saw alive is treated like a record
+    that has stopped changing: the old holder may still act until its renew deadline, so
+    it is created only once a whole lease duration has passed since the last change seen
+    (client-go creates it at once, and two leaders write for up to a retry period)."""
+    put_lease(client, namespace, lease_name, "other", "2026-01-01T00:00:00.000000Z")
+    clock = FakeClock()
+    b = candidates(client, make_config(namespace, "b", lease_name), clock).start()
+    b.parked_at(2.0)  # saw "other" at t=0 (record duration 15 s)
+    put_lease(client, namespace, lease_name, "other", "2026-01-01T00:00:02.000000Z")
+    clock.step(2.0)
+    b.parked_at(4.0)  # saw it change at t=2
+    client.delete(LEASES, lease_name, namespace)
+    for now in range(6, 20, 2):  # rounds at t=4..16: missing, but < 15 s since t=2
+        clock.step(2.0)
+        b.parked_at(float(now))
+        assert not b.started.is_set(), f"created the deleted Lease at t={now - 2}, too early"
+        with pytest.raises(ApiError):
+            read_lease(client, namespace, lease_name)
+    clock.step(2.0)  # t=18: 16 s since the last change >= 15 s
+    assert b.started.wait(REAL)
+    assert spec_of(client, namespace, lease_name)["holderIdentity"] == "b"
+
+
+def test_a_candidate_that_never_saw_a_holder_creates_a_missing_lease_at_once(
+    client: KubeClient,
+    namespace: str,
+    lease_name: str,
+    candidates: Callable[..., Candidate],
+) -> None:
+    """A fresh Lease (first start, or one released before it was deleted) costs no wait."""
+    put_lease(client, namespace, lease_name, "", "2026-01-01T00:00:00.000000Z")
+    clock = FakeClock()
+    b = candidates(client, make_config(namespace, "b", lease_name), clock).start()
+    assert b.started.wait(REAL)  # a released Lease is taken at once
+    b.stop.set()
+    clock.step(2.0)
+    assert b.finished() is True  # released on stop
+    client.delete(LEASES, lease_name, namespace)
+    c = candidates(client, make_config(namespace, "c", lease_name), FakeClock()).start()
+    assert c.started.wait(REAL)

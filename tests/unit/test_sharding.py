@@ -191,7 +191,8 @@ def test_a_drain_waits_for_the_reconciles_of_keys_that_move_away(
         moving = next(
             k for k in KEYS if HashRing([me.lease_name, newcomer_name]).owner(k) != me.lease_name
         )
-        assert me.begin(moving)
+        # (a replica starts keys once it has watched the ring for a lease duration)
+        _until(lambda: me.begin(moving), "the first key started")
         other = Other(client, namespace, ring_name)
         time.sleep(1.0)
         # still draining: the applied ring (and so the fence) still gives us the key

@@ -10,10 +10,18 @@ the observed resourceVersion. If it finds another identity in flight *and* that
 identity currently holds the Lease, two processes are reconciling the same key at once:
 it records ``ha/violation``. (A marker left by a killed leader is not a violation: that
 process no longer holds the Lease.)
+
+With ``blind: true`` it writes as a careless controller does: it holds the key
+``holdSeconds``, then records the tick with a merge patch that carries no
+resourceVersion, so nothing on the server refuses a stale replica's write — only the
+write fence stands between a paused leader that wakes up and the object. With ``busy:
+true`` the hold computes instead of sleeping, so a resumed process runs straight on into
+the write before its other threads (the election's, the exit) get to run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import time
@@ -41,6 +49,8 @@ class HaTestConfig:
     hold_seconds: float = field(default=0.05, metadata={"min": 0.0, "help": "time in flight"})
     lease_name: str = field(default="overseer-leader", metadata={"help": "Lease to check"})
     lease_namespace: str = field(default="default", metadata={"help": "its namespace"})
+    blind: bool = field(default=False, metadata={"help": "write without a resourceVersion"})
+    busy: bool = field(default=False, metadata={"help": "hold by computing, not sleeping"})
 
 
 class HaTestReconciler:
@@ -54,6 +64,8 @@ class HaTestReconciler:
         cached = self._lister.get(request.name, request.namespace)
         if cached is None:
             return Result()
+        if self._config.blind:
+            return self._blind(request, cached)
         try:
             obj = self._client.get(CONFIGMAPS, request.name, request.namespace)
         except NotFound:
@@ -81,6 +93,24 @@ class HaTestReconciler:
             self._client.replace(CONFIGMAPS, obj, request.namespace)
         except Conflict:
             return Result(requeue=True)
+        return Result()
+
+    def _blind(self, request: Request, cached: JsonDict) -> Result:
+        tick = (cached.get("data") or {}).get("tick", "")
+        if (cached["metadata"].get("annotations") or {}).get("ha/tick") == tick:
+            return Result()
+        if self._config.busy:
+            # a reconcile that computes (or a long GC pause): it holds the interpreter, so
+            # when a paused process resumes, this thread runs on straight into its write
+            deadline = time.monotonic() + self._config.hold_seconds
+            while time.monotonic() < deadline:
+                pass
+        else:
+            time.sleep(self._config.hold_seconds)
+        ann = {"ha/tick": tick, "ha/by": self._me, "ha/at": repr(time.time())}
+        patch = {"metadata": {"annotations": ann}}
+        with contextlib.suppress(NotFound):
+            self._client.patch(CONFIGMAPS, request.name, patch, namespace=request.namespace)
         return Result()
 
     def _holder(self) -> str:

@@ -9,6 +9,9 @@ replicas reconciling one key at once would overlap), then writes the tick and it
 identity, with the observed resourceVersion. Every reconcile it runs is journaled — key,
 start, end, identity, outcome — as one JSON line in ``<journal>/<identity>.jsonl``, so the
 test can prove that no key was ever reconciled by two replicas at the same moment.
+
+With ``blind: true`` its write carries no resourceVersion (a careless controller's merge
+patch): a stale replica's write is then refused by nothing but the key's write fence.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ LABEL = "overseer-shard-test"
 class ShardTestConfig:
     hold_seconds: float = field(default=0.05, metadata={"min": 0.0, "help": "time in reconcile"})
     journal: str = field(default="", metadata={"help": "directory of the journals"})
+    blind: bool = field(default=False, metadata={"help": "write without a resourceVersion"})
 
 
 class ShardTestReconciler:
@@ -46,6 +50,7 @@ class ShardTestReconciler:
         self._lister = mgr.lister(CONFIGMAPS, label_selector=f"{LABEL}=true")
         self._me = mgr.identity
         self._hold = config.hold_seconds
+        self._blind = config.blind
         self._lock = threading.Lock()
         path = os.path.join(config.journal or ".", f"{self._me}.jsonl")
         self._journal = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
@@ -62,12 +67,10 @@ class ShardTestReconciler:
             if ann.get("shard/tick") == tick:
                 return Result()
             time.sleep(self._hold)
-            patch = {
-                "metadata": {
-                    "resourceVersion": obj["metadata"]["resourceVersion"],
-                    "annotations": {"shard/tick": tick, "shard/by": self._me},
-                }
-            }
+            meta: dict[str, object] = {"annotations": {"shard/tick": tick, "shard/by": self._me}}
+            if not self._blind:
+                meta["resourceVersion"] = obj["metadata"]["resourceVersion"]
+            patch = {"metadata": meta}
             try:
                 self._client.patch(CONFIGMAPS, request.name, patch, namespace=request.namespace)
             except (Conflict, NotFound):

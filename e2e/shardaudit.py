@@ -1,0 +1,146 @@
+"""Who may have written which key, judged from the local API server's audit: the checks
+the sharding and chaos tests share.
+
+The audit (:class:`~manager.testing.audit.Audit`) records every applied write with its
+writer and every state of every Lease, in commit order. From it:
+
+* :func:`leader_violations` — writes by a replica while *another* replica held the leader
+  Lease. A Lease deleted under its holder counts as still held by it until somebody
+  creates it again (its holder may act until its renew deadline; nobody else may act
+  before then).
+* :func:`shard_violations` — writes to a key by a replica that did not own it then: the
+  writer's own shard Lease must have been held and live (changed within the lease
+  duration before the write: the writer's own validity, so a paused replica that wakes
+  and writes is caught), its published ring must have given it the key without a break
+  since some revision, and no other live member may have claimed the key since earlier
+  (the earlier claim wins: a later claimant sees it and waits). A claim is unbroken only
+  while its Lease stays live: a Lease that went without a change for a lease duration
+  expired, and its claims ended there.
+
+Replicas are named by their tokens (the audit's user), and their Lease identities begin
+with ``<user>_``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from manager.hashring import HashRing
+from manager.sharding import APPLIED_ANNOTATION, RING_LABEL
+from manager.testing.audit import Audit, AuditRecord, LeaseState
+
+__all__ = ["leader_violations", "ring_of", "shard_violations"]
+
+_RINGS: dict[str, HashRing | None] = {}
+
+
+def ring_of(text: str) -> HashRing | None:
+    """The ring a Lease published (``<virtual nodes>|<member>,...``), or None."""
+    if text not in _RINGS:
+        vnodes, _, members = text.partition("|")
+        ok = vnodes.isdigit() and int(vnodes) >= 1
+        _RINGS[text] = HashRing(members.split(","), int(vnodes)) if ok else None
+    return _RINGS[text]
+
+
+def _effective(history: list[LeaseState], revision: int) -> LeaseState | None:
+    """The Lease as it stood right after ``revision``; a deleted one as it was last
+    written (its holder may still act), until it is written again."""
+    found: LeaseState | None = None
+    for state in history:
+        if state.revision > revision:
+            break
+        if state.deleted and found is not None:
+            continue  # keep the last written state
+        found = state
+    return found
+
+
+def leader_violations(
+    audit: Audit,
+    namespace: str,
+    lease: str,
+    *,
+    writer: Callable[[AuditRecord], bool],
+) -> list[str]:
+    """Writes (those ``writer`` accepts) applied while another replica held ``lease``."""
+    history = audit.lease_states(namespace).get((namespace, lease), [])
+    bad = []
+    for record in audit.records():
+        if not writer(record):
+            continue
+        state = _effective(history, record.revision)
+        holder = "" if state is None else state.holder
+        if holder and not holder.startswith(f"{record.user}_"):
+            bad.append(
+                f"{record.user} {record.verb} {record.resource} {record.namespace}/"
+                f"{record.name} at revision {record.revision} while {holder} held the Lease"
+            )
+    return bad
+
+
+def shard_violations(
+    audit: Audit,
+    namespace: str,
+    ring: str,
+    lease_duration: float,
+    *,
+    writer: Callable[[AuditRecord], bool],
+    key: Callable[[AuditRecord], str] = lambda r: f"{r.namespace}/{r.name}",
+) -> tuple[int, list[str]]:
+    """Writes (those ``writer`` accepts) to keys their writer did not own then; returns
+    (writes checked, violations)."""
+    histories = {
+        name: history
+        for (_, name), history in audit.lease_states(namespace).items()
+        if any(s.labels.get(RING_LABEL) == ring for s in history)
+    }
+
+    def claim(lease: str, k: str, record: AuditRecord) -> int | None:
+        """Since which revision ``lease`` has claimed ``k`` without a break, as of the
+        write (None: it does not claim it then, or its Lease is not live)."""
+        since: int | None = None
+        last: LeaseState | None = None
+        for state in histories[lease]:
+            if state.revision > record.revision:
+                break
+            if state.deleted:
+                continue  # as last written, until it expires
+            if last is not None and state.time - last.time >= lease_duration:
+                since = None  # it expired in between: its claims ended there
+            published = ring_of(state.annotations.get(APPLIED_ANNOTATION) or "")
+            claims = bool(state.holder) and published is not None and published.owner(k) == lease
+            since = (state.revision if since is None else since) if claims else None
+            last = state
+        if last is None or record.time - last.time >= lease_duration:
+            return None  # not live when the write was applied
+        return since
+
+    checked, bad = 0, []
+    for record in audit.records():
+        if not writer(record):
+            continue
+        checked += 1
+        k = key(record)
+        mine = next(
+            (
+                lease
+                for lease, history in histories.items()
+                if any(s.holder.startswith(f"{record.user}_") for s in history)
+            ),
+            None,
+        )
+        since = None if mine is None else claim(mine, k, record)
+        if since is None:
+            bad.append(f"{record.user} wrote {k} at {record.revision} without a live claim on it")
+            continue
+        for lease in histories:
+            if lease == mine:
+                continue
+            other = claim(lease, k, record)
+            if other is not None and other <= since:
+                bad.append(
+                    f"{record.user} wrote {k} at {record.revision} (claim since {since}) "
+                    f"while {lease} claimed it since {other}"
+                )
+    return checked, bad

@@ -1,0 +1,597 @@
+"""Chaos for sharding: three ``overseer run`` replicas share a sharded controller under
+faults, with work going on, and the proof that every key had one writer at a time.
+
+Each scenario starts a fresh :class:`ShardHarness`: the local API server in this process
+(audit on), a namespace of labelled ConfigMaps, and replica processes running the
+sharding test controller (``e2e/shard_plugin``) in *blind* mode — its write is a merge
+patch without a resourceVersion, so a stale replica's write is refused by nothing but
+its key's write fence — each behind its own :class:`~manager.testing.proxy.TcpProxy`
+and with a token naming it. A supervisor keeps the wanted number of replicas (a replica
+that exits is replaced by a new one, with a new name). A ticker edits keys all the time.
+
+=========================  ===================================================================
+``kill9``                  ``kill -9`` of a replica, three times
+``sigstop``                a replica ``SIGSTOP``ped past its shard Lease, then woken (inside
+                           reconciles that end with a blind write)
+``join-leave``             a fourth replica joins under load, then one leaves (SIGTERM)
+``stalled-watch``          one replica's watch of the ring's Leases stalls (bytes held,
+                           connection open) for three lease durations
+``deleted-lease``          ``kubectl delete lease`` of a replica's shard Lease
+``drain-timeout``          a replica's writes take 7 s on the way and a join makes it drain
+                           (drain timeout 0.2 s) with writes of moving keys on the wire
+``apiserver-restart``      the API server restarted (2 s down, storage kept)
+=========================  ===================================================================
+
+Invariants: no key written by two replicas within one span (the controller's journal:
+reconciles that wrote, by two replicas, overlapping in time); no write the audit
+attributes to a replica that did not own the key then (``e2e/shardaudit.py``); every
+key converges after the faults (else: objects lost); recovery, from a fault to every key
+holding a tick issued at that moment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from e2e.chaos import Exit, _free_port, _wait
+from e2e.processes import Replica
+from e2e.shardaudit import shard_violations
+from manager.errors import ApiError
+from manager.kube import ClientOptions, KubeClient
+from manager.resources import builtin
+from manager.testing import LocalApiServer
+from manager.testing.proxy import TcpProxy
+
+__all__ = ["SHARD_SCENARIOS", "ShardResult", "run_shard_scenario"]
+
+NAMESPACES = builtin("v1", "namespaces")
+CONFIGMAPS = builtin("v1", "configmaps")
+LEASES = builtin("coordination.k8s.io/v1", "leases")
+SERVICE_ACCOUNTS = builtin("v1", "serviceaccounts")
+SHARD_PLUGIN = Path(__file__).resolve().parent / "shard_plugin"
+NAMESPACE = "shardchaos"
+LABEL = "overseer-shard-test"
+LEASE, RENEW, RETRY = 3.0, 2.0, 0.5
+SIZE = 3
+KEYS = 60
+CONVERGE = 45.0
+
+
+@dataclass
+class _Proc:
+    replica: Replica
+    proxy: TcpProxy
+    health_port: int
+    expected: str = ""
+    exit_code: int | None = None
+
+
+class ShardHarness:
+    """The local API server, the keys, and a set of sharded replicas."""
+
+    def __init__(self, workdir: Path, *, fence: bool = True, drain_timeout: float = 5.0) -> None:
+        self.workdir = workdir
+        self.fence = fence
+        self.drain_timeout = drain_timeout
+        self.server = LocalApiServer()
+        self.ring = f"chaos-{uuid.uuid4().hex[:6]}"
+        self.journal = workdir / "journal"
+        self.names = [f"key-{i}" for i in range(KEYS)]
+        self.target = SIZE
+        self.exits: list[Exit] = []
+        self._driver: KubeClient | None = None
+        self._lock = threading.Lock()
+        self._procs: dict[str, _Proc] = {}
+        self._next = 0
+        self._spawning = 0
+        self._stop = threading.Event()
+        self._supervisor: threading.Thread | None = None
+        self._ticks = 0
+        self._ticking = threading.Event()
+        self._ticks_done = threading.Event()
+        self._ticker: threading.Thread | None = None
+        self._rng = random.Random(20)
+
+    # lifecycle
+
+    def start(self) -> ShardHarness:
+        self.journal.mkdir(parents=True, exist_ok=True)
+        self.server.start()
+        self.server.audit.start()
+        path = self.server.kubeconfig_for("chaos-driver", self.workdir / "driver.kubeconfig")
+        self._driver = KubeClient.from_kubeconfig(
+            str(path), options=ClientOptions(qps=0, max_retries=10, retry_max_wait=2.0)
+        )
+        self.client.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
+        _wait(self._exists_sa, 30, "the default ServiceAccount")
+        for name in self.names:
+            body = {"metadata": {"name": name, "labels": {LABEL: "true"}}, "data": {"tick": "0"}}
+            self.client.create(CONFIGMAPS, body, NAMESPACE)
+        for _ in range(SIZE):
+            self._spawn()
+        self._supervisor = threading.Thread(target=self._supervise, name="chaos/supervisor")
+        self._supervisor.start()
+        self.wait_ready()
+        self._ticking.set()
+        self._ticker = threading.Thread(target=self._tick_loop, name="chaos/ticker")
+        self._ticker.start()
+        return self
+
+    def close(self) -> None:
+        self._stop.set()
+        self._ticks_done.set()
+        if self._ticker is not None:
+            self._ticker.join(10)
+        if self._supervisor is not None:
+            self._supervisor.join(10)
+        with self._lock:
+            procs = list(self._procs.values())
+        for p in procs:
+            p.proxy.clear_rules()
+            with contextlib.suppress(ProcessLookupError):
+                p.replica.signal(signal.SIGCONT)
+            p.replica.signal(signal.SIGTERM)
+        for p in procs:
+            if p.replica.wait(20) is None:
+                p.replica.signal(signal.SIGKILL)
+                p.replica.wait(5)
+            p.proxy.stop()
+        if self._driver is not None:
+            self._driver.close()
+        self.server.stop()
+
+    def __enter__(self) -> ShardHarness:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def client(self) -> KubeClient:
+        assert self._driver is not None
+        return self._driver
+
+    def _exists_sa(self) -> bool:
+        try:
+            self.client.get(SERVICE_ACCOUNTS, "default", NAMESPACE)
+        except ApiError:
+            return False
+        return True
+
+    # replicas
+
+    def live(self) -> list[str]:
+        with self._lock:
+            return [n for n, p in self._procs.items() if p.replica.returncode is None]
+
+    def pick(self) -> str:
+        return self._rng.choice(sorted(self.live()))
+
+    def signal(self, name: str, sig: int, *, expected: str) -> None:
+        with self._lock:
+            proc = self._procs[name]
+            if expected:
+                proc.expected = expected
+        proc.replica.signal(sig)
+
+    def expect(self, name: str, why: str) -> None:
+        with self._lock:
+            self._procs[name].expected = why
+
+    def proxy(self, name: str) -> TcpProxy:
+        with self._lock:
+            return self._procs[name].proxy
+
+    def lease_of(self, name: str) -> str:
+        """The shard Lease a replica holds (its identity begins with its name)."""
+        leases = self.client.list(LEASES, NAMESPACE)["items"]
+        for lease in leases:
+            holder = str((lease.get("spec") or {}).get("holderIdentity") or "")
+            if holder.startswith(f"{name}_") and lease["metadata"]["name"].startswith(self.ring):
+                return str(lease["metadata"]["name"])
+        raise AssertionError(f"{name} holds no shard Lease")
+
+    def wait_exit(self, name: str, timeout: float) -> int:
+        with self._lock:
+            proc = self._procs[name]
+        code = proc.replica.wait(timeout)
+        if code is None:
+            raise AssertionError(f"{name} still runs after {timeout} s\n{self.logs()}")
+        return code
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        _wait(
+            lambda: len(self.live()) == self.target and all(map(self._ready, self.live())),
+            timeout,
+            f"{self.target} ready replicas",
+            self.logs,
+        )
+
+    def join(self) -> str:
+        with self._lock:
+            self.target += 1
+            self._spawning += 1  # not yet counted live: the supervisor must not add one
+        try:
+            return self._spawn()
+        finally:
+            with self._lock:
+                self._spawning -= 1
+
+    def leave(self, name: str) -> int:
+        with self._lock:
+            self.target -= 1
+        self.signal(name, signal.SIGTERM, expected="term")
+        return self.wait_exit(name, 30)
+
+    def logs(self) -> str:
+        with self._lock:
+            procs = list(self._procs.items())
+        return "\n".join(
+            f"--- {n} (exit {p.replica.returncode}) ---\n{p.replica.tail(12)}" for n, p in procs
+        )
+
+    def _spawn(self) -> str:
+        with self._lock:
+            name = f"replica-{self._next}"
+            self._next += 1
+        host, port = self.server.url.removeprefix("http://").split(":")
+        proxy = TcpProxy((host, int(port))).start()
+        kubeconfig = self.server.kubeconfig_for(
+            name, self.workdir / f"{name}.kubeconfig", server=proxy.url
+        )
+        health_port = _free_port()
+        replica = Replica(
+            name,
+            self._config(name, health_port),
+            str(kubeconfig),
+            self.workdir,
+            plugins=(SHARD_PLUGIN,),
+            fence=self.fence,
+        )
+        with self._lock:
+            self._procs[name] = _Proc(replica, proxy, health_port)
+        return name
+
+    def _supervise(self) -> None:
+        while not self._stop.wait(0.1):
+            with self._lock:
+                gone = [
+                    (n, p)
+                    for n, p in self._procs.items()
+                    if p.exit_code is None and p.replica.returncode is not None
+                ]
+                for name, proc in gone:
+                    proc.exit_code = proc.replica.returncode
+                    self.exits.append(Exit(name, int(proc.exit_code or 0), proc.expected))
+                missing = (
+                    self.target
+                    - self._spawning
+                    - len([p for p in self._procs.values() if p.replica.returncode is None])
+                )
+            for _, proc in gone:
+                proc.proxy.stop()
+            for _ in range(max(missing, 0)):
+                self._spawn()
+
+    def _ready(self, name: str) -> bool:
+        import urllib.error
+        import urllib.request
+
+        with self._lock:
+            port = self._procs[name].health_port
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
+                return int(r.status) == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def _config(self, name: str, health_port: int) -> Path:
+        installed = {ep.name for ep in entry_points(group="overseer.controllers")}
+        doc: dict[str, Any] = {
+            "leaderElection": {"enabled": False},
+            "sharding": {
+                "ringName": self.ring,
+                "namespace": NAMESPACE,
+                "leaseDuration": LEASE,
+                "renewDeadline": RENEW,
+                "retryPeriod": RETRY,
+                "drainTimeout": self.drain_timeout,
+            },
+            "client": {"qps": 200.0, "burst": 400},
+            "metricsBindAddress": "0",
+            "healthProbeBindAddress": f"127.0.0.1:{health_port}",
+            "gracefulShutdownTimeout": 10.0,
+            "watchNamespace": NAMESPACE,
+            "log": {"format": "json", "level": "info"},
+            "controllers": {
+                **{n: {"enabled": False} for n in installed},
+                "shardtest": {
+                    "enabled": True,
+                    "sharded": True,
+                    "workers": 4,
+                    "holdSeconds": 0.2,
+                    "blind": True,
+                    "journal": str(self.journal),
+                },
+            },
+        }
+        path = self.workdir / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        return path
+
+    # the workload
+
+    def _tick_loop(self) -> None:
+        """20 random keys edited every quarter second."""
+        while not self._ticks_done.wait(0.25) and not self._stop.is_set():
+            if not self._ticking.is_set():
+                continue
+            for name in self._rng.sample(self.names, 20):
+                with contextlib.suppress(ApiError, OSError):
+                    self._patch(name)
+
+    def _patch(self, name: str) -> None:
+        with self._lock:
+            self._ticks += 1
+            tick = f"t{self._ticks}"
+        self.client.patch(CONFIGMAPS, name, {"data": {"tick": tick}}, namespace=NAMESPACE)
+
+    def recovery(self, started: float) -> float:
+        """Tick every key now; seconds from ``started`` until all of them hold it (the
+        random ticks pause meanwhile, or they would overwrite it)."""
+        self._ticking.clear()
+        try:
+            return self._recovery(started)
+        finally:
+            if not self._ticks_done.is_set():
+                self._ticking.set()
+
+    def _recovery(self, started: float) -> float:
+        tick = f"recover-{uuid.uuid4().hex[:6]}"
+        for name in self.names:
+            _wait(
+                lambda n=name: self.client.patch(
+                    CONFIGMAPS, n, {"data": {"tick": tick}}, namespace=NAMESPACE
+                ),
+                30,
+                f"{name} ticked",
+            )
+        _wait(lambda: self._all_at(tick), 60, "every key reconciled", self.logs, step=0.05)
+        return time.monotonic() - started
+
+    def _all_at(self, tick: str) -> bool:
+        items = self.client.list(CONFIGMAPS, NAMESPACE, label_selector=LABEL)["items"]
+        return all(
+            (i["metadata"].get("annotations") or {}).get("shard/tick") == tick for i in items
+        )
+
+    def converged(self) -> bool:
+        items = self.client.list(CONFIGMAPS, NAMESPACE, label_selector=LABEL)["items"]
+        return len(items) == KEYS and all(
+            (i["metadata"].get("annotations") or {}).get("shard/tick")
+            == (i.get("data") or {}).get("tick")
+            for i in items
+        )
+
+    def stop_ticking(self) -> None:
+        self._ticks_done.set()
+        self._ticking.clear()
+
+    # the proof
+
+    def overlaps(self) -> list[str]:
+        """Keys written by two replicas within one span: reconciles that wrote, by two
+        replicas, overlapping in time."""
+        entries = []
+        for path in self.journal.glob("*.jsonl"):
+            for line in path.read_text().splitlines():
+                if line.strip():
+                    entries.append(json.loads(line))
+        by_key: dict[str, list[dict[str, Any]]] = {}
+        for e in entries:
+            if e["outcome"] == "written":
+                by_key.setdefault(e["key"], []).append(e)
+        bad = []
+        for key, spans in by_key.items():
+            spans.sort(key=lambda e: e["start"])
+            latest: dict[str, Any] | None = None
+            for e in spans:
+                if latest is not None and e["who"] != latest["who"] and e["start"] < latest["end"]:
+                    bad.append(f"{key}: {latest['who']} and {e['who']}")
+                if latest is None or e["end"] > latest["end"]:
+                    latest = e
+        return bad
+
+    def violations(self) -> tuple[int, list[str]]:
+        return shard_violations(
+            self.server.audit,
+            NAMESPACE,
+            self.ring,
+            LEASE,
+            writer=lambda r: r.user.startswith("replica-") and r.resource == "configmaps",
+        )
+
+
+# -- scenarios ----------------------------------------------------------------------------
+
+
+@dataclass
+class ShardResult:
+    name: str
+    fence: bool = True
+    faults: int = 0
+    writes: int = 0
+    overlaps: list[str] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)
+    recovery: list[float] = field(default_factory=list)
+    exits: list[Exit] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not (self.overlaps or self.violations or self.lost or self.notes)
+
+
+def _kill9(h: ShardHarness, r: ShardResult) -> None:
+    for _ in range(3):
+        victim = h.pick()
+        started = time.monotonic()
+        h.signal(victim, signal.SIGKILL, expected="kill")
+        h.wait_exit(victim, 10)
+        r.faults += 1
+        r.recovery.append(h.recovery(started))
+        h.wait_ready()
+
+
+def _sigstop(h: ShardHarness, r: ShardResult) -> None:
+    victim = h.pick()
+    time.sleep(1.0)
+    started = time.monotonic()
+    h.signal(victim, signal.SIGSTOP, expected="stop")
+    r.faults += 1
+    r.recovery.append(h.recovery(started))
+    time.sleep(max(0.0, LEASE + 2.0 - (time.monotonic() - started)))
+    h.signal(victim, signal.SIGCONT, expected="stop")
+    code = h.wait_exit(victim, 20)
+    if code != 1:
+        r.notes.append(f"{victim} woke after losing its shard Lease and exited {code}, not 1")
+    h.wait_ready()
+
+
+def _join_leave(h: ShardHarness, r: ShardResult) -> None:
+    started = time.monotonic()
+    joined = h.join()
+    r.faults += 1
+    h.wait_ready()
+    r.recovery.append(h.recovery(started))
+    leaving = next(n for n in sorted(h.live()) if n != joined)
+    started = time.monotonic()
+    code = h.leave(leaving)
+    r.faults += 1
+    if code != 0:
+        r.notes.append(f"{leaving} left with exit {code}, not 0")
+    r.recovery.append(h.recovery(started))
+
+
+def _stalled_watch(h: ShardHarness, r: ShardResult) -> None:
+    victim = h.pick()
+    stall = h.proxy(victim).hold_responses(
+        rb"GET /apis/coordination\.k8s\.io/v1/namespaces/[^/]+/leases\?[^ ]*watch="
+    )
+    started = time.monotonic()
+    r.faults += 1
+    time.sleep(3 * LEASE)
+    stall.release()
+    r.recovery.append(h.recovery(started))
+
+
+def _deleted_lease(h: ShardHarness, r: ShardResult) -> None:
+    victim = h.pick()
+    lease = h.lease_of(victim)
+    h.expect(victim, "lease deleted")
+    started = time.monotonic()
+    h.client.delete(LEASES, lease, NAMESPACE)
+    r.faults += 1
+    code = h.wait_exit(victim, 15)
+    if code != 1:
+        r.notes.append(f"{victim} lost its shard Lease object and exited {code}, not 1")
+    with contextlib.suppress(ApiError):
+        h.client.get(LEASES, lease, NAMESPACE)
+        r.notes.append(f"{victim}'s deleted shard Lease was created again")
+    r.recovery.append(h.recovery(started))
+    h.wait_ready()
+
+
+def _drain_timeout(h: ShardHarness, r: ShardResult) -> None:
+    slow_one = h.pick()
+    # longer than a lease duration: a late write lands after the newcomer (which starts
+    # keys a lease duration after it began to watch) wrote the key, unless abandoned
+    slow = h.proxy(slow_one).delay_requests(
+        rb"PATCH /api/v1/namespaces/[^/]+/configmaps/", LEASE + 4.0
+    )
+    time.sleep(1.5)
+    started = time.monotonic()
+    h.join()  # every member drains keys to the newcomer, the slow one with writes on the wire
+    r.faults += 1
+    h.wait_ready()
+    time.sleep(LEASE + 5.0)
+    slow.release()
+    r.recovery.append(h.recovery(started))
+
+
+def _apiserver_restart(h: ShardHarness, r: ShardResult) -> None:
+    time.sleep(1.0)
+    for name in h.live():
+        h.expect(name, "outage")  # 2 s down = the renew deadline: a replica may lose
+    started = time.monotonic()
+    h.server.restart(downtime=2.0)
+    r.faults += 1
+    r.recovery.append(h.recovery(started))
+    h.wait_ready()
+
+
+@dataclass(frozen=True)
+class ShardScenario:
+    name: str
+    run: Callable[[ShardHarness, ShardResult], None]
+    drain_timeout: float = 5.0
+
+
+SHARD_SCENARIOS: dict[str, ShardScenario] = {
+    s.name: s
+    for s in (
+        ShardScenario("kill9", _kill9),
+        ShardScenario("sigstop", _sigstop),
+        ShardScenario("join-leave", _join_leave),
+        ShardScenario("stalled-watch", _stalled_watch),
+        ShardScenario("deleted-lease", _deleted_lease),
+        ShardScenario("drain-timeout", _drain_timeout, drain_timeout=0.2),
+        ShardScenario("apiserver-restart", _apiserver_restart),
+    )
+}
+
+
+def run_shard_scenario(name: str, workdir: Path, *, fence: bool = True) -> ShardResult:
+    """Run one sharding scenario in a fresh harness (``fence=False``: the test-only
+    switch that turns the write fence off in every replica)."""
+    scenario = SHARD_SCENARIOS[name]
+    result = ShardResult(name, fence=fence)
+    began = time.monotonic()
+    workdir.mkdir(parents=True, exist_ok=True)
+    with ShardHarness(workdir, fence=fence, drain_timeout=scenario.drain_timeout) as h:
+        time.sleep(2.0)  # at work before the first fault
+        try:
+            scenario.run(h, result)
+        except AssertionError as exc:
+            result.notes.append(str(exc))
+        h.stop_ticking()
+        time.sleep(0.5)
+        try:
+            _wait(h.converged, CONVERGE, "convergence")
+        except AssertionError:
+            result.lost = ["not converged"]
+        result.overlaps = h.overlaps()
+        result.writes, result.violations = h.violations()
+        result.exits = list(h.exits)
+        result.notes.extend(
+            f"{e.name} exited {e.code} on its own" for e in h.exits if not e.expected
+        )
+        if not result.ok:
+            result.notes.append(h.logs())
+    result.seconds = time.monotonic() - began
+    return result

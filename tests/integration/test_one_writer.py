@@ -1,0 +1,539 @@
+"""One writer per key, proven: the two-writer windows of issue 20, each reproduced as the
+review's fault scripts found it, and the writes a replica may not make refused or
+abandoned.
+
+Managers run in threads against the local API server, each behind its own
+:class:`~manager.testing.proxy.TcpProxy` (to stall a watch, or slow a write down) and
+with a token naming it (so the server's audit says who wrote what). Timings as in the
+review: lease 3 s, renew deadline 2 s, retry 0.5 s. Sharded replicas run a controller
+whose reconcile holds its key for a while and then makes a *blind* merge patch (no
+resourceVersion: nothing on the server would refuse a stale write), while a workload
+edits every key every half second. Proven per test:
+
+* the journal of reconcile spans: no key was worked on by two replicas at once (a span
+  whose write was refused or abandoned did nothing, and does not count);
+* the audit (``e2e/shardaudit.py``): every applied write was made by a replica whose
+  own Lease was live and whose published ring gave it the key, with no earlier live claim
+  by another; for the leader, no write by a replica while another held the Lease.
+
+They need the proxy's rules and the audit: ``local_only``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import itertools
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e.shardaudit import leader_violations, shard_violations
+from manager.errors import ApiError, NotFound, WriteFenced
+from manager.kube import ClientOptions, KubeClient
+from manager.manager import Manager, ManagerOptions
+from manager.metrics import REGISTRY
+from manager.reconcile import Request, Result
+from manager.resources import builtin
+from manager.sharding import APPLIED_ANNOTATION, ShardingOptions, shard_lease_name
+from manager.testing import LocalApiServer
+from manager.testing.proxy import TcpProxy
+from tests.integration.running import ManagerThread
+
+pytestmark = [pytest.mark.local_only, pytest.mark.slow, pytest.mark.timeout(180)]
+
+CONFIGMAPS = builtin("v1", "configmaps")
+LEASES = builtin("coordination.k8s.io/v1", "leases")
+LABEL = "one-writer"
+LEASE, RENEW, RETRY = 3.0, 2.0, 0.5
+KEYS = 40
+
+
+class Journal:
+    """Every reconcile of every replica: who, key, start, end, outcome."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.entries: list[tuple[str, str, float, float, str]] = []
+
+    def overlaps(self) -> list[str]:
+        """Spans of one key by two replicas at once (spans that wrote nothing aside)."""
+        by_key: dict[str, list[tuple[float, float, str]]] = {}
+        with self.lock:
+            for who, key, start, end, outcome in self.entries:
+                if outcome not in ("fenced", "nothing"):
+                    by_key.setdefault(key, []).append((start, end, who))
+        bad = []
+        for key, spans in by_key.items():
+            spans.sort()
+            for (s1, e1, w1), (s2, e2, w2) in itertools.pairwise(spans):
+                if w1 != w2 and s2 < e1:
+                    bad.append(f"{key}: {w1} [{s1:.3f}, {e1:.3f}] and {w2} [{s2:.3f}, {e2:.3f}]")
+        return bad
+
+    def written_by(self, who: str) -> int:
+        with self.lock:
+            return sum(1 for w, *_, outcome in self.entries if w == who and outcome == "written")
+
+
+class BlindWriter:
+    """Holds the key ``hold`` seconds, then writes the tick it saw with a blind merge
+    patch; journals the span. ``thread_write`` makes the write from a thread of its own
+    (``"plain"``: a new thread; ``"copied"``: one running in a copy of the context)."""
+
+    def __init__(self, mgr: Manager, journal: Journal, who: str, hold: float) -> None:
+        self.client = mgr.client
+        self.lister = mgr.lister(CONFIGMAPS, label_selector=LABEL)
+        self.recorder = mgr.recorder()
+        self.journal = journal
+        self.who = who
+        self.hold = hold
+        self.events = False
+
+    def reconcile(self, request: Request) -> Result:
+        start = time.monotonic()
+        outcome = "nothing"
+        try:
+            obj = self.lister.get(request.name, request.namespace)
+            if obj is None:
+                return Result()
+            tick = (obj.get("data") or {}).get("tick", "")
+            if (obj["metadata"].get("annotations") or {}).get("tick") == tick:
+                return Result()
+            time.sleep(self.hold)
+            patch = {"metadata": {"annotations": {"tick": tick, "by": self.who}}}
+            try:
+                self.client.patch(CONFIGMAPS, request.name, patch, namespace=request.namespace)
+            except WriteFenced:
+                outcome = "fenced"
+                raise
+            except NotFound:
+                return Result()
+            outcome = "written"
+            if self.events:
+                self.recorder.event(
+                    {**obj, "kind": "ConfigMap", "apiVersion": "v1"}, "Normal", "Ticked", tick
+                )
+            return Result()
+        finally:
+            with self.journal.lock:
+                self.journal.entries.append(
+                    (self.who, request.key, start, time.monotonic(), outcome)
+                )
+
+
+class Replica:
+    """A manager in a thread, behind its own proxy, its writes audited as ``name``."""
+
+    def __init__(
+        self,
+        server: LocalApiServer,
+        tmp: Path,
+        name: str,
+        namespace: str,
+        journal: Journal,
+        *,
+        ring: str | None = None,
+        lease_name: str | None = None,
+        hold: float = 0.2,
+        virtual_nodes: int = 100,
+        drain_timeout: float = 5.0,
+        graceful: float = 10.0,
+        workers: int = 4,
+        timings: tuple[float, float, float] = (LEASE, RENEW, RETRY),
+    ) -> None:
+        self.name = name
+        host, port = server.url.removeprefix("http://").split(":")
+        self.proxy = TcpProxy((host, int(port))).start()
+        kubeconfig = server.kubeconfig_for(name, tmp / f"{name}.kubeconfig", server=self.proxy.url)
+        self.client = KubeClient.from_kubeconfig(str(kubeconfig), options=ClientOptions(qps=0))
+        self.identity = f"{name}_{uuid.uuid4().hex[:6]}"
+        sharding = None
+        if ring is not None:
+            sharding = ShardingOptions(
+                ring_name=ring,
+                namespace=namespace,
+                virtual_nodes=virtual_nodes,
+                lease_duration=LEASE,
+                renew_deadline=RENEW,
+                retry_period=RETRY,
+                drain_timeout=drain_timeout,
+            )
+        self.mgr = Manager(
+            self.client,
+            ManagerOptions(
+                name="test-one-writer",
+                identity=self.identity,
+                leader_election=lease_name is not None,
+                leader_election_id=lease_name or "unused",
+                leader_election_namespace=namespace,
+                lease_duration=timings[0],
+                renew_deadline=timings[1],
+                retry_period=timings[2],
+                metrics_bind_address="0",
+                health_probe_bind_address="0",
+                namespace=namespace,
+                graceful_shutdown_timeout=graceful,
+                sharding=sharding,
+            ),
+        )
+        self.lease = shard_lease_name(ring, self.identity) if ring is not None else ""
+        self.writer = BlindWriter(self.mgr, journal, self.identity, hold)
+        self.mgr.controller("blind", self.writer, workers=workers, sharded=ring is not None).for_(
+            CONFIGMAPS, label_selector=LABEL
+        ).complete()
+        self.running: ManagerThread | None = None
+
+    def start(self) -> Replica:
+        self.running = ManagerThread(self.mgr)
+        return self
+
+    def close(self) -> int | None:
+        self.proxy.clear_rules()  # the network heals before the replica stops
+        try:
+            return self.running.close() if self.running is not None else None
+        finally:
+            self.proxy.stop()
+            self.client.close()
+
+
+class Setup:
+    """The test's server, namespace, keys, workload, journal and replicas."""
+
+    def __init__(self, server: LocalApiServer, client: KubeClient, namespace: str, tmp: Path):
+        self.server = server
+        self.client = client
+        self.namespace = namespace
+        self.tmp = tmp
+        self.ring = f"ow-{uuid.uuid4().hex[:6]}"
+        self.journal = Journal()
+        self.replicas: list[Replica] = []
+        self.names = [f"cm-{i}" for i in range(KEYS)]
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+        for name in self.names:
+            body = {"metadata": {"name": name, "labels": {LABEL: "true"}}, "data": {"tick": "0"}}
+            client.create(CONFIGMAPS, body, namespace)
+
+    def replica(self, name: str, **kwargs: Any) -> Replica:
+        kwargs.setdefault("ring", self.ring)
+        r = Replica(self.server, self.tmp, name, self.namespace, self.journal, **kwargs)
+        self.replicas.append(r)
+        return r
+
+    def tick(self) -> None:
+        """Every key edited every half second (in the background)."""
+
+        def run() -> None:
+            n = 0
+            while not self._stop.wait(0.5):
+                n += 1
+                for name in self.names:
+                    with contextlib.suppress(ApiError):
+                        self.client.patch(
+                            CONFIGMAPS, name, {"data": {"tick": str(n)}}, namespace=self.namespace
+                        )
+
+        self._ticker = threading.Thread(target=run, name="test-ticker")
+        self._ticker.start()
+
+    def stop_ticking(self) -> None:
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join(10)
+
+    def close(self) -> None:
+        self.stop_ticking()
+        for r in self.replicas:
+            with contextlib.suppress(AssertionError):
+                r.close()
+        self.server.audit.stop()
+
+    def shard_violations(self) -> list[str]:
+        checked, bad = shard_violations(
+            self.server.audit,
+            self.namespace,
+            self.ring,
+            LEASE,
+            writer=lambda rec: (
+                rec.resource == "configmaps"
+                and rec.namespace == self.namespace
+                and rec.user.startswith("rep-")
+            ),
+        )
+        assert checked > 0, "no replica write was audited"
+        return bad
+
+    def converged(self) -> bool:
+        items = self.client.list(CONFIGMAPS, self.namespace, label_selector=LABEL)["items"]
+        return all(
+            (i["metadata"].get("annotations") or {}).get("tick")
+            == (i.get("data") or {}).get("tick")
+            for i in items
+        )
+
+
+@pytest.fixture
+def setup(
+    local_server: LocalApiServer, kube_client: KubeClient, namespace: str, tmp_path: Path
+) -> Iterator[Setup]:
+    local_server.audit.clear()
+    local_server.audit.start()
+    s = Setup(local_server, kube_client, namespace, tmp_path)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def _until(check: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(ApiError):
+            value = check()
+            if value:
+                return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def _metric(name: str, ring: str) -> float:
+    return REGISTRY.get_sample_value(name, {"ring": ring}) or 0.0
+
+
+# -- 1. a stalled Lease watch ---------------------------------------------------------
+
+
+def test_a_stalled_lease_watch_does_not_give_a_live_members_keys_away(setup: Setup) -> None:
+    """A's watch of the ring's Leases stalls (its bytes held, its connection open) right
+    after A publishes the ring {A, B}; A keeps renewing over other connections. A must not
+    judge B expired on its stale cache (and start B's keys while B works on them); it
+    must notice the stale watch and restart it."""
+    a = setup.replica("rep-a")
+    b_identity_prefix = "rep-b_"
+    a.start()
+    setup.tick()
+    _until(lambda: setup.journal.written_by(a.identity) > 0, "A at work")
+    stale_before = _metric("shard_stale_views_total", setup.ring)
+    b = setup.replica("rep-b")
+    assert b.identity.startswith(b_identity_prefix)
+    pair = "|".join(["100", ",".join(sorted([a.lease, b.lease]))]).encode()
+    own = b'"name":"' + a.lease.encode() + b'"'
+    published = b'"' + APPLIED_ANNOTATION.encode() + b'":"' + pair + b'"'
+    stall = a.proxy.hold_responses(
+        rb"GET /apis/coordination\.k8s\.io/v1/namespaces/[^/]+/leases\?[^ ]*watch=",
+        after=b"(?s)(" + own + b".*" + published + b"|" + published + b".*" + own + b")",
+    )
+    b.start()
+    assert stall.holding.wait(30), "A's Lease watch was never stalled"
+    time.sleep(3 * LEASE)  # B stays alive and busy the whole time
+    setup.stop_ticking()
+    _until(setup.converged, "every key reconciled")
+    assert setup.journal.written_by(b.identity) > 0
+    assert setup.journal.overlaps() == []
+    assert setup.shard_violations() == []
+    assert _metric("shard_stale_views_total", setup.ring) > stale_before, "A never noticed"
+
+
+# -- 2. a deleted shard Lease -----------------------------------------------------------
+
+
+def test_a_deleted_shard_lease_is_a_lost_lease_and_its_keys_wait_for_its_expiry(
+    setup: Setup,
+) -> None:
+    """``kubectl delete lease`` on B's shard Lease while B runs: B stops (it does not
+    re-create the Lease and go on), A takes B's keys only once B's last claim has expired,
+    and C, joining just after the deletion, starts none of the keys B may still hold."""
+    a, b = setup.replica("rep-a").start(), setup.replica("rep-b").start()
+    setup.tick()
+    _until(
+        lambda: setup.journal.written_by(a.identity) and setup.journal.written_by(b.identity),
+        "A and B at work",
+    )
+    time.sleep(1.0)
+    setup.client.delete(LEASES, b.lease, setup.namespace)
+    c = setup.replica("rep-c").start()
+    assert b.running is not None and b.running.ended_within(10), "B went on without its Lease"
+    assert b.running.rc == 1
+    with pytest.raises(NotFound):
+        setup.client.get(LEASES, b.lease, setup.namespace)  # not re-created
+    time.sleep(2 * LEASE)
+    setup.stop_ticking()
+    _until(setup.converged, "every key reconciled")
+    assert setup.journal.written_by(c.identity) > 0
+    assert setup.journal.overlaps() == []
+    assert setup.shard_violations() == []
+
+
+# -- 3. a write in flight when a drain times out -----------------------------------------
+
+
+def test_a_write_in_flight_when_the_drain_times_out_is_abandoned_before_the_key_moves(
+    setup: Setup,
+) -> None:
+    """A's writes take a slow path (each PATCH held 1 s on the way); B joins; A's drain
+    times out with writes of moving keys on the wire. A must abandon them (close their
+    connections) before it publishes the ring that gives the keys to B: none is applied
+    after B took the key."""
+    a = setup.replica("rep-a", hold=0.1, drain_timeout=0.2).start()
+    setup.tick()
+    _until(lambda: setup.journal.written_by(a.identity) > 0, "A at work")
+    slow = a.proxy.delay_requests(rb"PATCH /api/v1/namespaces/[^/]+/configmaps/", 1.0)
+    time.sleep(1.5)  # A's writes are all on the slow path now
+    b = setup.replica("rep-b", hold=0.1, drain_timeout=0.2).start()
+    _until(lambda: setup.journal.written_by(b.identity) > 0, "B at work")
+    time.sleep(3.0)
+    assert slow.matched > 0
+    slow.release()
+    setup.stop_ticking()
+    _until(setup.converged, "every key reconciled")
+    assert setup.journal.overlaps() == []
+    assert setup.shard_violations() == []
+    assert _metric("shard_abandoned_writes_total", setup.ring) > 0
+
+
+# -- 7. replicas configured with different ring parameters ------------------------------
+
+
+def test_replicas_with_different_virtual_nodes_follow_one_ring_and_starve_no_key(
+    setup: Setup,
+) -> None:
+    a = setup.replica("rep-a", virtual_nodes=100, hold=0.01).start()
+    b = setup.replica("rep-b", virtual_nodes=7, hold=0.01).start()
+    setup.tick()
+    _until(
+        lambda: setup.journal.written_by(a.identity) and setup.journal.written_by(b.identity),
+        "A and B at work",
+    )
+    follower = max(a.lease, b.lease)  # the lowest-named member's parameters win
+    time.sleep(1.0)
+    setup.stop_ticking()
+    _until(setup.converged, "every key reconciled", timeout=15)
+    assert _metric("shard_ring_params_mismatch", setup.ring) == 1.0  # the follower says so
+    published = {
+        r.lease: (
+            setup.client.get(LEASES, r.lease, setup.namespace)["metadata"]["annotations"][
+                APPLIED_ANNOTATION
+            ]
+        )
+        for r in (a, b)
+    }
+    expected = "100" if min(a.lease, b.lease) == a.lease else "7"
+    assert {v.partition("|")[0] for v in published.values()} == {expected}, (follower, published)
+    assert setup.journal.overlaps() == []
+    assert setup.shard_violations() == []
+
+
+# -- 9. writes from threads a reconcile starts ------------------------------------------
+
+
+def test_a_thread_started_without_the_reconciles_context_cannot_write_in_a_sharded_manager(
+    setup: Setup,
+) -> None:
+    a = setup.replica("rep-a")
+    outcomes: dict[str, BaseException | None] = {}
+    inner = a.writer
+
+    class Spawning:
+        def reconcile(self, request: Request) -> Result:
+            if request.name == setup.names[0] and not outcomes:
+                for how in ("plain", "copied"):
+
+                    def write(how: str = how) -> None:
+                        patch = {"metadata": {"annotations": {"from-thread": how}}}
+                        try:
+                            a.mgr.client.patch(
+                                CONFIGMAPS, request.name, patch, namespace=request.namespace
+                            )
+                            outcomes[how] = None
+                        except BaseException as exc:
+                            outcomes[how] = exc
+
+                    if how == "plain":
+                        t = threading.Thread(target=write)
+                    else:
+                        ctx = contextvars.copy_context()
+                        t = threading.Thread(target=ctx.run, args=(write,))
+                    t.start()
+                    t.join(10)
+            return inner.reconcile(request)
+
+    a.mgr.controller("spawning", Spawning(), sharded=True).for_(
+        CONFIGMAPS, label_selector=LABEL
+    ).complete()
+    a.start()
+    _until(lambda: len(outcomes) == 2, "the reconcile's threads")
+    plain, copied = outcomes["plain"], outcomes["copied"]
+    assert isinstance(plain, WriteFenced) and plain.reason == "no_fence", plain
+    assert copied is None  # the key's fence came along: the owner may write
+
+
+# -- 4. an Event in flight at a graceful stop -------------------------------------------
+
+
+def test_a_graceful_stop_abandons_an_event_in_flight_before_releasing_the_lease(
+    setup: Setup,
+) -> None:
+    """A's Event POSTs are slow (2 s on the way); A is stopped (SIGTERM) with one in
+    flight and a short graceful timeout. The Lease must not go to B while A's Event can
+    still be applied."""
+    lease = f"{setup.ring}-leader"
+    # a renew deadline long enough that the Event's request is not cut short by it
+    timings = (6.0, 4.0, 0.5)
+    a = setup.replica("rep-a", ring=None, lease_name=lease, hold=0.0, graceful=0.5, timings=timings)
+    a.writer.events = True
+    a.start()
+    _until(a.mgr.is_leader, "A leading")
+    b = setup.replica("rep-b", ring=None, lease_name=lease, hold=0.0, timings=timings).start()
+    setup.tick()
+    _until(lambda: setup.journal.written_by(a.identity) > 0, "A at work")
+    slow = a.proxy.delay_requests(rb"(POST|PATCH) /api/v1/namespaces/[^/]+/events", 2.0)
+    _until(lambda: slow.matched > 0, "an Event on the slow path")
+    assert a.running is not None
+    a.running.stop.set()
+    assert a.running.ended_within(15)
+    _until(b.mgr.is_leader, "B leading")
+    time.sleep(2.5)  # what A had on the wire has arrived by now
+    setup.stop_ticking()
+    bad = leader_violations(
+        setup.server.audit,
+        setup.namespace,
+        lease,
+        writer=lambda rec: rec.user.startswith("rep-") and rec.resource != "leases",
+    )
+    assert bad == []
+    assert any(rec.resource == "events" for rec in setup.server.audit.records("rep-a"))
+
+
+# -- 5. the leader Lease deleted ----------------------------------------------------------
+
+
+def test_deleting_the_leader_lease_does_not_give_two_leaders(setup: Setup) -> None:
+    """A common way to force a failover: the standby must not lead while the old leader
+    may still write (it finds its Lease gone at its next round and stops)."""
+    lease = f"{setup.ring}-leader"
+    a = setup.replica("rep-a", ring=None, lease_name=lease, hold=0.0)
+    a.start()
+    _until(a.mgr.is_leader, "A leading")
+    b = setup.replica("rep-b", ring=None, lease_name=lease, hold=0.0).start()
+    setup.tick()
+    _until(lambda: setup.journal.written_by(a.identity) > 5, "A at work")
+    time.sleep(1.0)  # B has watched A renew
+    setup.client.delete(LEASES, lease, setup.namespace)
+    assert a.running is not None and a.running.ended_within(10)
+    assert a.running.rc == 1  # lost: the process exits
+    _until(b.mgr.is_leader, "B leading", timeout=2 * LEASE + 5)
+    _until(lambda: setup.journal.written_by(b.identity) > 0, "B at work")
+    setup.stop_ticking()
+    bad = leader_violations(
+        setup.server.audit,
+        setup.namespace,
+        lease,
+        writer=lambda rec: rec.user.startswith("rep-") and rec.resource != "leases",
+    )
+    assert bad == []

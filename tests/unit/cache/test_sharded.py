@@ -1,0 +1,99 @@
+"""The sharded informer's store rules, without threads or a server: the range filter
+before the store, and a key held by two segments at once (an object re-created under a
+new uid that hashes elsewhere) ends with the live object whatever the order."""
+
+from __future__ import annotations
+
+import uuid
+from typing import cast
+
+import pytest
+
+from manager.cache.sharded import SHARD_BY_OWNER, ShardedInformer, _Segment
+from manager.hashring import HASH_SPACE, RangeSet, fnv1a_64
+from manager.kube import KubeClient
+from manager.resources import builtin
+
+CM = builtin("v1", "configmaps")
+HALF = 1 << 63
+UIDS = [str(uuid.uuid5(uuid.NAMESPACE_DNS, f"object-{i}")) for i in range(40)]  # uuid-like
+LOW_UIDS = [u for u in UIDS if fnv1a_64(u) < HALF][:5]
+HIGH_UIDS = [u for u in UIDS if fnv1a_64(u) >= HALF][:5]
+
+
+def cm(name: str, uid: str, rv: int, **meta: object) -> dict[str, object]:
+    return {
+        "metadata": {"name": name, "namespace": "ns", "uid": uid, "resourceVersion": str(rv)} | meta
+    }
+
+
+def informer(shard_by: str = "uid") -> ShardedInformer:
+    client = cast(KubeClient, object())  # never called: no reflector runs here
+    return ShardedInformer(client, CM, shard_by=shard_by, ranges=[(0, HALF)])
+
+
+def names(inf: ShardedInformer) -> set[str]:
+    return {o["metadata"]["name"] for o in inf.indexer.list()}
+
+
+def test_only_objects_in_range_reach_the_store() -> None:
+    inf = informer()
+    (seg,) = inf._segments
+    seg.replace([cm("a", LOW_UIDS[0], 1), cm("b", HIGH_UIDS[0], 2)], "2")
+    seg.add(cm("c", HIGH_UIDS[1], 3))
+    seg.add(cm("d", LOW_UIDS[1], 4))
+    assert names(inf) == {"a", "d"}
+    assert inf.mode == "client"  # the list had no shardInfo
+    assert inf.has_synced()
+
+
+def test_owned_objects_are_kept_by_their_controller_owners_uid() -> None:
+    inf = informer(SHARD_BY_OWNER)
+    (seg,) = inf._segments
+
+    def owned(name: str, owner_uid: str, controller: bool = True) -> dict[str, object]:
+        ref = {"kind": "Deployment", "name": "d", "uid": owner_uid, "controller": controller}
+        return cm(name, HIGH_UIDS[0], 1, ownerReferences=[ref])
+
+    seg.replace(
+        [
+            owned("mine", LOW_UIDS[0]),
+            owned("theirs", HIGH_UIDS[1]),
+            owned("loose", LOW_UIDS[1], False),
+        ],
+        "1",
+    )
+    assert names(inf) == {"mine"}  # "loose" has no controller owner: no key, not cached
+
+
+@pytest.mark.parametrize("order", ["old-first", "new-first"])
+def test_a_recreated_object_seen_by_two_segments_ends_live(order: str) -> None:
+    inf = informer()
+    (low,) = inf._segments
+    low.replace([], "1")
+    inf._ranges = RangeSet([(0, HASH_SPACE)])
+    high = _Segment(inf, RangeSet([(HALF, HASH_SPACE)]), 1)
+    high.listed = True
+    old, new = cm("x", LOW_UIDS[0], 5), cm("x", HIGH_UIDS[0], 9)
+    if order == "old-first":
+        low.add(old)
+        high.add(new)  # created after old was deleted: newer
+        low.update(cm("x", LOW_UIDS[0], 6))  # a late update of the old one
+        low.delete(cm("x", LOW_UIDS[0], 7))  # its late delete
+    else:
+        high.add(new)
+        low.add(old)  # the old one's events arrive late
+        low.delete(cm("x", LOW_UIDS[0], 7))
+    (cached,) = inf.indexer.list()
+    assert cached["metadata"]["uid"] == HIGH_UIDS[0]
+    high.delete(cm("x", HIGH_UIDS[0], 10))
+    assert inf.indexer.list() == []
+
+
+def test_set_ranges_before_run_keeps_one_segment_and_drops_nothing() -> None:
+    inf = informer()
+    event = inf.set_ranges([(0, HALF), (HALF, HALF + 10)])
+    assert not event.is_set() and len(inf._segments) == 1
+    (seg,) = inf._segments
+    seg.replace([cm("a", LOW_UIDS[0], 1)], "1")
+    assert inf.ranges == [(0, HALF + 10)]

@@ -1,0 +1,138 @@
+"""The audit checks of the sharding and chaos tests (``e2e/shardaudit.py``) on scripted
+histories: each one must report what breaks "one writer per key", or the tests that use
+it prove nothing. Issue 20, item 8: a replica paused past its shard Lease that wakes and
+writes a key another replica took meanwhile was not reported."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from e2e.shardaudit import leader_violations, shard_violations
+from manager.hashring import HashRing
+from manager.sharding import APPLIED_ANNOTATION, RING_LABEL
+from manager.testing.audit import AuditRecord, LeaseState
+
+NS, RING, LEASE = "ns", "r", 3.0
+A, B = "r-a_1", "r-b_1"  # shard Lease names (identities a_1, b_1)
+
+
+@dataclass
+class FakeAudit:
+    records_: list[AuditRecord] = field(default_factory=list)
+    leases: dict[tuple[str, str], list[LeaseState]] = field(default_factory=dict)
+    revision: int = 0
+
+    def records(self) -> list[AuditRecord]:
+        return list(self.records_)
+
+    def lease_states(self, namespace: str | None = None) -> dict[tuple[str, str], list[LeaseState]]:
+        return {k: list(v) for k, v in self.leases.items()}
+
+    def lease(
+        self, name: str, t: float, holder: str, members: list[str], deleted: bool = False
+    ) -> None:
+        self.revision += 1
+        applied = f"100|{','.join(sorted(members))}" if members else ""
+        self.leases.setdefault((NS, name), []).append(
+            LeaseState(
+                revision=self.revision,
+                time=t,
+                holder=holder,
+                labels={RING_LABEL: RING},
+                annotations={APPLIED_ANNOTATION: applied} if applied else {},
+                deleted=deleted,
+            )
+        )
+
+    def write(self, user: str, key: str, t: float) -> None:
+        self.revision += 1
+        ns, _, name = key.partition("/")
+        self.records_.append(
+            AuditRecord(self.revision, t, user, "patch", "MODIFIED", "", "configmaps", ns, name)
+        )
+
+
+def _key(owner: str, ring: HashRing) -> str:
+    return next(k for k in (f"{NS}/cm-{i}" for i in range(100)) if ring.owner(k) == owner)
+
+
+def _check(audit: FakeAudit) -> list[str]:
+    _, bad = shard_violations(
+        audit,
+        NS,
+        RING,
+        LEASE,
+        writer=lambda r: r.resource == "configmaps",  # type: ignore[arg-type]
+    )
+    return bad
+
+
+def test_a_paused_replica_that_wakes_and_writes_a_key_taken_meanwhile_is_reported() -> None:
+    audit = FakeAudit()
+    both = HashRing([A, B])
+    k = _key(A, both)
+    audit.lease(A, 0.0, "a_1", [A, B])
+    audit.lease(B, 0.0, "b_1", [A, B])
+    audit.write("a", k, 0.5)  # fine: a owns it
+    # a is paused: no renew after t=0. b renews and, at t=3.5, a has expired: b takes all.
+    audit.lease(B, 1.0, "b_1", [A, B])
+    audit.lease(B, 3.5, "b_1", [B])
+    audit.write("b", k, 3.6)  # fine: a expired at 3.0, b claims k since 3.5
+    audit.write("a", k, 4.0)  # a woke and wrote: its own Lease expired a second ago
+    bad = _check(audit)
+    assert len(bad) == 1 and bad[0].startswith("a wrote"), bad
+
+
+def test_writes_within_every_rule_are_not_reported() -> None:
+    audit = FakeAudit()
+    both = HashRing([A, B])
+    ka, kb = _key(A, both), _key(B, both)
+    for t in (0.0, 1.0, 2.0):
+        audit.lease(A, t, "a_1", [A, B])
+        audit.lease(B, t, "b_1", [A, B])
+        audit.write("a", ka, t + 0.1)
+        audit.write("b", kb, t + 0.2)
+    assert _check(audit) == []
+
+
+def test_a_write_by_a_later_claimant_while_the_earlier_one_is_live_is_reported() -> None:
+    audit = FakeAudit()
+    alone_a, both = HashRing([A]), HashRing([A, B])
+    k = _key(B, both)
+    audit.lease(A, 0.0, "a_1", [A])  # a claims everything
+    audit.lease(B, 0.5, "b_1", [A, B])  # b claims k later, while a is live
+    audit.write("b", k, 0.7)
+    audit.lease(A, 1.0, "a_1", [A])
+    assert alone_a.owner(k) == A
+    bad = _check(audit)
+    assert len(bad) == 1 and "claimed it since" in bad[0], bad
+
+
+def test_a_deleted_shard_lease_keeps_its_claims_until_it_would_have_expired() -> None:
+    audit = FakeAudit()
+    both = HashRing([A, B])
+    k = _key(B, both)
+    audit.lease(A, 0.0, "a_1", [A, B])
+    audit.lease(B, 0.0, "b_1", [A, B])
+    audit.lease(B, 0.5, "", [], deleted=True)  # kubectl delete lease: b may act until ~2.0
+    audit.lease(A, 1.0, "a_1", [A])  # a takes b's keys at once
+    audit.write("a", k, 1.1)
+    bad = _check(audit)
+    assert len(bad) == 1 and "claimed it since" in bad[0], bad
+
+
+def test_leader_writes_after_another_acquired_are_reported_a_deleted_lease_is_its_holders() -> None:
+    audit = FakeAudit()
+    audit.revision += 1
+    leader = [
+        LeaseState(1, 0.0, "a_1", {}, {}),
+        LeaseState(3, 1.0, "", {}, {}, deleted=True),
+        LeaseState(5, 2.0, "b_1", {}, {}),
+    ]
+    audit.leases[(NS, "leader")] = leader
+    for revision, user in ((2, "a"), (4, "a"), (6, "a"), (7, "b")):
+        audit.records_.append(
+            AuditRecord(revision, 0.0, user, "patch", "MODIFIED", "", "configmaps", NS, "x")
+        )
+    bad = leader_violations(audit, NS, "leader", writer=lambda r: True)  # type: ignore[arg-type]
+    assert len(bad) == 1 and "at revision 6" in bad[0], bad
