@@ -14,7 +14,7 @@ $(shell mkdir -p $(VENV) && find manager controllers -name '*.py' -o -name py.ty
 	| LC_ALL=C sort > $(MODULES).new \
 	&& (cmp -s $(MODULES).new $(MODULES) || mv $(MODULES).new $(MODULES)); rm -f $(MODULES).new)
 
-.PHONY: run test lint typecheck unit venv clean bench e2e-kind chaos
+.PHONY: run test lint typecheck unit venv clean bench e2e-kind chaos test-tools
 
 venv: $(STAMP)
 
@@ -29,8 +29,11 @@ $(STAMP): pyproject.toml constraints.txt $(SAMPLE_PLUGIN)/pyproject.toml $(MODUL
 	$(BIN)/python -m pip install --quiet --no-deps -e $(SAMPLE_PLUGIN)
 	touch $(STAMP)
 
+# the sample plugin the tests install is off (tests/plugins/make-run.yaml)
+RUN_CONFIG := tests/plugins/make-run.yaml
+
 run: $(STAMP)
-	$(BIN)/overseer run --embedded --demo
+	$(BIN)/overseer run --embedded --demo --config $(RUN_CONFIG)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -46,8 +49,27 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit -q
 
-test: lint typecheck
+test: lint typecheck test-tools
 	$(BIN)/python -m pytest -q
+
+# Some tests use real tools: Debian's `prometheus` package (prometheus, promtool: the
+# alert unit tests and the dashboard queries) and `chromium` (the /statusz HTML page).
+# Run as root where apt-get exists (CI containers), this installs the missing ones;
+# anywhere else it installs nothing and says so, and those tests skip with the reason.
+# A failed install does not fail `make test` either: the tests skip.
+TOOLS := prometheus promtool chromium
+test-tools:
+	@missing=""; for tool in $(TOOLS); do command -v $$tool >/dev/null 2>&1 \
+		|| missing="$$missing $$tool"; done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "test-tools: missing$$missing: apt-get install prometheus chromium"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			prometheus chromium >/dev/null) \
+			|| echo "test-tools: apt-get failed: the tests needing$$missing will skip"; \
+	else \
+		echo "test-tools: missing$$missing (installing needs root and apt-get): those tests skip"; \
+	fi
 
 # The benchmarks' peers (kopf) are never a runtime or test dependency: installed here.
 BENCH_STAMP := $(VENV)/.installed-bench

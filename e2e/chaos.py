@@ -1014,7 +1014,8 @@ def render(
             "## Sharding",
             "",
             f"Three replicas share a sharded controller (the sharding test controller in blind "
-            f"mode: hold 0.2 s, then a merge patch without resourceVersion; 4 workers each) "
+            f"mode: hold 0.2 s, then a merge patch without resourceVersion; 4 workers each, 16 in "
+            f"sigstop and drain-timeout) "
             f"over {KEYS_SHARDED} ConfigMaps, 20 of them edited every quarter second; shard "
             f"Lease {LEASE:g} s, renew deadline {RENEW:g} s, retry {RETRY:g} s. *Keys written "
             "by two replicas in one span*: reconciles that wrote, by two replicas, overlapping "

@@ -13,7 +13,9 @@ plays for local processes:
   SIGTERM first. Where the node is not a docker container (not kind), it falls back to
   ``kubectl delete pod --grace-period=0 --force``;
 * graceful is a plain delete: SIGTERM, the manager drains and releases the Lease;
-* metrics are read through the API server's pod proxy (``kubectl get --raw``).
+* metrics are read over ``kubectl port-forward`` with a token of the ServiceAccount
+  ``e2e-metrics-reader`` (``e2e/kind.sh`` binds it to ``overseer-metrics-reader``): they
+  are secure, and the API server's pod proxy does not pass a caller's token on.
 
 Not thread-safe: one test drives one instance.
 """
@@ -22,9 +24,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
+import ssl
 import subprocess
 import time
+import urllib.request
 from typing import Any
 
 from manager.errors import NotFound
@@ -132,12 +137,38 @@ class PodReplicas:
         raise AssertionError(f"no new leader within {timeout} s (was {old_holder!r})")
 
     def metrics(self, pod: str, port: int = 8080) -> str:
-        """``/metrics`` of one pod through the API server's pod proxy."""
-        path = f"/api/v1/namespaces/{self.namespace}/pods/{pod}:{port}/proxy/metrics"
-        cmd = ["kubectl", "get", "--raw", path]
-        if self.kubeconfig:
-            cmd[1:1] = ["--kubeconfig", self.kubeconfig]
-        return subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=30).stdout
+        """``/metrics`` of one pod: HTTPS through ``kubectl port-forward``, as the
+        ServiceAccount ``e2e-metrics-reader`` (a TokenReview and SubjectAccessReview
+        decide, as for Prometheus; the certificate is self-signed, so not verified)."""
+        kubectl = ["kubectl"] + (["--kubeconfig", self.kubeconfig] if self.kubeconfig else [])
+        token = subprocess.run(
+            [*kubectl, "-n", self.namespace, "create", "token", "e2e-metrics-reader"],
+            capture_output=True, text=True, check=True, timeout=30,
+        ).stdout.strip()  # fmt: skip
+        forward = subprocess.Popen(
+            [*kubectl, "-n", self.namespace, "port-forward", f"pod/{pod}", f":{port}"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        try:
+            assert forward.stdout is not None
+            line = forward.stdout.readline()  # Forwarding from 127.0.0.1:NNNNN -> 8080
+            match = re.search(r"127\.0\.0\.1:(\d+)", line)
+            if match is None:
+                raise AssertionError(f"kubectl port-forward to {pod}: {line!r}")
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+            request = urllib.request.Request(
+                f"https://127.0.0.1:{match.group(1)}/metrics",
+                headers={"Authorization": f"Bearer {token}"},
+            )
+            with urllib.request.urlopen(request, timeout=30, context=context) as answer:
+                return str(answer.read().decode())
+        finally:
+            forward.terminate()
+            forward.wait(10)
+            if forward.stdout is not None:
+                forward.stdout.close()
 
 
 def sample(metrics: str, metric_name: str, /, **labels: str) -> float | None:

@@ -116,6 +116,13 @@ kc wait --for condition=established --timeout=60s crd/logicalports.network.overs
 log "waiting for the rollout"
 kc -n "$NAMESPACE" rollout status deployment/overseer --timeout=300s
 
+# metrics are secure (HTTPS, TokenReview + SubjectAccessReview): the suite reads them as
+# a ServiceAccount bound to overseer-metrics-reader, as Prometheus would
+log "granting e2e-metrics-reader the ClusterRole overseer-metrics-reader"
+kc -n "$NAMESPACE" create serviceaccount e2e-metrics-reader --dry-run=client -o yaml | kc apply -f -
+kc create clusterrolebinding e2e-metrics-reader --clusterrole=overseer-metrics-reader \
+    --serviceaccount="$NAMESPACE:e2e-metrics-reader" --dry-run=client -o yaml | kc apply -f -
+
 log "waiting for a leader"
 holder=""
 for _ in $(seq 1 60); do

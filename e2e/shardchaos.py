@@ -82,8 +82,11 @@ class _Proc:
 class ShardHarness:
     """The local API server, the keys, and a set of sharded replicas."""
 
-    def __init__(self, workdir: Path, *, fence: bool = True, drain_timeout: float = 5.0) -> None:
+    def __init__(
+        self, workdir: Path, *, fence: bool = True, drain_timeout: float = 5.0, workers: int = 4
+    ) -> None:
         self.workdir = workdir
+        self.workers = workers
         self.fence = fence
         self.drain_timeout = drain_timeout
         self.server = LocalApiServer()
@@ -321,7 +324,7 @@ class ShardHarness:
                 "shardtest": {
                     "enabled": True,
                     "sharded": True,
-                    "workers": 4,
+                    "workers": self.workers,
                     "holdSeconds": 0.2,
                     "blind": True,
                     "journal": str(self.journal),
@@ -550,17 +553,18 @@ class ShardScenario:
     name: str
     run: Callable[[ShardHarness, ShardResult], None]
     drain_timeout: float = 5.0
+    workers: int = 4  # per replica; more where many writes must be in flight at once
 
 
 SHARD_SCENARIOS: dict[str, ShardScenario] = {
     s.name: s
     for s in (
         ShardScenario("kill9", _kill9),
-        ShardScenario("sigstop", _sigstop),
+        ShardScenario("sigstop", _sigstop, workers=16),
         ShardScenario("join-leave", _join_leave),
         ShardScenario("stalled-watch", _stalled_watch),
         ShardScenario("deleted-lease", _deleted_lease),
-        ShardScenario("drain-timeout", _drain_timeout, drain_timeout=0.2),
+        ShardScenario("drain-timeout", _drain_timeout, drain_timeout=0.2, workers=16),
         ShardScenario("apiserver-restart", _apiserver_restart),
     )
 }
@@ -573,7 +577,9 @@ def run_shard_scenario(name: str, workdir: Path, *, fence: bool = True) -> Shard
     result = ShardResult(name, fence=fence)
     began = time.monotonic()
     workdir.mkdir(parents=True, exist_ok=True)
-    with ShardHarness(workdir, fence=fence, drain_timeout=scenario.drain_timeout) as h:
+    with ShardHarness(
+        workdir, fence=fence, drain_timeout=scenario.drain_timeout, workers=scenario.workers
+    ) as h:
         time.sleep(2.0)  # at work before the first fault
         try:
             scenario.run(h, result)

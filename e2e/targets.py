@@ -332,6 +332,8 @@ class LocalTarget:
                 "retryPeriod": self.retry_period,
             },
             "metricsBindAddress": f"127.0.0.1:{metrics_port}",
+            # plain HTTP on loopback: the harness reads /metrics without a token
+            "metrics": {"secure": False},
             "healthProbeBindAddress": f"127.0.0.1:{health_port}",
             "gracefulShutdownTimeout": self.graceful_shutdown,
             "watchNamespace": self.namespace,

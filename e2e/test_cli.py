@@ -351,34 +351,43 @@ def test_unknown_controller_lists_the_installed_ones(tmp_path: Path) -> None:
 
 
 def test_enabled_plugin_that_cannot_import_is_exit_2(tmp_path: Path, listener: _Listener) -> None:
+    """An installed plugin is enabled unless the file disables it, whether or not it
+    loads (issue 22, item 6): one that cannot load stops the start, named with its
+    distribution and the error, whether the file mentions it or not."""
     extra = _broken_plugin(tmp_path / "site")
-    config = _write(tmp_path / "c.yaml", {"controllers": {"broken": {"workers": 2}}})
+    enabling = _write(tmp_path / "c.yaml", {"controllers": {"broken": {"workers": 2}}})
+    silent = _write(tmp_path / "silent.yaml", "{}\n")
     kubeconfig = _kubeconfig(tmp_path / "kubeconfig", listener.url)
-    for command in (
-        ["config", "validate", str(config)],
-        ["run", "--config", str(config), "--kubeconfig", str(kubeconfig)],
-    ):
-        result = overseer(*command, extra_path=extra)
-        assert result.returncode == 2, result.stderr
-        assert "controllers.broken: enabled but cannot load" in result.stderr
-        assert "overseer-broken 0.1.0" in result.stderr
-        assert "ModuleNotFoundError: No module named 'overseer_dependency_that_is_missing'" in (
-            result.stderr
-        )
-        assert "Traceback" not in result.stderr
+    for config, said in ((enabling, "enabled"), (silent, "installed, so enabled,")):
+        for command in (
+            ["config", "validate", str(config)],
+            ["run", "--config", str(config), "--kubeconfig", str(kubeconfig)],
+        ):
+            result = overseer(*command, extra_path=extra)
+            assert result.returncode == 2, result.stderr
+            assert f"controllers.broken: {said} but cannot load" in result.stderr
+            assert "overseer-broken 0.1.0" in result.stderr
+            assert "ModuleNotFoundError: No module named 'overseer_dependency_that_is_missing'" in (
+                result.stderr
+            )
+            assert "(disable it with controllers.broken.enabled: false)" in result.stderr
+            assert "Traceback" not in result.stderr
     assert listener.connections() == 0
 
     rows = _plugin_rows(overseer("plugins", extra_path=extra).stdout)
     assert rows["broken"] == [
         "overseer-broken",
         "0.1.0",
-        "no",
+        "yes",
         "broken: ModuleNotFoundError: No module named 'overseer_dependency_that_is_missing'",
     ]
-    # enabled by the file, still broken: `plugins` says so plainly instead of failing
-    result = overseer("plugins", "--config", str(config), extra_path=extra)
+    # `plugins` says so plainly instead of failing; disabled, it is off and the file valid
+    disabled = _write(tmp_path / "off.yaml", {"controllers": {"broken": {"enabled": False}}})
+    result = overseer("plugins", "--config", str(disabled), extra_path=extra)
     assert result.returncode == 0, result.stderr
-    assert _plugin_rows(result.stdout)["broken"][2:] == ["yes", rows["broken"][3]]
+    assert _plugin_rows(result.stdout)["broken"][2:] == ["no", rows["broken"][3]]
+    result = overseer("config", "validate", str(disabled), extra_path=extra)
+    assert result.returncode == 0, result.stderr
 
 
 @pytest.mark.parametrize("problem", ["missing", "not-a-kubeconfig", "directory"])
@@ -741,3 +750,63 @@ def test_embedded_demo_with_its_address_in_use_prints_no_table(listener: _Listen
     assert f"overseer: metrics: cannot listen on 127.0.0.1:{port}" in result.stderr
     assert "What the controllers made" not in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_a_closed_pipe_ends_the_output_quietly() -> None:
+    """Issue 22, item 7: ``overseer plugins | head -1`` ended in a BrokenPipeError
+    traceback (when head had exited before the writes): a reader that has gone is not
+    an error of ours. Deterministic here: the pipe's read end is closed before the
+    command writes anything."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "manager", "plugins"],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=30,
+            env=_env(),
+            cwd=ROOT,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert result.stderr == ""
+    assert result.returncode == 141  # as a command that SIGPIPE ended (coreutils' head)
+
+
+def test_run_embedded_writes_its_kubeconfig_where_asked(tmp_path: Path) -> None:
+    """Issue 22, item 7: ``run --embedded`` had no ``--kubeconfig-out``."""
+    out = tmp_path / "k" / "kubeconfig"
+    p = Process("run", "--embedded", "--kubeconfig-out", str(out))
+    try:
+        p.wait_for_output(f"kubeconfig: {out}", 30)
+        doc = yaml.safe_load(out.read_text())
+        assert doc["clusters"][0]["cluster"]["server"].startswith("http://127.0.0.1:")
+        with KubeClient.from_kubeconfig(str(out)) as client:
+            assert client.get(builtin("v1", "namespaces"), "default")
+        assert p.stop(signal.SIGTERM) == 0
+    finally:
+        p.close()
+    result = overseer("run", "--kubeconfig-out", str(tmp_path / "x"))
+    assert result.returncode == 2
+    assert "--kubeconfig-out needs --embedded" in result.stderr
+
+
+def test_make_run_runs_the_builtin_controllers_only() -> None:
+    """Issue 22, item 7: the development venv's test plugin (``sample``) ran in ``make
+    run``: its configuration turns it off, and everything else installed stays on."""
+    makefile = (ROOT / "Makefile").read_text()
+    config = re.search(r"^RUN_CONFIG := (\S+)$", makefile, re.M)
+    assert config is not None
+    recipe = makefile.split("\nrun: ", 1)[1].split("\n\n", 1)[0]
+    assert "overseer run --embedded --demo --config $(RUN_CONFIG)" in recipe
+    result = overseer("plugins", "--config", config.group(1))
+    assert result.returncode == 0, result.stderr
+    rows = _plugin_rows(result.stdout)
+    for name in BUILTINS:
+        assert rows[name][2] == "yes"
+    if "sample" in rows:
+        assert rows["sample"][2] == "no"
+    assert overseer("config", "validate", config.group(1)).returncode == 0

@@ -25,6 +25,7 @@ Only the CLI configures logging handlers; library modules just log.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import logging
 import os
@@ -45,7 +46,10 @@ logger = logging.getLogger("overseer")
 
 DEMO_NAMESPACE = "demo"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-EMBEDDED_BIND = "127.0.0.1:0"  # --embedded: loopback, a free port (unless set)
+EMBEDDED_BIND = "127.0.0.1:0"
+EXIT_SIGPIPE = 128 + int(
+    signal.SIGPIPE
+)  # 141: the reader of our output went away  # --embedded: loopback, a free port (unless set)
 # the server a bind address belongs to -> (its setting in the file, its flag)
 BIND_SETTINGS = {
     "metrics": ("metricsBindAddress", "--metrics-bind-address"),
@@ -117,6 +121,14 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
         help='address for /healthz and /readyz, e.g. ":8081"; "0" disables them '
         "(--embedded: 127.0.0.1:0)",
     )
+    p.add_argument(
+        "--metrics-secure",
+        dest="metrics_secure",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="serve /metrics over HTTPS to callers authorized by TokenReview and "
+        "SubjectAccessReview (default: metrics.secure from the file, on; --embedded: off)",
+    )
     p.add_argument("--log-format", choices=("text", "json"), help="log format")
     p.add_argument(
         "--log-level", choices=("debug", "info", "warning", "error"), help="lowest level logged"
@@ -130,6 +142,11 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
         "--demo",
         action="store_true",
         help="with --embedded: seed sample Deployments and Pods and show the result",
+    )
+    p.add_argument(
+        "--kubeconfig-out",
+        metavar="PATH",
+        help="with --embedded: write the API server's kubeconfig here (default: a temporary file)",
     )
     _add_plugin_flag(p)
 
@@ -147,6 +164,14 @@ def _override(config: Any, args: argparse.Namespace, raw: Any) -> Any:
         log = dataclasses.replace(log, level=args.log_level)
     changes: dict[str, Any] = {"leader_election": le, "log": log}
     in_file = raw if isinstance(raw, dict) else {}
+    metrics_in_file = in_file.get("metrics")
+    if not isinstance(metrics_in_file, dict):
+        metrics_in_file = {}
+    if args.metrics_secure is not None:
+        changes["metrics"] = dataclasses.replace(config.metrics, secure=args.metrics_secure)
+    elif args.embedded and "secure" not in metrics_in_file:
+        # a laptop: plain HTTP on loopback, unless the file asks for TLS and tokens
+        changes["metrics"] = dataclasses.replace(config.metrics, secure=False)
     for flag, key, field in (
         (args.metrics_bind_address, "metricsBindAddress", "metrics_bind_address"),
         (args.health_probe_bind_address, "healthProbeBindAddress", "health_probe_bind_address"),
@@ -167,9 +192,12 @@ def _run(args: argparse.Namespace) -> int:
     from manager.manager import Manager
     from manager.plugins import setup_plugins
     from manager.tracing import setup_tracing
+    from manager.zpages import flag_values
 
     if args.demo and not args.embedded:
         raise ConfigError(["--demo needs --embedded"])
+    if args.kubeconfig_out and not args.embedded:
+        raise ConfigError(["--kubeconfig-out needs --embedded"])
     plugins, config, controllers, warnings, raw = _load(args)
     config = _override(config, args, raw)
     configure(config.log.level, config.log.format)
@@ -208,7 +236,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.embedded:
         from manager.testing import LocalApiServer
 
-        server = LocalApiServer(workload_controllers=True).start()
+        server = LocalApiServer(
+            workload_controllers=True, kubeconfig_path=args.kubeconfig_out
+        ).start()
         kubeconfig = str(server.kubeconfig_path)
         print(f"embedded API server: {server.url}", flush=True)
         print(
@@ -221,7 +251,8 @@ def _run(args: argparse.Namespace) -> int:
         # After a SIGTERM, retries still honour Retry-After, within the shutdown budget.
         retry_sleep = StopAwareSleep(stop, config.graceful_shutdown_timeout)
         client = KubeClient.load(kubeconfig, args.context, options=options, retry_sleep=retry_sleep)
-        mgr = Manager(client, manager_options(config, controllers))
+        flags = flag_values(config, {n: own for n, own in controllers.items()})
+        mgr = Manager(client, manager_options(config, controllers), flags=flags)
         if args.embedded:
             # a fresh embedded server has no CRDs: let the plugins install their own
             controllers = {
@@ -304,7 +335,8 @@ def _announce(mgr: Any, demo_server: Any, stop: threading.Event, embedded: bool)
             if address is None:
                 return []
             host, port = address
-            lines.append(f"{what}: http://{host}:{port}{paths}")
+            scheme = mgr.metrics_scheme if what == "metrics" else "http"
+            lines.append(f"{what}: {scheme}://{host}:{port}{paths}")
         return lines or ["(metrics and probes are off)"]
 
     lines = listening()
@@ -467,11 +499,8 @@ def _plugins(args: argparse.Namespace) -> int:
     for name, info in plugins.infos.items():
         error = plugins.broken.get(name)
         section = sections.get(name) if isinstance(sections, dict) else None
-        if isinstance(section, dict) and isinstance(section.get("enabled"), bool):
-            on = section["enabled"]
-        else:
-            # an installed controller runs unless disabled; a broken one only if asked to
-            on = error is None or section is not None
+        # an installed controller runs unless disabled (a broken one fails the start)
+        on = not (isinstance(section, dict) and section.get("enabled") is False)
         status = "ok" if error is None else f"broken: {error.reason}"
         rows.append((name, info.distribution, info.version, "yes" if on else "no", status))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
@@ -628,7 +657,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         rc: int = args.func(args)
+        sys.stdout.flush()
         return rc
+    except BrokenPipeError:
+        # the reader went away (`overseer plugins | head -1`): not our error; what is
+        # left to flush goes nowhere, and the exit code is a SIGPIPE'd command's
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_SIGPIPE
     except ConfigError as exc:
         print("overseer: invalid configuration:", file=sys.stderr)
         for problem in exc.problems:

@@ -9,13 +9,15 @@ error, and *every* error is reported with its path, e.g.
 nothing starts.
 
 The schema is the dataclasses themselves (:class:`OverseerConfig` here, each plugin's
-``config_class``): field types, defaults, and ``metadata`` with ``min``, ``max`` and
-``help``; a ``validate()`` method adds cross-field checks (each problem starts with
-the field it is about: ``"cidr: not a network"``). An unknown key or controller name
+``config_class``): field types, defaults, and ``metadata`` with ``min``, ``max``,
+``help`` and ``format`` (``"labelSelector"``: a string, or each string of a list, is
+parsed as kube parses a ``labelSelector``, so a bad one fails ``config validate``); a
+``validate()`` method adds cross-field checks (each problem starts with the field it is
+about: ``"cidr: not a network"``). An unknown key or controller name
 comes with the closest known one (``did you mean leaseDuration?``).
 :func:`render_defaults` writes the full default file with every field's help as a
-comment. :func:`load_config` applies the plugin policy (a controller that cannot load is
-fatal only when the file enables it) on top of :func:`parse`.
+comment. :func:`load_config` applies the plugin policy (an installed controller that
+cannot load is fatal unless the file disables it) on top of :func:`parse`.
 
 Thread-safe: pure functions over immutable values.
 """
@@ -35,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import yaml
 
 from manager.errors import ConfigError, PluginLoadError
+from manager.labels import LabelSelector, SelectorError
 from manager.plugins import ControllerSettings, PluginSet
 
 if TYPE_CHECKING:
@@ -44,6 +47,7 @@ __all__ = [
     "ClientConfig",
     "LeaderElectionSettings",
     "LogConfig",
+    "MetricsConfig",
     "OverseerConfig",
     "TracingConfig",
     "camel",
@@ -121,6 +125,27 @@ class ShardingSettings:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class MetricsConfig:
+    """How /metrics (and the z-pages /statusz, /flagz beside it) are served."""
+
+    secure: bool = _f(
+        True,
+        "HTTPS, only to callers a TokenReview authenticates and a SubjectAccessReview "
+        "allows (GET on the path); false: plain HTTP to anyone who reaches the port",
+    )
+    cert_dir: str = _f(
+        "",
+        "directory with the certificate and key (a mounted Secret; reloaded when they "
+        'change); "" = a self-signed certificate made at start',
+    )
+    cert_name: str = _f("tls.crt", "the certificate's file name in certDir")
+    key_name: str = _f("tls.key", "the key's file name in certDir")
+    auth_cache_seconds: float = _f(
+        10.0, "seconds a TokenReview or SubjectAccessReview answer is reused", min=0.0, max=600.0
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class LogConfig:
     """Logging."""
 
@@ -152,6 +177,9 @@ class OverseerConfig:
     )
     warm_standby: bool = _f(True, "standbys run informers too, for a fast takeover")
     metrics_bind_address: str = _f(":8080", 'address of /metrics ("0" disables it)')
+    metrics: MetricsConfig = field(
+        default_factory=MetricsConfig, metadata={"help": "how /metrics is served"}
+    )
     health_probe_bind_address: str = _f(":8081", 'address of /healthz and /readyz ("0": off)')
     graceful_shutdown_timeout: float = _f(
         30.0, "seconds in-flight reconciles get to finish on shutdown", min=0.0
@@ -240,7 +268,10 @@ def _convert(tp: Any, value: Any, path: str, meta: Mapping[str, Any], errors: li
             errors.append(f"{path}: expected a list, got {_show(value)}")
             return None
         item_tp = args[0] if args else Any
-        items = [_convert(item_tp, v, f"{path}[{i}]", {}, errors) for i, v in enumerate(value)]
+        item_meta = {"format": meta["format"]} if "format" in meta else {}
+        items = [
+            _convert(item_tp, v, f"{path}[{i}]", item_meta, errors) for i, v in enumerate(value)
+        ]
         return tuple(items) if origin is tuple else items
     if origin in (dict, Mapping):
         if not isinstance(value, Mapping):
@@ -269,6 +300,12 @@ def _convert(tp: Any, value: Any, path: str, meta: Mapping[str, Any], errors: li
         if not isinstance(value, str):
             errors.append(f"{path}: expected string, got {_show(value)}")
             return None
+        if meta.get("format") == "labelSelector":
+            try:
+                LabelSelector.parse(value)
+            except SelectorError as exc:
+                errors.append(f'{path}: invalid label selector "{value}": {exc}')
+                return None
         return value
     if ("min" in meta and value < meta["min"]) or ("max" in meta and value > meta["max"]):
         errors.append(f"{path}: expected {want}, got {_show(raw)}")
@@ -400,9 +437,10 @@ def load_config(
 ) -> tuple[OverseerConfig, dict[str, tuple[ControllerSettings, Any]], list[str]]:
     """:func:`parse` with the plugin policy: returns settings, controllers and warnings.
 
-    A plugin that cannot load cannot have its section validated. If the document enables
-    it (a section without ``enabled: false``) that is an error; otherwise a warning,
-    returned for the caller to report.
+    A plugin that cannot load cannot have its section validated. An installed plugin
+    runs unless the document disables it (``enabled: false``), so one that cannot load is
+    an error unless disabled (then a warning, returned for the caller to report): an
+    image missing a plugin's dependency does not start without that controller.
 
     Raises:
         PluginLoadError: an enabled controller cannot load.
@@ -415,10 +453,15 @@ def load_config(
     for name, error in sorted(plugins.broken.items()):
         section = sections.pop(name, None)
         disabled = isinstance(section, Mapping) and section.get("enabled") is False
-        if section is not None and not disabled:
-            problems.append(f"controllers.{name}: enabled but cannot load: {error}")
+        way_out = f"(disable it with controllers.{name}.enabled: false)"
+        if disabled:
+            warnings.append(f"controller {name!r} is disabled and cannot load: {error}")
+        elif section is None:
+            problems.append(
+                f"controllers.{name}: installed, so enabled, but cannot load: {error} {way_out}"
+            )
         else:
-            warnings.append(f"controller {name!r} is not enabled and cannot load: {error}")
+            problems.append(f"controllers.{name}: enabled but cannot load: {error} {way_out}")
     if problems:
         raise PluginLoadError("; ".join(problems))
     if isinstance(data, Mapping) and sections_in:
@@ -444,6 +487,11 @@ def manager_options(
     sh = config.sharding
     options: dict[str, Any] = {
         "metrics_bind_address": config.metrics_bind_address,
+        "metrics_secure": config.metrics.secure,
+        "metrics_cert_dir": config.metrics.cert_dir,
+        "metrics_cert_name": config.metrics.cert_name,
+        "metrics_key_name": config.metrics.key_name,
+        "metrics_auth_cache_ttl": config.metrics.auth_cache_seconds,
         "health_probe_bind_address": config.health_probe_bind_address,
         "leader_election": le.enabled,
         "leader_election_id": le.lease_name,

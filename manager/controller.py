@@ -70,6 +70,16 @@ __all__ = ["Controller"]
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer("overseer.controller")
 
+
+def log_context(controller: str, req: Request, span: trace.SpanContext) -> dict[str, str]:
+    """What every record logged during a reconcile carries: controller, namespace, name,
+    and the trace id when tracing is on (no ``trace_id=""`` on every line otherwise)."""
+    ctx = {"controller": controller, "namespace": req.namespace, "name": req.name}
+    if span.is_valid:
+        ctx["trace_id"] = format(span.trace_id, "032x")
+    return ctx
+
+
 RECONCILE_TOTAL = Counter(
     "controller_runtime_reconcile_total",
     "Total number of reconciliations per controller.",
@@ -217,6 +227,7 @@ class Controller:
         self._started = False
         self._active = 0
         self._active_lock = threading.Lock()
+        self._last_error: tuple[float, str] | None = None  # (wall time, message), /statusz
 
     # -- wiring ----------------------------------------------------------------------
 
@@ -254,6 +265,29 @@ class Controller:
             raise RuntimeError(f"controller {self.name} has not started")
         return self._queue
 
+    @property
+    def queue_depth(self) -> int | None:
+        """Requests waiting in the queue now (None before :meth:`run`)."""
+        queue = self._queue
+        return None if queue is None else queue.len()
+
+    @property
+    def active_workers(self) -> int:
+        """Reconciles running now."""
+        with self._active_lock:
+            return self._active
+
+    @property
+    def last_error(self) -> tuple[float, str] | None:
+        """The last failed reconcile: (wall-clock time, ``namespace/name: error``), or None."""
+        with self._active_lock:
+            return self._last_error
+
+    def _failed(self, req: Request, exc: BaseException) -> None:
+        key = f"{req.namespace}/{req.name}" if req.namespace else req.name
+        with self._active_lock:
+            self._last_error = (time.time(), f"{key}: {type(exc).__name__}: {exc}")
+
     def enqueue(self, request: Request) -> bool:
         """Add ``request`` to the queue (False, and nothing done, before :meth:`run`)."""
         queue = self._queue
@@ -278,6 +312,12 @@ class Controller:
             registrations.append((w.informer, w.informer.add_event_handler(_Enqueuer(queue, w))))
         MAX_CONCURRENT.labels(self.name).set(self.workers)
         ACTIVE_WORKERS.labels(self.name).set(0)
+        # Every series at 0 from the start, as controller-runtime's initMetrics: a rate or
+        # an alert over errors has a series to read before the first error.
+        for result in ("success", "error", "requeue", "requeue_after", "fenced"):
+            RECONCILE_TOTAL.labels(self.name, result)
+        for counter in (RECONCILE_ERRORS, RECONCILE_PANICS, TERMINAL_ERRORS):
+            counter.labels(self.name)
         if not self._wait_for_sync(stop):
             self._stopping.set()
             for informer, reg in registrations:
@@ -353,15 +393,7 @@ class Controller:
             record_exception=False,
             set_status_on_exception=False,
         ) as span:
-            ctx = span.get_span_context()
-            token = reconcile_context.set(
-                {
-                    "controller": name,
-                    "namespace": req.namespace,
-                    "name": req.name,
-                    "trace_id": format(ctx.trace_id, "032x") if ctx.is_valid else "",
-                }
-            )
+            token = reconcile_context.set(log_context(name, req, span.get_span_context()))
             try:
                 result = self.reconciler.reconcile(req)
                 if not isinstance(result, Result):
@@ -382,6 +414,7 @@ class Controller:
                 queue.forget(req)
                 TERMINAL_ERRORS.labels(name).inc()
                 RECONCILE_ERRORS.labels(name).inc()
+                self._failed(req, exc)
                 RECONCILE_TOTAL.labels(name, "error").inc()
                 span.record_exception(exc)
                 span.set_status(trace.Status(trace.StatusCode.ERROR, str(exc)))
@@ -390,6 +423,7 @@ class Controller:
             except Exception as exc:
                 queue.add_rate_limited(req)
                 RECONCILE_ERRORS.labels(name).inc()
+                self._failed(req, exc)
                 RECONCILE_TOTAL.labels(name, "error").inc()
                 if not isinstance(exc, ApiError | OverseerError):
                     RECONCILE_PANICS.labels(name).inc()

@@ -136,6 +136,7 @@ class ValidityFence:
         self._valid_for = valid_for
         self._reason = reason
         self._message = message
+        FENCED_WRITES.labels(reason)  # exported at 0 from the start: rate() and alerts see it
         self._lock = threading.Lock()
         self._refusing = False
 

@@ -7,6 +7,13 @@
   with synced caches is ready; readiness does not mean leadership.
 * ``/healthz/<name>`` and ``/readyz/<name>`` run one check; ``?verbose`` lists them all.
 
+A server may also hold *negotiated* routes (:class:`Negotiated`: they see the ``Accept``
+header and may add response headers; ``/statusz``), and a *guard*
+(:data:`Guard`: asked before any route with the request's path and headers; it may answer
+instead, e.g. 401/403 for secure metrics), and serve TLS (an ``ssl.SSLContext`` factory,
+asked once per connection so that a rotated certificate is picked up; the handshake
+happens in the connection's thread, with a timeout).
+
 Bind addresses follow controller-runtime: ``":8081"`` (all interfaces), ``"127.0.0.1:0"``
 (a free port, see :attr:`EndpointServer.address`), ``"0"`` disables the server.
 
@@ -17,19 +24,41 @@ thread (``http/<name>``) plus one per connection, all joined by :meth:`EndpointS
 from __future__ import annotations
 
 import logging
+import ssl
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["BindError", "Check", "Checks", "EndpointServer", "Route", "parse_bind_address"]
+__all__ = [
+    "BindError",
+    "Check",
+    "Checks",
+    "EndpointServer",
+    "Guard",
+    "Negotiated",
+    "Route",
+    "parse_bind_address",
+]
 
 logger = logging.getLogger(__name__)
 
 Check = Callable[[], str | None]  # None = healthy, else the reason it is not
 # (query, sub-check name or None) -> (status, content type, body)
 Route = Callable[[str, str | None], tuple[int, str, bytes]]
+# (path, request headers) -> None to go on, or the answer (status, type, body, headers)
+Guard = Callable[[str, Mapping[str, str]], tuple[int, str, bytes, Mapping[str, str]] | None]
+_HANDSHAKE_TIMEOUT = 10.0  # seconds a TLS client gets to finish its handshake
+
+
+@dataclass(frozen=True, slots=True)
+class Negotiated:
+    """A route that sees the ``Accept`` header: ``answer(query, accept)`` returns
+    ``(status, content type, body, extra headers)``."""
+
+    answer: Callable[[str, str], tuple[int, str, bytes, Mapping[str, str]]]
 
 
 def parse_bind_address(address: str) -> tuple[str, int] | None:
@@ -119,11 +148,26 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         split = urlsplit(self.path)
         path = split.path.rstrip("/") or "/"
+        extra: Mapping[str, str] = {}
+        guard = self.server.guard
+        refused = None if guard is None else guard(split.path, dict(self.headers.items()))
         route = self.server.routes.get(path)
-        if route is None:
+        if refused is not None:
+            status, ctype, body, extra = refused
+        elif isinstance(route, Negotiated):
+            status, ctype, body, extra = route.answer(split.query, self.headers.get("Accept", ""))
+        elif route is None:
             prefix, _, name = path.rpartition("/")
             base = self.server.routes.get(prefix)
-            if base is not None and prefix in ("/healthz", "/readyz"):
+            if (
+                base is not None
+                and not isinstance(base, Negotiated)
+                and prefix
+                in (
+                    "/healthz",
+                    "/readyz",
+                )
+            ):
                 status, ctype, body = base(split.query, name)
             else:
                 status, ctype, body = 404, "text/plain; charset=utf-8", b"404 page not found\n"
@@ -132,6 +176,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
+        for name, value in extra.items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(body)
 
@@ -140,10 +186,38 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = False
     block_on_close = True
 
-    def __init__(self, address: tuple[str, int], routes: Mapping[str, Route], name: str) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        routes: Mapping[str, Route | Negotiated],
+        name: str,
+        guard: Guard | None,
+        tls: Callable[[], ssl.SSLContext] | None,
+    ) -> None:
         self.routes = dict(routes)
         self.name = name
+        self.guard = guard
+        self.tls = tls
         super().__init__(address, _Handler)
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        # In the connection's thread: a client that never finishes its TLS handshake
+        # holds only this thread, and only for the handshake timeout.
+        if self.tls is not None:
+            request.settimeout(_HANDSHAKE_TIMEOUT)
+            try:
+                request = self.tls().wrap_socket(request, server_side=True)
+            except (OSError, ssl.SSLError) as exc:
+                logger.debug("TLS handshake failed", extra={"server": self.name, "error": str(exc)})
+                request.close()
+                return
+            request.settimeout(None)
+            try:
+                super().finish_request(request, client_address)
+            finally:
+                request.close()
+            return
+        super().finish_request(request, client_address)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         t = threading.Thread(
@@ -159,10 +233,20 @@ class _Server(ThreadingHTTPServer):
 class EndpointServer:
     """One HTTP server for a set of routes (``/metrics``, or ``/healthz`` + ``/readyz``)."""
 
-    def __init__(self, name: str, bind_address: str, routes: Mapping[str, Route]) -> None:
+    def __init__(
+        self,
+        name: str,
+        bind_address: str,
+        routes: Mapping[str, Route | Negotiated],
+        *,
+        guard: Guard | None = None,
+        tls: Callable[[], ssl.SSLContext] | None = None,
+    ) -> None:
         self.name = name
         self._bind = parse_bind_address(bind_address)
         self._routes = routes
+        self._guard = guard
+        self._tls = tls
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -187,7 +271,7 @@ class EndpointServer:
         if self._bind is None or self._server is not None:
             return
         try:
-            self._server = _Server(self._bind, self._routes, self.name)
+            self._server = _Server(self._bind, self._routes, self.name, self._guard, self._tls)
         except OSError as exc:
             host, port = self._bind
             raise BindError(self.name, f"{host}:{port}", exc) from exc
@@ -197,7 +281,19 @@ class EndpointServer:
             name=f"http/{self.name}",
         )
         self._thread.start()
-        logger.info("serving", extra={"server": self.name, "address": self.address})
+        logger.info(
+            "serving",
+            extra={
+                "server": self.name,
+                "address": self.address,
+                "scheme": "https" if self._tls else "http",
+            },
+        )
+
+    @property
+    def scheme(self) -> str:
+        """``https`` when serving TLS, else ``http``."""
+        return "https" if self._tls is not None else "http"
 
     def stop(self) -> None:
         """Stop serving and join every thread."""

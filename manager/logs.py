@@ -18,7 +18,14 @@ from typing import Any, TextIO
 
 import orjson
 
-__all__ = ["JsonFormatter", "TextFormatter", "configure", "reconcile_context"]
+__all__ = [
+    "ContextFormatter",
+    "JsonFormatter",
+    "TextFormatter",
+    "configure",
+    "context_text",
+    "reconcile_context",
+]
 
 reconcile_context: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
     "overseer_reconcile_context", default=None
@@ -53,6 +60,30 @@ class TextFormatter(logging.Formatter):
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
         return line
+
+
+def context_text(record: logging.LogRecord) -> str:
+    """The record's context as `` key=value ...`` (the reconcile's controller, namespace,
+    name, trace id, then the ``extra`` values), or "" when it has none."""
+    fields = _fields(record)
+    return (" " + " ".join(f"{k}={_text(v)}" for k, v in fields.items())) if fields else ""
+
+
+class ContextFormatter(logging.Formatter):
+    """Another formatter's line with the context appended after the message (the test
+    kit puts it around pytest's, so captured logs say which object failed)."""
+
+    def __init__(self, inner: logging.Formatter) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = self.inner.format(record)
+        context = context_text(record)
+        if not context:
+            return text
+        head, sep, tail = text.partition("\n")  # before a traceback, if any
+        return head + context + sep + tail
 
 
 def _text(value: Any) -> str:

@@ -42,9 +42,10 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -57,15 +58,18 @@ from manager.errors import WriteFenced
 from manager.events import EventBroadcaster, EventRecorder
 from manager.fencing import FENCED_WRITES, IN_FLIGHT, UNFENCED, Fence, ValidityFence, fenced
 from manager.handler import EnqueueRequestsFromMapFunc, EventMapper, MapFunc
-from manager.healthz import Checks, EndpointServer
+from manager.healthz import Checks, EndpointServer, Negotiated, Route
 from manager.kube import KubeClient
 from manager.leaderelection import LEASES, LeaderElectionConfig, LeaderElector, default_identity
 from manager.metrics import metrics_route
+from manager.metricsauth import MetricsAuth
 from manager.predicate import Predicate
 from manager.reconcile import Reconciler
 from manager.resources import Resource
+from manager.servingcert import ServingCertificate
 from manager.sharding import RING_LABEL, ShardedReconciler, ShardingOptions, ShardRing
 from manager.workqueue import RateLimiter
+from manager.zpages import ControllerStatus, Status, flag_values, flagz_route, statusz_route
 
 __all__ = ["ControllerBuilder", "Manager", "ManagerOptions", "Runnable"]
 
@@ -78,6 +82,11 @@ class ManagerOptions:
 
     name: str = "overseer"  # component name: events source, logs
     metrics_bind_address: str = ":8080"  # "0" disables /metrics
+    metrics_secure: bool = False  # HTTPS + TokenReview/SubjectAccessReview (file default: on)
+    metrics_cert_dir: str = ""  # tls.crt/tls.key here; "" = self-signed at start
+    metrics_cert_name: str = "tls.crt"  # the certificate's file name in metrics_cert_dir
+    metrics_key_name: str = "tls.key"  # the key's file name in metrics_cert_dir
+    metrics_auth_cache_ttl: float = 10.0  # seconds a review's answer is reused
     health_probe_bind_address: str = ":8081"  # "0" disables /healthz and /readyz
     leader_election: bool = True
     leader_election_id: str = "overseer-leader"  # the Lease name
@@ -98,6 +107,8 @@ class ManagerOptions:
             problems.append("graceful_shutdown_timeout must be >= 0")
         if self.cache_sync_timeout <= 0:
             problems.append("cache_sync_timeout must be > 0")
+        if self.metrics_auth_cache_ttl < 0:
+            problems.append("metrics_auth_cache_ttl must be >= 0")
         if problems:
             raise ValueError("invalid ManagerOptions: " + "; ".join(problems))
 
@@ -108,6 +119,40 @@ class Runnable(Protocol):
     name: str
 
     def run(self, stop: threading.Event) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """What one informer holds: a resource in a namespace (None: all) with selectors."""
+
+    resource: Resource
+    namespace: str | None
+    label_selector: str | None
+    field_selector: str | None
+
+    @classmethod
+    def of(
+        cls,
+        mgr: Manager,
+        resource: Resource,
+        namespace: str | None,
+        label_selector: str | None,
+        field_selector: str | None = None,
+    ) -> _Scope:
+        ns = (namespace or mgr.options.namespace or None) if resource.namespaced else None
+        return cls(resource, ns, label_selector or None, field_selector or None)
+
+
+def _share(listed: _Scope, lister: Lister, watched: _Scope, informer: SharedInformer) -> None:
+    """Let a lister of every namespace read a namespace a controller watches (same
+    resource and selectors) from that watch's cache."""
+    if (
+        listed.namespace is None
+        and watched.namespace is not None
+        and (listed.resource, listed.label_selector, listed.field_selector)
+        == (watched.resource, watched.label_selector, watched.field_selector)
+    ):
+        lister.share(watched.namespace, informer)
 
 
 class ControllerBuilder:
@@ -144,19 +189,28 @@ class ControllerBuilder:
         label_selector: str | None = None,
     ) -> ControllerBuilder:
         """The primary resource: each object is its own request."""
-        informer = self._mgr.informer(resource, namespace=namespace, label_selector=label_selector)
+        informer = self._watch_informer(resource, namespace, label_selector)
         self._controller.for_(informer, *predicates)
         self._primary = resource
         self._primary_informer = informer
         return self
 
-    def owns(self, resource: Resource, *predicates: Predicate) -> ControllerBuilder:
+    def owns(
+        self,
+        resource: Resource,
+        *predicates: Predicate,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+    ) -> ControllerBuilder:
         """Objects of ``resource`` controlled by a primary object wake that object; the
         request follows the owner's scope (a cluster-scoped owner such as a Namespace is
-        requested with namespace "")."""
+        requested with namespace ""). ``namespace`` and ``label_selector`` narrow what is
+        cached and watched (the informer is shared with every other user of that scope,
+        e.g. ``mgr.lister(resource, label_selector=...)``); without them, every object
+        of ``resource`` in the manager's watch namespace is cached."""
         if self._primary is None:
             raise RuntimeError("owns() needs for_() first: the owner kind comes from it")
-        informer = self._mgr.informer(resource)
+        informer = self._watch_informer(resource, namespace, label_selector)
         self._controller.owns(
             informer,
             self._primary.group,
@@ -167,14 +221,30 @@ class ControllerBuilder:
         return self
 
     def watches(
-        self, resource: Resource, mapper: EventMapper | MapFunc, *predicates: Predicate
+        self,
+        resource: Resource,
+        mapper: EventMapper | MapFunc,
+        *predicates: Predicate,
+        namespace: str | None = None,
+        label_selector: str | None = None,
     ) -> ControllerBuilder:
-        """Events of ``resource`` wake the requests ``mapper`` returns."""
-        informer = self._mgr.informer(resource)
+        """Events of ``resource`` wake the requests ``mapper`` returns: a map function
+        ``obj -> [Request, ...]`` (fan-out: one object wakes many; or none). ``namespace``
+        and ``label_selector`` narrow what is cached and watched, as for :meth:`owns`."""
+        informer = self._watch_informer(resource, namespace, label_selector)
         if not hasattr(mapper, "requests"):
             mapper = EnqueueRequestsFromMapFunc(mapper)
         self._controller.watch(informer, mapper, *predicates)
         return self
+
+    def _watch_informer(
+        self, resource: Resource, namespace: str | None, label_selector: str | None
+    ) -> SharedInformer:
+        if namespace and not resource.namespaced:
+            raise ValueError(f"{resource} is cluster-scoped: it takes no namespace")
+        informer = self._mgr.informer(resource, namespace=namespace, label_selector=label_selector)
+        self._mgr._watch_added(_Scope.of(self._mgr, resource, namespace, label_selector), informer)
+        return informer
 
     def complete(self) -> Controller:
         """Add the controller to the manager. Leader-elected (the default), it runs only
@@ -192,9 +262,23 @@ class ControllerBuilder:
 
 
 class Manager:
-    """Owns the client, the informer factory, the event recorder and every runnable."""
+    """Owns the client, the informer factory, the event recorder and every runnable.
 
-    def __init__(self, client: KubeClient, options: ManagerOptions | None = None) -> None:
+    Args:
+        client: the API client (the manager wraps it in its write fence).
+        options: how it runs.
+        flags: what ``/flagz`` shows: the effective configuration as ``(key, value)``
+            pairs, secrets already redacted (:func:`manager.zpages.flag_values`; the CLI
+            gives the whole file). Default: the options.
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        options: ManagerOptions | None = None,
+        *,
+        flags: Sequence[tuple[str, str]] | None = None,
+    ) -> None:
         self.options = options or ManagerOptions()
         self.identity = self.options.identity or default_identity()
         self._fence = ValidityFence(
@@ -212,6 +296,10 @@ class Manager:
         self.events = EventBroadcaster(self.client, component=self.options.name)
         self._leader_runnables: list[Runnable] = []
         self._runnables: list[Runnable] = []
+        # which informers controllers watch and which listers read: a lister of another
+        # scope than its resource's watches is a second cache (see scope_warnings)
+        self._watched: list[tuple[_Scope, SharedInformer]] = []
+        self._listed: list[tuple[_Scope, SharedInformer, Lister]] = []
         self._health = Checks()
         self._ready = Checks()
         self._started = False
@@ -245,8 +333,32 @@ class Manager:
         if self.shards is not None:
             self._health.add("shard-lease", self.shards.elector_alive)
             self._ready.add("sharding", self.shards.ready_reason)
+        self._started_wall = time.time()
+        self._started_mono = time.monotonic()
+        self._controllers: list[tuple[Controller, str]] = []  # (controller, mode)
+        zpages: dict[str, Route | Negotiated] = {
+            "/statusz": Negotiated(statusz_route(self.status)),
+            "/flagz": flagz_route(
+                self.options.name, flag_values(self.options) if flags is None else flags
+            ),
+        }
+        self.serving_cert: ServingCertificate | None = None
+        """The metrics server's certificate (None: plain HTTP)."""
+        guard = None
+        if self.options.metrics_secure:
+            self.serving_cert = ServingCertificate(
+                self.options.metrics_cert_dir,
+                cert_name=self.options.metrics_cert_name,
+                key_name=self.options.metrics_key_name,
+            )
+            # unfenced: a standby answers scrapes too
+            guard = MetricsAuth(client, cache_ttl=self.options.metrics_auth_cache_ttl)
         self._metrics_server = EndpointServer(
-            "metrics", self.options.metrics_bind_address, {"/metrics": metrics_route}
+            "metrics",
+            self.options.metrics_bind_address,
+            {"/metrics": metrics_route, **zpages},
+            guard=guard,
+            tls=None if self.serving_cert is None else self.serving_cert.context,
         )
         self._probe_server = EndpointServer(
             "probes",
@@ -308,12 +420,48 @@ class Manager:
             label_selector=label_selector,
             field_selector=field_selector,
         )
-        return Lister(
+        scope = _Scope.of(self, resource, namespace, label_selector, field_selector)
+        lister = Lister(
             informer.indexer,
             resource,
             informer=informer,
             sync_timeout=self.options.cache_sync_timeout,
+            scope_namespace=scope.namespace,
         )
+        self._listed.append((scope, informer, lister))
+        for watched, by in self._watched:
+            _share(scope, lister, watched, by)
+        return lister
+
+    def _watch_added(self, scope: _Scope, informer: SharedInformer) -> None:
+        self._watched.append((scope, informer))
+        for listed, _, lister in self._listed:
+            _share(listed, lister, scope, informer)
+
+    def scope_warnings(self) -> list[str]:
+        """Listers whose scope is none of the scopes controllers watch their resource
+        with, and that cannot read a watched namespace from the watch's cache (a lister
+        of every namespace reads one a controller watches, with the same selectors, from
+        that controller's cache): such a lister is a second cache, filled by its own
+        watch, that may lag behind the event that woke a reconcile ("not in cache" for
+        an object that exists). One message per lister, naming both scopes. Logged at
+        start."""
+        watched = {id(i) for _, i in self._watched}
+        out = []
+        seen: set[int] = set()
+        for scope, informer, lister in self._listed:
+            if id(informer) in watched or id(informer) in seen or lister.shared():
+                continue
+            seen.add(id(informer))
+            others = sorted({i.name for s, i in self._watched if s.resource == scope.resource})
+            if others:
+                out.append(
+                    f"the lister of {informer.name} reads another cache than the "
+                    f"controller's watch of {' and '.join(others)}: give mgr.lister() the "
+                    "same namespace and selectors as for_()/owns()/watches(), so that a "
+                    "reconcile reads the cache whose event woke it"
+                )
+        return out
 
     def recorder(self, component: str | None = None) -> EventRecorder:
         """An event recorder whose events come from ``component`` (default: the manager's)."""
@@ -345,6 +493,10 @@ class Manager:
         leader-only one starts at once if this replica's controllers run, else when they
         start. Nothing starts once the manager is stopping.
         """
+        if isinstance(runnable, Controller):
+            with self._wiring:
+                mode = "leader-elected" if leader_only else "every replica"
+                self._controllers.append((runnable, mode))
         with self._wiring:
             if not self._started:
                 (self._leader_runnables if leader_only else self._runnables).append(runnable)
@@ -385,9 +537,79 @@ class Manager:
         elector = self._elector
         return elector is not None and elector.is_leader()
 
+    def role(self) -> str:
+        """This replica's part now, as ``/statusz`` shows it: ``leader``, ``standby``,
+        ``leader election off``, ``starting``, ``stopping``, ``stopped`` or ``lost its
+        Lease``."""
+        if self._lost.is_set():
+            return "lost its Lease"
+        if self._finished:
+            return "stopped"
+        if self._stopping:
+            return "stopping"
+        if not self._started:
+            return "starting"
+        if not self.options.leader_election:
+            return "leader election off"
+        return "leader" if self.is_leader() else "standby"
+
+    def status(self) -> Status:
+        """A snapshot of this replica for ``/statusz``."""
+        from manager import __version__
+
+        elector = self._elector
+        lease = ""
+        if self.options.leader_election:
+            namespace = (
+                self.options.leader_election_namespace
+                or os.environ.get("POD_NAMESPACE", "")
+                or "default"
+            )
+            lease = f"{namespace}/{self.options.leader_election_id}"
+        controllers = []
+        with self._wiring:
+            registered = list(self._controllers)
+            leader_running = self._controllers_started and not self._stopping
+            ring_running = self._ring_started and not self._stopping
+        for controller, mode in registered:
+            error = controller.last_error
+            running = {"sharded": ring_running, "leader-elected": leader_running}.get(
+                mode, self._started and not self._finished
+            )
+            controllers.append(
+                ControllerStatus(
+                    name=controller.name,
+                    mode=mode,
+                    running=running and not self._lost.is_set(),
+                    workers=controller.workers,
+                    active=controller.active_workers,
+                    queue_depth=controller.queue_depth,
+                    last_error="" if error is None else error[1],
+                    last_error_time=None if error is None else error[0],
+                )
+            )
+        return Status(
+            component=self.options.name,
+            version=__version__,
+            python=sys.version.split()[0],
+            identity=self.identity,
+            started=self._started_wall,
+            uptime=time.monotonic() - self._started_mono,
+            role=self.role(),
+            leader=elector.leader() if elector is not None else "",
+            lease=lease,
+            ring=None if self.shards is None else self.shards.status(),
+            controllers=tuple(sorted(controllers, key=lambda c: c.name)),
+        )
+
     @property
     def metrics_address(self) -> tuple[str, int] | None:
         return self._metrics_server.address
+
+    @property
+    def metrics_scheme(self) -> str:
+        """``https`` when metrics are secure, else ``http``."""
+        return self._metrics_server.scheme
 
     @property
     def health_probe_address(self) -> tuple[str, int] | None:
@@ -465,6 +687,7 @@ class Manager:
         assert self.shards is not None
         self.shards.add_controller(controller, primary)
         with self._wiring:
+            self._controllers.append((controller, "sharded"))
             self._sharded.append(controller)
             if self._ring_started and not (self._stopping or self._lost.is_set()):
                 self._start_sharded(controller)
@@ -505,6 +728,8 @@ class Manager:
     def _start_informers(self, informer_stop: threading.Event, stop: threading.Event) -> bool:
         """Start the informers and wait for their sync; False on timeout, on ``stop``, or
         when leadership is lost meanwhile (a cold standby syncs after acquiring)."""
+        for warning in self.scope_warnings():
+            logger.warning("lister scope differs from the watch", extra={"problem": warning})
         self.factory.start(informer_stop)
         self._informers_started.set()
         self._threads.extend(t for t in self.factory.threads() if t not in self._threads)
@@ -532,6 +757,8 @@ class Manager:
         if self._started:
             raise RuntimeError("Manager.run may be called once")
         self._started = True
+        self._started_wall = time.time()
+        self._started_mono = time.monotonic()
         opts = self.options
         informer_stop = self._informer_stop
         leader_stop = self._leader_stop
@@ -540,6 +767,8 @@ class Manager:
         leaving_now = True  # skip the flushes on the way out (lost, overrun, failed)
         try:
             # inside the try: a probe address in use stops the metrics server again
+            if self.serving_cert is not None and self._metrics_server.enabled:
+                self.serving_cert.load()  # a missing or broken certificate fails the start
             self._metrics_server.start()
             self._probe_server.start()
             self.events.start(events_stop)

@@ -14,7 +14,8 @@ factory function returning an object with this shape (:class:`ControllerPlugin`)
 The entry point's name is the controller's name and its section in the configuration
 file (``controllers.<name>``). The built-in controllers register the same way.
 
-* ``config_class``: a frozen dataclass. Field names are snake_case in Python and
+* ``config_class`` (optional: a plugin without settings leaves it out and gets
+  :class:`NoSettings`): a frozen dataclass. Field names are snake_case in Python and
   camelCase in YAML (``expose_all`` ↔ ``exposeAll``). Supported field types: ``str``,
   ``int``, ``float``, ``bool``, ``list[T]``, ``tuple[T, ...]``, ``dict[str, T]``,
   nested dataclasses, ``Literal[...]`` and ``T | None``. Constraints and help go in the
@@ -29,7 +30,9 @@ file (``controllers.<name>``). The built-in controllers register the same way.
 * ``rbac_rules`` (optional): the ClusterRole rules the controller needs, as Kubernetes
   writes them (``{"apiGroups": [...], "resources": [...], "verbs": [...]}``): a list,
   or a method ``rbac_rules(self, config)`` when they depend on the configuration.
-  ``overseer rbac`` prints the ClusterRole of the enabled controllers from them.
+  ``overseer rbac`` prints the ClusterRole of the enabled controllers from them. A rule
+  with ``"namespaces": ["a", ...]`` is granted in those namespaces only (a Role in
+  each). The test kit runs a plugin as a ServiceAccount bound to exactly these rules.
 
 Names: an entry point's name; for ``--plugin [NAME=]FILE.py:ATTR`` or
 ``--plugin [NAME=]MODULE:ATTR`` the NAME given, else ATTR in lower case without a
@@ -76,11 +79,13 @@ __all__ = [
     "SPEC_DISTRIBUTION",
     "ControllerPlugin",
     "ControllerSettings",
+    "NoSettings",
     "PluginContext",
     "PluginInfo",
     "PluginSet",
     "RateLimiterSettings",
     "RbacRule",
+    "config_class_of",
     "declared_rbac_rules",
     "discover",
     "load",
@@ -99,6 +104,7 @@ C = TypeVar("C")
 RbacRule = dict[str, list[str]]  # one PolicyRule: apiGroups, resources, verbs, ...
 
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9_-]*[a-z0-9])?$")
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")  # a DNS-1123 label
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -169,10 +175,8 @@ class PluginContext(Generic[C]):
 
 
 class ControllerPlugin(Protocol):
-    """What an ``overseer.controllers`` entry point provides (``rbac_rules`` is optional:
-    see the module's documentation)."""
-
-    config_class: type[Any]
+    """What an ``overseer.controllers`` entry point provides (``config_class`` and
+    ``rbac_rules`` are optional: see the module's documentation)."""
 
     def setup(self, mgr: Manager, ctx: PluginContext[Any]) -> None:
         """Wire the plugin's controllers into ``mgr`` (before the manager runs)."""
@@ -246,14 +250,26 @@ def parse_spec(spec: str) -> PluginInfo:
     return PluginInfo(name, target, SPEC_DISTRIBUTION, "-")
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NoSettings:
+    """The settings of a plugin that declares no ``config_class``: none (its section
+    takes the common keys only: ``enabled``, ``workers``, ``rateLimiter``, ...)."""
+
+
+def config_class_of(plugin: Any) -> type[Any]:
+    """The plugin's ``config_class``, or :class:`NoSettings` when it declares none."""
+    found: type[Any] = getattr(plugin, "config_class", NoSettings)
+    return found
+
+
 def _instantiate(obj: Any, where: str) -> ControllerPlugin:
     plugin = obj() if callable(obj) else obj
-    if not hasattr(plugin, "setup") or not hasattr(plugin, "config_class"):
+    if not hasattr(plugin, "setup"):
         raise PluginLoadError(
-            f"{where}: not a controller plugin (needs config_class and setup(mgr, ctx))",
-            reason="not a controller plugin (needs config_class and setup(mgr, ctx))",
+            f"{where}: not a controller plugin (needs setup(mgr, ctx))",
+            reason="not a controller plugin (needs setup(mgr, ctx))",
         )
-    if not dataclasses.is_dataclass(plugin.config_class):
+    if not dataclasses.is_dataclass(config_class_of(plugin)):
         raise PluginLoadError(
             f"{where}: config_class must be a dataclass", reason="config_class must be a dataclass"
         )
@@ -362,7 +378,7 @@ class PluginSet:
     @property
     def schemas(self) -> dict[str, type[Any]]:
         """Controller name → its ``config_class`` (loaded plugins only)."""
-        return {name: p.config_class for name, p in self.plugins.items()}
+        return {name: config_class_of(p) for name, p in self.plugins.items()}
 
 
 def load_plugins(specs: Sequence[str] = (), *, installed: bool = True) -> PluginSet:
@@ -444,6 +460,9 @@ def declared_rbac_rules(name: str, plugin: ControllerPlugin, config: Any) -> lis
             for key, values in rule.items():
                 if isinstance(values, str) or not all(isinstance(v, str) for v in values):
                     raise ValueError(f"{key}: expected a list of strings, got {values!r}")
+                bad = [v for v in values if key == "namespaces" and not _NAMESPACE.match(v)]
+                if bad:
+                    raise ValueError(f"namespaces: {bad[0]!r} is not a namespace name")
                 entry[str(key)] = list(values)
             out.append(entry)
     except Exception as exc:

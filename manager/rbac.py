@@ -10,9 +10,19 @@ Role, from the rules each controller declares (``rbac_rules``, see
 * Role ``<name>-leader-election`` in the manager's namespace (only with leader election
   on): the Lease (get, create, update; ``manager/leaderelection.py``) and the Events
   about it.
-* Role ``<name>-sharding`` there (only when a controller is ``sharded``): the shard
+* Role ``<name>-sharding`` in the shard Leases' namespace (``sharding.namespace``, by
+  default the manager's; only when a controller is ``sharded``): the shard
   Leases (``manager/sharding.py``): each replica creates, renews and publishes on its own,
   watches the others', and the lowest member deletes dead ones.
+* With secure metrics (``metrics.secure``, the default), the ClusterRole also holds
+  ``create`` on ``tokenreviews`` and ``subjectaccessreviews`` (the metrics server asks
+  the API server who a caller is and whether it may read ``/metrics``:
+  :mod:`manager.metricsauth`), and two ClusterRoles for the callers, bound to no one
+  here: ``<name>-metrics-reader`` (GET ``/metrics``: bind Prometheus's ServiceAccount)
+  and ``<name>-status-reader`` (GET ``/statusz`` and ``/flagz``: for people).
+* Role ``<name>`` in each namespace a controller's rules name (a rule with
+  ``namespaces: [...]``, e.g. a Secret mirror reading Secrets in ``source`` only): those
+  rules there and nowhere else, bound by a RoleBinding ``<name>`` in that namespace.
 * A binding of each to the ServiceAccount ``<name>`` in that namespace.
 
 The output is one YAML stream, ready to be a kustomize resource.
@@ -37,11 +47,14 @@ if TYPE_CHECKING:
 __all__ = [
     "EVENT_RULES",
     "LEADER_ELECTION_RULES",
+    "METRICS_AUTH_RULES",
+    "METRICS_READER_RULES",
     "SHARDING_RULES",
     "RbacOptions",
     "for_controllers",
     "merge_rules",
     "render",
+    "split_namespaced",
 ]
 
 EVENT_RULES: Final[tuple[RbacRule, ...]] = (
@@ -70,7 +83,29 @@ SHARDING_RULES: Final[tuple[RbacRule, ...]] = (
 """Sharding: its own shard Lease (get, create, update: the election rules; patch: the
 published ring), every shard Lease of the ring (list, watch), dead ones (delete)."""
 
+METRICS_AUTH_RULES: Final[tuple[RbacRule, ...]] = (
+    {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+    {
+        "apiGroups": ["authorization.k8s.io"],
+        "resources": ["subjectaccessreviews"],
+        "verbs": ["create"],
+    },
+)
+"""Secure metrics (``manager/metricsauth.py``): a TokenReview per caller's token and a
+SubjectAccessReview per caller and path, each cached for a few seconds."""
+
+METRICS_READER_RULES: Final[tuple[RbacRule, ...]] = (
+    {"nonResourceURLs": ["/metrics"], "verbs": ["get"]},
+)
+"""What a scraper (Prometheus's ServiceAccount) needs: GET on ``/metrics``."""
+
+STATUS_READER_RULES: Final[tuple[RbacRule, ...]] = (
+    {"nonResourceURLs": ["/statusz", "/flagz"], "verbs": ["get"]},
+)
+"""What a person reading the z-pages needs: GET on ``/statusz`` and ``/flagz``."""
+
 MANAGER = "manager"  # who needs the framework's rules, in the comments
+METRICS = "manager (secure metrics)"
 _VERB_ORDER = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
 
 
@@ -82,6 +117,8 @@ class RbacOptions:
     namespace: str = "overseer-system"  # the ServiceAccount's and the Lease's namespace
     leader_election: bool = True  # render the Lease Role and its binding
     sharding: bool = False  # render the shard Lease Role and its binding
+    metrics_secure: bool = True  # review rules, and the metrics/status reader ClusterRoles
+    sharding_namespace: str = ""  # the shard Leases' namespace ("" = namespace)
     labels: Mapping[str, str] | None = None  # default: app.kubernetes.io name/part-of
 
 
@@ -172,6 +209,46 @@ def _binding(
     ]
 
 
+def split_namespaced(
+    controllers: Sequence[tuple[str, Sequence[RbacRule]]],
+) -> tuple[list[tuple[str, list[RbacRule]]], dict[str, list[tuple[str, list[RbacRule]]]]]:
+    """The cluster-wide rules, and per namespace the rules that name it (``namespaces``,
+    which is dropped from the rule: a Role's rule applies in the Role's namespace)."""
+    cluster: list[tuple[str, list[RbacRule]]] = []
+    local: dict[str, list[tuple[str, list[RbacRule]]]] = {}
+    for who, rules in controllers:
+        mine = [dict(r) for r in rules if not r.get("namespaces")]
+        if mine:
+            cluster.append((who, mine))
+        for rule in rules:
+            for ns in rule.get("namespaces") or []:
+                plain = {k: v for k, v in rule.items() if k != "namespaces"}
+                entries = local.setdefault(ns, [])
+                if entries and entries[-1][0] == who:
+                    entries[-1][1].append(plain)
+                else:
+                    entries.append((who, [plain]))
+    return cluster, dict(sorted(local.items()))
+
+
+def _namespaced_binding(
+    name: str, namespace: str, opts: RbacOptions, labels: Mapping[str, str]
+) -> list[str]:
+    return [
+        "apiVersion: rbac.authorization.k8s.io/v1",
+        "kind: RoleBinding",
+        *_meta(name, labels, namespace),
+        "roleRef:",
+        "  apiGroup: rbac.authorization.k8s.io",
+        "  kind: Role",
+        f"  name: {name}",
+        "subjects:",
+        "  - kind: ServiceAccount",
+        f"    name: {opts.name}",
+        f"    namespace: {opts.namespace}",
+    ]
+
+
 def render(
     controllers: Sequence[tuple[str, Sequence[RbacRule]]],
     options: RbacOptions | None = None,
@@ -179,8 +256,10 @@ def render(
     header: Sequence[str] = (),
 ) -> str:
     """The RBAC objects for ``(controller name, its rules)`` pairs, as YAML; ``header``
-    lines become comments at the top."""
+    lines become comments at the top. Rules with ``namespaces`` go into a Role in each
+    of those namespaces instead of the ClusterRole."""
     opts = options or RbacOptions()
+    controllers, namespaced = split_namespaced(controllers)
     labels = dict(
         opts.labels or {"app.kubernetes.io/name": opts.name, "app.kubernetes.io/part-of": opts.name}
     )
@@ -191,10 +270,50 @@ def render(
         "apiVersion: rbac.authorization.k8s.io/v1",
         "kind: ClusterRole",
         *_meta(opts.name, labels),
-        *_rules_yaml(merge_rules([*controllers, (MANAGER, EVENT_RULES)])),
+        *_rules_yaml(
+            merge_rules(
+                [
+                    *controllers,
+                    (MANAGER, EVENT_RULES),
+                    *([(METRICS, METRICS_AUTH_RULES)] if opts.metrics_secure else []),
+                ]
+            )
+        ),
         "---",
         *_binding("ClusterRoleBinding", "ClusterRole", opts.name, opts, labels),
     ]
+    if opts.metrics_secure:
+        for suffix, who, reader_rules in (
+            (
+                "metrics-reader",
+                "scrape /metrics: bind Prometheus's ServiceAccount",
+                METRICS_READER_RULES,
+            ),
+            (
+                "status-reader",
+                "read /statusz and /flagz: bind the people who may",
+                STATUS_READER_RULES,
+            ),
+        ):
+            lines += [
+                "---",
+                f"# Who may {who} to this.",
+                "apiVersion: rbac.authorization.k8s.io/v1",
+                "kind: ClusterRole",
+                *_meta(f"{opts.name}-{suffix}", labels),
+                *_rules_yaml([(dict(rule), [suffix]) for rule in reader_rules]),
+            ]
+    for ns, rules in namespaced.items():
+        lines += [
+            "---",
+            f"# What the enabled controllers do in the namespace {ns} only.",
+            "apiVersion: rbac.authorization.k8s.io/v1",
+            "kind: Role",
+            *_meta(opts.name, labels, ns),
+            *_rules_yaml(merge_rules(rules)),
+            "---",
+            *_namespaced_binding(opts.name, ns, opts, labels),
+        ]
     if opts.leader_election:
         role = f"{opts.name}-leader-election"
         lines += [
@@ -210,15 +329,21 @@ def render(
         ]
     if opts.sharding:
         role = f"{opts.name}-sharding"
+        where = opts.sharding_namespace or opts.namespace
+        binding = _binding("RoleBinding", "Role", role, opts, labels)
+        # the binding lives with the Role; its subject stays in the manager's namespace
+        binding[binding.index(f"  namespace: {opts.namespace}")] = f"  namespace: {where}"
         lines += [
             "---",
-            "# Sharded controllers, in the manager's namespace only: the shard Leases.",
+            "# Sharded controllers, in the manager's namespace only: the shard Leases."
+            if where == opts.namespace
+            else f"# Sharded controllers, in the namespace {where} only: the shard Leases.",
             "apiVersion: rbac.authorization.k8s.io/v1",
             "kind: Role",
-            *_meta(role, labels, opts.namespace),
+            *_meta(role, labels, where),
             *_rules_yaml(merge_rules([(MANAGER, SHARDING_RULES)])),
             "---",
-            *_binding("RoleBinding", "Role", role, opts, labels),
+            *binding,
         ]
     return "\n".join(lines) + "\n"
 
@@ -253,6 +378,8 @@ def for_controllers(
         namespace=namespace or le.namespace or "overseer-system",
         leader_election=le.enabled,
         sharding=any(s.enabled and s.sharded for s, _ in controllers.values()),
+        metrics_secure=config.metrics.secure,
+        sharding_namespace=config.sharding.namespace,
     )
     names = ", ".join(n for n, _ in declared) or "none"
     header = textwrap.wrap(

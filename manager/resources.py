@@ -67,6 +67,9 @@ class Resource:
         return f"{self.api_version}/{self.plural}"
 
 
+_RBAC = "rbac.authorization.k8s.io"
+
+
 def _table(entries: Iterable[Resource]) -> dict[str, Resource]:
     return {f"{r.api_version}/{r.plural}": r for r in entries}
 
@@ -96,6 +99,10 @@ BUILTINS: dict[str, Resource] = _table(
             namespaced=False,
             has_status=True,
         ),
+        Resource(_RBAC, "v1", "roles", "Role", namespaced=True),
+        Resource(_RBAC, "v1", "rolebindings", "RoleBinding", namespaced=True),
+        Resource(_RBAC, "v1", "clusterroles", "ClusterRole", namespaced=False),
+        Resource(_RBAC, "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False),
     ]
 )
 

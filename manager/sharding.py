@@ -101,6 +101,7 @@ __all__ = [
     "APPLIED_ANNOTATION",
     "PARAMS_ANNOTATION",
     "RING_LABEL",
+    "RingStatus",
     "ShardRing",
     "ShardedReconciler",
     "ShardingOptions",
@@ -151,6 +152,12 @@ DRAIN_SECONDS = Histogram(
     registry=REGISTRY,
 )
 
+MEMBER = Gauge(
+    "shard_ring_member",
+    "1 while this replica holds its shard Lease and its applied ring includes it, else 0.",
+    ["ring"],
+    registry=REGISTRY,
+)
 STALE_VIEWS = PromCounter(
     "shard_stale_views_total",
     "Times this replica's view of the ring's Leases was older than a lease duration while "
@@ -173,6 +180,18 @@ PARAMS_MISMATCH = Gauge(
 
 _DNS_SUBDOMAIN_INVALID = re.compile(r"[^a-z0-9.-]+")
 _ABANDON_WAIT: Final = 2.0  # seconds to wait for abandoned writers to notice
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RingStatus:
+    """What ``/statusz`` shows of this replica's ring (a snapshot)."""
+
+    ring: str  # the ring's name
+    lease: str  # this replica's shard Lease
+    member: bool  # the shard Lease is held and the applied ring includes it
+    version: str  # the applied ring's version ("" before the first)
+    members: tuple[str, ...]  # the applied ring's members (shard Lease names)
+    keys_owned: int  # keys of sharded controllers the applied ring gives this replica
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -326,6 +345,7 @@ class ShardRing:
         self._rings: dict[tuple[int, tuple[str, ...]], HashRing] = {}
         self._elector_thread: threading.Thread | None = None
         self._released_ok: Callable[[], bool] = lambda: False
+        self._owned = 0  # keys the applied ring gives us, as last counted
         self._view_started: float | None = None  # when this replica began to watch
         self._observed = False  # the observation period has passed
         self._fresh_at: float | None = None  # our cache holds all committed before this
@@ -423,6 +443,28 @@ class ShardRing:
     def lost(self) -> bool:
         return self._lost
 
+    def status(self) -> RingStatus:
+        """A snapshot for ``/statusz``."""
+        with self._cond:
+            applied, owned, lost = self._applied, self._owned, self._lost
+        member = (
+            not lost
+            and self._elector.is_leader()
+            and applied is not None
+            and self.lease_name in applied.members
+        )
+        return RingStatus(
+            ring=self.options.ring_name,
+            lease=self.lease_name,
+            member=member,
+            version="" if applied is None else applied.version,
+            members=() if applied is None else applied.members,
+            keys_owned=owned if member else 0,
+        )
+
+    def _report_membership(self) -> None:
+        MEMBER.labels(self.options.ring_name).set(1 if self.status().member else 0)
+
     # -- running -------------------------------------------------------------------------
 
     def run(self, stop: threading.Event, *, release: Callable[[], bool]) -> None:
@@ -458,6 +500,7 @@ class ShardRing:
             with self._cond:
                 self._stopping = True
                 self._cond.notify_all()
+            MEMBER.labels(self.options.ring_name).set(0)
             self._leases.remove_event_handler(registration)
             elector_stop.set()
             self._elector_thread.join(max(2.0, self.options.retry_period * 2))
@@ -501,11 +544,13 @@ class ShardRing:
                 return
             self._lost = True
             self._cond.notify_all()
+        MEMBER.labels(self.options.ring_name).set(0)
         self._on_lost(reason)
 
     # -- one step of the ring thread ------------------------------------------------------
 
     def _step(self, stop: threading.Event) -> None:
+        self._report_membership()
         if not self._elector.is_leader():
             return  # not a member yet (or no more: the elector reports the loss)
         members, claims, own = self._observe()
@@ -687,6 +732,9 @@ class ShardRing:
         RING_INFO.clear()
         RING_INFO.labels(ring, desired.version).set(1)
         KEYS_OWNED.labels(ring).set(owned)
+        with self._cond:
+            self._owned = owned
+        self._report_membership()
         logger.info(
             "ring changed",
             extra={
@@ -764,6 +812,8 @@ class ShardRing:
                     owned += 1
                     controller.enqueue(Request(ns, name))
         KEYS_OWNED.labels(self.options.ring_name).set(owned)
+        with self._cond:
+            self._owned = owned
 
     def _collect_garbage(self, members: list[str]) -> None:
         """The lowest member deletes shard Leases dead for a while (pods come and go with

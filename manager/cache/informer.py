@@ -249,6 +249,11 @@ class SharedInformer:
     def last_sync_resource_version(self) -> str:
         return self._reflector.last_sync_resource_version
 
+    @property
+    def last_error(self) -> str:
+        """The reflector's last list/watch failure ("" once a list has succeeded since)."""
+        return self._reflector.last_error
+
     def add_indexers(self, indexers: Mapping[str, IndexFunc]) -> None:
         """Register more index functions (allowed at any time)."""
         with self._lock:

@@ -175,8 +175,11 @@ class Reflector:
         self._need_list = True
         self._consistent_list = False  # after a 410: list with resourceVersion=""
         self._name = lister_watcher.description
+        for counter in (_LISTS, _RELISTS, _WATCHES, _ERRORS):
+            counter.labels(self._name)  # exported at 0 before the first (rates, alerts)
         self._last_list_was_relist = False
         self._events_since_list = 0
+        self.last_error: str = ""  # the last list/watch failure, "" once a list succeeds
         self._rewatch = False  # rewatch(): the open watch ends on purpose, no backoff
 
     @property
@@ -210,6 +213,7 @@ class Reflector:
                 if stop.is_set() or self._stop.is_set():
                     break
                 _ERRORS.labels(self._name).inc()
+                self.last_error = f"{type(exc).__name__}: {exc}"
                 delay = self._backoff.next()
                 logger.warning(
                     "list/watch failed, backing off",
@@ -310,6 +314,7 @@ class Reflector:
         self._events_since_list = 0
         self._last_rv = list_rv
         self._consistent_list = False
+        self.last_error = ""
         if self._on_synced is not None:
             self._on_synced()
         logger.debug("listed", extra={"resource": self._name, "items": len(items), "rv": list_rv})

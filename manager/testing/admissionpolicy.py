@@ -125,6 +125,7 @@ class RequestContext:
 
     user: str = "system:apiserver"
     groups: tuple[str, ...] = ("system:masters",)
+    uid: str = ""
     warnings: list[str] = field(default_factory=list)
 
 
@@ -132,12 +133,12 @@ _CURRENT: ContextVar[RequestContext | None] = ContextVar("admission_request", de
 
 
 @contextmanager
-def request_context(user: str) -> Iterator[RequestContext]:
-    """Writes made inside the block are ``user``'s; the block collects their warnings."""
-    groups = (
-        ("system:unauthenticated",) if user == "system:anonymous" else ("system:authenticated",)
-    )
-    ctx = RequestContext(user, groups)
+def request_context(
+    user: str, groups: tuple[str, ...] = (), uid: str = ""
+) -> Iterator[RequestContext]:
+    """Writes made inside the block are ``user``'s (the authenticated user.Info); the
+    block collects the warnings admission adds."""
+    ctx = RequestContext(user, tuple(groups), uid)
     token = _CURRENT.set(ctx)
     try:
         yield ctx
@@ -729,7 +730,11 @@ class PolicyAdmission:
             "name": attrs.name,
             "namespace": attrs.namespace,
             "operation": attrs.operation,
-            "userInfo": {"username": context.user, "groups": list(context.groups)},
+            "userInfo": {
+                "username": context.user,
+                **({"uid": context.uid} if context.uid else {}),
+                "groups": list(context.groups),
+            },
             "dryRun": attrs.dry_run,
         }
         return request

@@ -108,12 +108,15 @@ class GarbageCollector:
             self._uids[uid] = event.key
             for ref in meta.get("ownerReferences") or []:
                 self._dependents[str(ref.get("uid"))].add(event.key)
-        # Only deletions, owned objects and objects being deleted can need GC work;
-        # skipping the rest keeps the write path cheap.
+        # Only deletions, owned objects (or ones that were) and objects being deleted can
+        # need GC work; skipping the rest keeps the write path cheap.
         if (
             event.type != "DELETED"
             and not meta.get("ownerReferences")
             and not meta.get("deletionTimestamp")
+            and not (
+                event.prev is not None and (event.prev.get("metadata") or {}).get("ownerReferences")
+            )
         ):
             return
         with self._cond:
@@ -145,7 +148,7 @@ class GarbageCollector:
         uid = str(meta.get("uid", ""))
         if event.type == "DELETED":
             for key in sorted(self._dependents.get(uid, set())):
-                self._orphaned_check(key)
+                self._attempt_to_delete(key)
             # a dependent went: owners waiting in foreground deletion may proceed
             for ref in meta.get("ownerReferences") or []:
                 owner_key = self._uids.get(str(ref.get("uid")))
@@ -157,7 +160,9 @@ class GarbageCollector:
             return
         refs = meta.get("ownerReferences") or []
         if refs and any(str(r.get("uid")) not in self._uids for r in refs):
-            self._orphaned_check(event.key)
+            self._attempt_to_delete(event.key)
+        if event.prev is not None:
+            self._unblocked_owners(event.prev, refs)
         if not meta.get("deletionTimestamp"):
             return
         if event.key[0] == "/pods":
@@ -250,25 +255,88 @@ class GarbageCollector:
 
         self._update(key, change)
 
-    def _orphaned_check(self, key: ObjectKey) -> None:
+    @staticmethod
+    def _deleting_dependents(obj: JsonDict | None) -> bool:
+        """In foreground deletion: waiting for its dependents (``isDeletingDependents``)."""
+        meta = (obj or {}).get("metadata") or {}
+        return bool(meta.get("deletionTimestamp")) and "foregroundDeletion" in (
+            meta.get("finalizers") or []
+        )
+
+    def _attempt_to_delete(self, key: ObjectKey) -> None:
+        """``attemptToDeleteItem`` for an object some owner of which is gone or waiting.
+
+        Owners are solid (there, not waiting for dependents), dangling (gone) or
+        waiting (foreground deletion). With a solid owner the object stays and loses
+        the references to the others. Else it is deleted: in the foreground when an
+        owner waits and it has dependents itself, after unblocking its own references
+        if one of those dependents waits too (a cycle: otherwise each would wait for the
+        other); else by its own finalizers (orphan, foreground) or in the background.
+        An object being deleted is left to its deletion.
+        """
         obj = self._get(key)
         if obj is None:
             return
-        refs = (obj.get("metadata") or {}).get("ownerReferences") or []
-        alive = [r for r in refs if str(r.get("uid")) in self._uids]
-        if not alive:
+        meta = obj.get("metadata") or {}
+        refs = meta.get("ownerReferences") or []
+        if meta.get("deletionTimestamp") or not refs:
+            return
+        solid: set[str] = set()
+        waiting = False
+        for ref in refs:
+            owner_key = self._uids.get(str(ref.get("uid")))
+            owner = self._get(owner_key) if owner_key is not None else None
+            if owner is None:
+                continue
+            if self._deleting_dependents(owner):
+                waiting = True
+            else:
+                solid.add(str(ref.get("uid")))
+        if solid:
+            if len(solid) != len(refs):
+
+                def keep_solid(o: JsonDict) -> None:
+                    o["metadata"]["ownerReferences"] = [
+                        r
+                        for r in o["metadata"].get("ownerReferences") or []
+                        if str(r.get("uid")) in solid
+                    ]
+
+                self._update(key, keep_solid)
+            return
+        dependents = [
+            d for d in self._dependents.get(str(meta.get("uid")), set()) if self._get(d) is not None
+        ]
+        if waiting and dependents:
+            if any(self._deleting_dependents(self._get(d)) for d in dependents):
+
+                def unblock(o: JsonDict) -> None:
+                    o["metadata"]["ownerReferences"] = [
+                        {**r, "blockOwnerDeletion": False} if r.get("blockOwnerDeletion") else r
+                        for r in o["metadata"].get("ownerReferences") or []
+                    ]
+
+                self._update(key, unblock)
+            self._delete(key, "Foreground")
+            return
+        finalizers = meta.get("finalizers") or []
+        if "orphan" in finalizers:
+            self._delete(key, "Orphan")
+        elif "foregroundDeletion" in finalizers:
+            self._delete(key, "Foreground")
+        else:
             self._delete(key)
-        elif len(alive) != len(refs):
-            keep = {str(r.get("uid")) for r in alive}
 
-            def change(o: JsonDict) -> None:
-                o["metadata"]["ownerReferences"] = [
-                    r
-                    for r in o["metadata"].get("ownerReferences") or []
-                    if str(r.get("uid")) in keep
-                ]
-
-            self._update(key, change)
+    def _unblocked_owners(self, prev: JsonDict, refs: list[Any]) -> None:
+        """Owners waiting for their dependents that a change of ownerReferences (a
+        blocking reference removed or made non-blocking) may have freed."""
+        blocking = {str(r.get("uid")) for r in refs if r.get("blockOwnerDeletion")}
+        for ref in (prev.get("metadata") or {}).get("ownerReferences") or []:
+            uid = str(ref.get("uid"))
+            if ref.get("blockOwnerDeletion") and uid not in blocking:
+                owner_key = self._uids.get(uid)
+                if owner_key is not None:
+                    self._foreground_check(owner_key)
 
     def _orphan(self, key: ObjectKey, uid: str) -> None:
         for dep in sorted(self._dependents.get(uid, set())):
@@ -289,9 +357,7 @@ class GarbageCollector:
 
     def _foreground(self, key: ObjectKey, uid: str) -> None:
         for dep in sorted(self._dependents.get(uid, set())):
-            obj = self._get(dep)
-            if obj is not None and not (obj.get("metadata") or {}).get("deletionTimestamp"):
-                self._delete(dep, "Foreground")
+            self._attempt_to_delete(dep)
         self._foreground_check(key)
 
     def _foreground_check(self, key: ObjectKey) -> None:

@@ -10,7 +10,11 @@ check a configuration section exactly as ``overseer`` does.
   every thread it started. If the manager stopped or failed on its own meanwhile, the
   exit raises :class:`ManagerFailed` with the cause. Metrics and probes are off unless
   asked for, and then on 127.0.0.1 with free ports; leader election is off unless the
-  configuration turns it on.
+  configuration turns it on. The manager runs as a ServiceAccount bound to exactly what
+  ``overseer rbac`` generates for the configuration (``rbac=False``: as the
+  kubeconfig's user), so a rule a plugin forgot to declare fails its test with kube's
+  403 Forbidden, as it would fail on a cluster; a cache that cannot sync for a 403
+  fails the start at once, naming the refused request.
 * :func:`eventually`: poll a check until it holds, bounded; the failure says what was
   awaited and what was last seen.
 * :func:`validate_section`: a plugin's section (``controllers.<name>``) through the
@@ -25,12 +29,14 @@ test's thread only.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import inspect
 import os
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -49,6 +55,9 @@ from manager.plugins import (
     parse_spec,
     setup_plugins,
 )
+from manager.rbac import for_controllers as rbac_for_controllers
+from manager.testing.serviceaccount import bound_service_account
+from manager.zpages import flag_values
 
 __all__ = [
     "ManagerFailed",
@@ -69,10 +78,15 @@ PluginLike = ControllerPlugin | type | Callable[[], Any] | str
 # what a test manager differs in from `overseer run`'s defaults (the file may override)
 _TEST_DEFAULTS: dict[str, Any] = {
     "leaderElection": {"enabled": False},
+    "metrics": {"secure": False},  # plain HTTP on loopback unless the test's config asks
     "gracefulShutdownTimeout": 10.0,
     "cacheSyncTimeout": 30.0,
 }
 _LOOPBACK = "127.0.0.1:0"
+_MOVED: Any = object()  # the default of the retired ``namespace`` keyword
+# seconds a list/watch may be refused (403) before a starting manager is failed: RBAC
+# objects made just before take a moment to reach a real API server's authorizer
+_FORBIDDEN_GRACE = 3.0
 
 
 class ManagerFailed(OverseerError, AssertionError):
@@ -96,15 +110,28 @@ class RunningManager:
 
     @property
     def metrics_url(self) -> str | None:
-        """``http://127.0.0.1:PORT/metrics`` when metrics are on."""
+        """``http://127.0.0.1:PORT/metrics`` when metrics are on (``https`` when the
+        config's ``metrics.secure`` is true)."""
         address = self.manager.metrics_address
-        return None if address is None else f"http://{address[0]}:{address[1]}/metrics"
+        if address is None:
+            return None
+        return f"{self.manager.metrics_scheme}://{address[0]}:{address[1]}/metrics"
 
     @property
     def probes_url(self) -> str | None:
         """``http://127.0.0.1:PORT`` (``/healthz``, ``/readyz``) when probes are on."""
         address = self.manager.health_probe_address
         return None if address is None else f"http://{address[0]}:{address[1]}"
+
+
+def _refuse_namespace(namespace: object) -> None:
+    if namespace is not _MOVED:
+        raise TypeError(
+            f"namespace={namespace!r} is now watch_namespace=: it makes the manager watch "
+            "only that namespace (objects a controller makes elsewhere are never seen "
+            "again). Pass watch_namespace= for that, or leave it out to watch every "
+            "namespace"
+        )
 
 
 def plugin_name(plugin: PluginLike) -> str:
@@ -121,8 +148,8 @@ def _plugin(name: str, plugin: PluginLike) -> ControllerPlugin:
         return load_path(name, plugin)
     if isinstance(plugin, type) or inspect.isfunction(plugin):
         plugin = plugin()
-    if not hasattr(plugin, "setup") or not hasattr(plugin, "config_class"):
-        raise TypeError(f"{name}: {plugin!r} is not a controller plugin (config_class, setup)")
+    if not hasattr(plugin, "setup"):
+        raise TypeError(f"{name}: {plugin!r} is not a controller plugin (no setup)")
     return plugin  # type: ignore[return-value]
 
 
@@ -181,12 +208,22 @@ def run_manager(
     plugins: Mapping[str, PluginLike],
     config: Mapping[str, Any] | str | None = None,
     *,
-    namespace: str | None = None,
+    watch_namespace: str | None = None,
     metrics: bool = False,
     probes: bool = False,
     timeout: float = 30.0,
+    rbac: bool = True,
+    namespace: object = _MOVED,
 ) -> Iterator[RunningManager]:
     """Run a manager with ``plugins`` (controller name → plugin) in a thread.
+
+    By default the manager runs as a ServiceAccount bound to exactly what ``overseer
+    rbac`` generates for this configuration (the ClusterRole of the controllers'
+    ``rbac_rules``, their namespaced Roles, the framework's own rules), made for the
+    run and deleted after it: a request a rule is missing for is refused with kube's
+    403 (``secrets is forbidden: User "system:serviceaccount:..." cannot list
+    resource "secrets" ...``), in the test as on a cluster. The kit's local API server
+    enforces RBAC; so does a real cluster.
 
     Args:
         kubeconfig: the API server (the ``kubeconfig_path`` fixture).
@@ -195,38 +232,91 @@ def run_manager(
             ``overseer`` validates it (sections under ``controllers:``). Test defaults
             under it: leader election off, a 10 s graceful stop; its bind addresses are
             replaced (``metrics`` and ``probes`` decide).
-        namespace: watch only this namespace (``watchNamespace``).
+        watch_namespace: the manager watches (caches, reconciles) namespaced resources
+            in this namespace only (``watchNamespace``): what a controller writes
+            elsewhere it never sees again, and a lister refuses reads elsewhere. Leave
+            it out for a controller that works across namespaces.
+        namespace: no longer accepted (a TypeError saying so): it silently meant
+            ``watch_namespace``.
         metrics: serve ``/metrics`` on 127.0.0.1, a free port (:attr:`RunningManager.
             metrics_url`).
         probes: serve ``/healthz`` and ``/readyz`` the same way.
         timeout: seconds for the caches to sync and the controllers to start, and
             again for the manager to stop.
+        rbac: run as that ServiceAccount (default); False: with the credentials of
+            ``kubeconfig`` (an admin's, in the kit).
 
     Raises:
-        ConfigError: the configuration does not validate (every problem, with its path).
+        ConfigError: the configuration does not validate (every problem, with its path),
+            or the RBAC objects cannot be made (e.g. a namespaced rule's namespace does
+            not exist).
         PluginSetupError: a plugin's ``setup`` raised.
         ManagerFailed: the manager stopped or failed by itself, did not start in time,
             or did not stop cleanly.
     """
+    _refuse_namespace(namespace)
     loaded = PluginSet()
     for name, plugin in plugins.items():
         loaded.infos[name] = PluginInfo(name, "", "(test)", "-")
         loaded.plugins[name] = _plugin(name, plugin)
     doc = _merge(_TEST_DEFAULTS, _document(config))
-    if namespace is not None:
-        doc["watchNamespace"] = namespace
+    if watch_namespace is not None:
+        doc["watchNamespace"] = watch_namespace
     # never a fixed port (a deploy config's ":8080"): off, or loopback and a free port
     doc["metricsBindAddress"] = _LOOPBACK if metrics else "0"
     doc["healthProbeBindAddress"] = _LOOPBACK if probes else "0"
     settings, controllers, _ = load_config(doc, loaded, source="<test config>")
+    with contextlib.ExitStack() as stack:
+        manager_kubeconfig = os.fspath(kubeconfig)
+        if rbac:
+            manager_kubeconfig = os.fspath(
+                stack.enter_context(_service_account(kubeconfig, loaded, settings, controllers))
+            )
+        with _running(manager_kubeconfig, loaded, settings, controllers, timeout) as running:
+            yield running
+
+
+def _service_account(
+    kubeconfig: str | os.PathLike[str],
+    loaded: PluginSet,
+    settings: OverseerConfig,
+    controllers: Mapping[str, tuple[ControllerSettings, Any]],
+) -> contextlib.AbstractContextManager[os.PathLike[str]]:
+    """A ServiceAccount bound to what ``overseer rbac`` prints for this configuration."""
+    name = f"ovs-kit-{uuid.uuid4().hex[:8]}"
+    le = settings.leader_election
+    sharded = any(s.enabled and s.sharded for s, _ in controllers.values())
+    # the account lives where the manager's Leases are (its Roles go there), else in a
+    # namespace of its own
+    namespace = name
+    if le.enabled or sharded:
+        namespace = le.namespace or os.environ.get("POD_NAMESPACE", "") or "default"
+    text, _ = rbac_for_controllers(
+        loaded.plugins, settings, controllers, name=name, namespace=namespace
+    )
+    return bound_service_account(kubeconfig, text, namespace=namespace, name=name)
+
+
+@contextlib.contextmanager
+def _running(
+    kubeconfig: str,
+    loaded: PluginSet,
+    settings: OverseerConfig,
+    controllers: Mapping[str, tuple[ControllerSettings, Any]],
+    timeout: float,
+) -> Iterator[RunningManager]:
     client = KubeClient.from_kubeconfig(
-        os.fspath(kubeconfig),
+        kubeconfig,
         options=ClientOptions(
             qps=settings.client.qps, burst=settings.client.burst, timeout=settings.client.timeout
         ),
     )
     try:
-        mgr = Manager(client, manager_options(settings, controllers))
+        mgr = Manager(
+            client,
+            manager_options(settings, controllers),
+            flags=flag_values(settings, dict(controllers)),
+        )
         setup_plugins(mgr, loaded.plugins, controllers)
     except BaseException:
         client.close()
@@ -255,14 +345,17 @@ def run_plugin(
     *,
     name: str | None = None,
     config: Mapping[str, Any] | str | None = None,
-    namespace: str | None = None,
+    watch_namespace: str | None = None,
     metrics: bool = False,
     probes: bool = False,
     timeout: float = 30.0,
+    rbac: bool = True,
+    namespace: object = _MOVED,
 ) -> Iterator[RunningManager]:
     """:func:`run_manager` with one plugin, configured by its own ``section``
     (``controllers.<name>`` of the file: ``workers``, the plugin's settings, ...);
     ``config`` holds the rest of the file. ``name`` defaults to :func:`plugin_name`."""
+    _refuse_namespace(namespace)
     name = name or plugin_name(plugin)
     body = yaml.safe_load(section) if isinstance(section, str) else section
     doc = _document(config)
@@ -271,10 +364,11 @@ def run_plugin(
         kubeconfig,
         {name: plugin},
         doc,
-        namespace=namespace,
+        watch_namespace=watch_namespace,
         metrics=metrics,
         probes=probes,
         timeout=timeout,
+        rbac=rbac,
     ) as running:
         yield running
 
@@ -310,11 +404,25 @@ class _Runner:
         return self.mgr.is_leader() and all(i.has_synced() for i in informers)
 
     def wait_started(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
+        start = time.monotonic()
+        deadline = start + timeout
         while not self._started():
             failure = self._failed()
+            forbidden = [
+                f"{i.name}: {error}"
+                for i in self.mgr.factory.informers()
+                if not i.has_synced()
+                and (error := getattr(i, "last_error", "")).startswith("Forbidden")
+            ]
+            if failure is None and forbidden and time.monotonic() > start + _FORBIDDEN_GRACE:
+                # a missing RBAC rule: it will not appear by waiting longer
+                failure = "the manager's caches cannot sync: " + "; ".join(forbidden)
             if failure is None and time.monotonic() > deadline:
-                pending = [i.name for i in self.mgr.factory.informers() if not i.has_synced()]
+                pending = [
+                    f"{i.name} ({error})" if (error := getattr(i, "last_error", "")) else i.name
+                    for i in self.mgr.factory.informers()
+                    if not i.has_synced()
+                ]
                 failure = (
                     f"the manager did not start within {timeout} s "
                     f"(leading: {self.mgr.is_leader()}, not synced: {pending or 'none'})"
@@ -354,16 +462,66 @@ class _Runner:
             raise ManagerFailed(self.problem) from self.error
 
 
+def _lambda_node(check: Callable[..., Any]) -> tuple[str, ast.Lambda] | None:
+    """The lambda's own source text and tree: ``inspect.getsource`` gives the whole
+    lines it is on (``eventually(lambda: a == b, timeout=3)``), so the longest piece
+    from ``lambda`` on that parses as a lambda is it."""
+    try:
+        source = inspect.getsource(check)
+    except (OSError, TypeError):
+        return None
+    start = source.find("lambda")
+    if start < 0:
+        return None
+    text = source[start:]
+    for end in range(len(text), 0, -1):
+        if end < len(text) and text[end] not in ",)]}\n#;":
+            continue
+        candidate = text[:end]
+        try:
+            tree = ast.parse(candidate.strip(), mode="eval")
+        except SyntaxError:
+            continue
+        if isinstance(tree.body, ast.Lambda):
+            return " ".join(candidate.split()), tree.body
+    return None
+
+
 def _describe(check: Callable[..., Any]) -> str:
     name = getattr(check, "__name__", "") or repr(check)
     if name != "<lambda>":
         return name
-    try:
-        source = inspect.getsource(check).strip()
-    except (OSError, TypeError):
-        return "a lambda"
-    start = source.find("lambda")
-    return " ".join(source[start:].split()) if start >= 0 else source
+    found = _lambda_node(check)
+    return found[0] if found is not None else "a lambda"
+
+
+def _compared(check: Callable[..., Any]) -> str:
+    """For a lambda that is one comparison (``lambda: a == b``), its operands' values
+    as pytest shows a failed ``assert a == b``: ``'x' == 'y'`` (evaluated once more,
+    after the last try); "" for anything else."""
+    found = getattr(check, "__name__", "") == "<lambda>" and _lambda_node(check)
+    if not found:
+        return ""
+    body = found[1].body
+    if not isinstance(body, ast.Compare) or len(body.ops) != 1 or found[1].args.args:
+        return ""
+    symbols = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">",
+               ast.GtE: ">=", ast.In: "in", ast.NotIn: "not in", ast.Is: "is",
+               ast.IsNot: "is not"}  # fmt: skip
+    symbol = symbols.get(type(body.ops[0]))
+    if symbol is None:
+        return ""
+    closure = inspect.getclosurevars(check)
+    scope = {**check.__globals__, **closure.nonlocals}
+    values = []
+    for operand in (body.left, body.comparators[0]):
+        try:
+            value = eval(compile(ast.Expression(operand), "<eventually>", "eval"), scope)
+        except Exception as exc:
+            return f": {type(exc).__name__} evaluating {ast.unparse(operand)}"
+        text = repr(value)
+        values.append(text if len(text) <= 240 else text[:237] + "...")
+    return f": {values[0]} {symbol} {values[1]}"
 
 
 def eventually(
@@ -382,7 +540,9 @@ def eventually(
 
     Raises:
         AssertionError: ``timeout`` seconds passed: names ``what`` (default: the check's
-            name or the lambda's source) and the last value or exception seen.
+            name or the lambda's source) and the last value or exception seen; for a
+            lambda that is one comparison, the compared values too (``last returned
+            False: 'v1' == 'v2'``).
     """
     deadline = time.monotonic() + timeout
     while True:
@@ -392,6 +552,8 @@ def eventually(
             if value:
                 return value
             last = f"last returned {value!r}"
+            if value is False and time.monotonic() >= deadline:
+                last += _compared(check)
         except (AssertionError, NotFound) as exc:
             last_error = exc
             last = f"last raised {type(exc).__name__}: {exc}"

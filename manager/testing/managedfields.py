@@ -27,6 +27,7 @@ Thread-safety: pure functions over JSON values; safe from any thread.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -245,13 +246,50 @@ def _subtree(value: Any, t: TypeNode | None) -> Fields:
     """The node for a value added as a whole: a member (``.``) with its leaves."""
     if not _walk(value, t):
         return {}
-    inner = to_set(value, t)
     # A built-in struct added as a whole is reported through its fields only (its Go
-    # zero value exists on the other side); maps, list items and the structs of custom
-    # resources (unstructured: nothing exists before) are members themselves.
+    # zero value exists on the other side), each of them as added: its maps are members
+    # themselves (omitempty: absent from the zero value); its lists only through their
+    # items (a list the zero value writes as null, such as a PodSpec's containers, is no
+    # member; an optional one would be: the schema does not say which, see the docs).
+    # Maps, list items and the structs of custom resources (unstructured: nothing
+    # exists before) are members themselves.
     if t is not None and t.kind == STRUCT and not t.go.startswith("map["):
-        return inner
-    return _make(True, inner)
+        fields = t.fields()
+        out: Fields = {}
+        for k, v in value.items():
+            ct = fields.get(k)
+            if ct is not None and ct.kind == LIST:
+                node = dict(_kids(_whole(v, ct)))  # its items, not the list itself
+            else:
+                node = _subtree(v, ct)
+            if node or not (ct is not None and ct.kind == STRUCT and _walk(v, ct)):
+                out[f"f:{k}"] = node
+        return out
+    return _whole(value, t)
+
+
+def _whole(value: Any, t: TypeNode | None) -> Fields:
+    """A value added where nothing was (the old side has no such key or item): it and
+    every map, list and struct in it are members (the compare walk finds each one absent
+    on the old side), its scalars leaves."""
+    w = _walk(value, t)
+    if w == 1:
+        fields = t.fields() if t is not None and t.kind == STRUCT else None
+        elem = t.elem if t is not None and t.kind == MAP else None
+        out: Fields = {}
+        for k, v in value.items():
+            ct = fields.get(k) if fields is not None else elem
+            out[f"f:{k}"] = _whole(v, ct)
+        return _make(True, out)
+    if w == 2:
+        assert t is not None
+        items: Fields = {}
+        for item in value:
+            element = _item_element(item, t)
+            if element is not None:
+                items[element] = _whole(item, t.elem)
+        return _make(True, items)
+    return {}
 
 
 @dataclass(slots=True)
@@ -299,7 +337,7 @@ def _compare(old: Any, new: Any, t: TypeNode | None, out: Comparison) -> None:
                 continue
             element = new_element
             if element not in old_items:
-                out.added[element] = _make(True, to_set(nv, t.elem) if _is_map(nv, t.elem) else {})
+                out.added[element] = _whole(nv, t.elem)
             elif old_items[element] != nv:
                 _compare_child(element, old_items[element], nv, t.elem, out)
         for old_element, ov in old_items.items():
@@ -348,32 +386,70 @@ def merge(live: Any, config: Any, t: TypeNode | None) -> Any:
     return config
 
 
-def remove(value: Any, removal: Fields, t: TypeNode | None) -> Any:
-    """``value`` without the members of ``removal`` (each with its subtree)."""
-    if not removal:
+def _named(t: TypeNode | None, key: str) -> bool:
+    return t is not None and t.kind == STRUCT and key in t.fields()
+
+
+def _emptied(before: Any, after: Any) -> bool:
+    return isinstance(after, dict | list) and not after and bool(before)
+
+
+def prune(value: Any, last: Fields, managed: Fields, t: TypeNode | None) -> Any:
+    """``value`` without what an applier applied last time and nobody manages now.
+
+    structured-merge-diff's ``Updater.prune`` (removal of the last applied set, then
+    ``addBackOwnedItems`` and ``addBackDanglingItems``), in one walk: a path goes when it
+    is in ``last`` and not in ``managed`` (every manager's set, this apply's included),
+    where a struct's named field counts as a member of a set that holds anything below it
+    (``EnsureNamedFieldsAreMembers``). So a map the applier owned as a whole stays while
+    it still applies a key of it, and only its other keys go. A map or list that loses
+    all it had is dropped (``RemoveItems`` leaves it null, Go omits it). Returns
+    ``value`` itself when nothing goes.
+    """
+    if not last:
         return value
-    if _is_map(value, t):
-        out = {}
+    w = _walk(value, t)
+    if w == 1:
+        out: JsonDict = {}
+        changed = False
         for k, v in value.items():
-            node = removal.get(f"f:{k}")
-            if node is None:
+            element = f"f:{k}"
+            last_node = last.get(element)
+            if last_node is None:
                 out[k] = v
-            elif _member(node):
                 continue
-            else:
-                out[k] = remove(v, node, _child_type(t, k))
-        return out
-    if _is_granular_list(value, t):
+            named = _named(t, k)
+            mine = managed.get(element)
+            if (_member(last_node) or named) and not (
+                mine is not None and (_member(mine) or named)
+            ):
+                changed = True
+                continue
+            kept = prune(v, dict(_kids(last_node)), dict(_kids(mine or {})), _child_type(t, k))
+            if kept is not v:
+                changed = True
+                if _emptied(v, kept):
+                    continue
+            out[k] = kept
+        return out if changed else value
+    if w == 2:
         assert t is not None
-        kept = []
+        items = []
+        changed = False
         for item in value:
-            element = _item_element(item, t)
-            node = removal.get(element) if element is not None else None
-            if node is None:
-                kept.append(item)
-            elif not _member(node):
-                kept.append(remove(item, node, t.elem))
-        return kept
+            item_element = _item_element(item, t)
+            last_node = last.get(item_element) if item_element is not None else None
+            if last_node is None or item_element is None:
+                items.append(item)
+                continue
+            mine = managed.get(item_element)
+            if _member(last_node) and not (mine is not None and _member(mine)):
+                changed = True
+                continue
+            kept = prune(item, dict(_kids(last_node)), dict(_kids(mine or {})), t.elem)
+            changed = changed or kept is not item
+            items.append(kept)
+        return items if changed else value
     return value
 
 
@@ -630,8 +706,15 @@ def apply(
     force: bool,
     subresource: str | None = None,
     has_status: bool = False,
+    sent: Mapping[str, Any] | None = None,
 ) -> tuple[JsonDict, list[JsonDict]]:
     """Server-side apply of ``config`` onto ``live`` (None: the object does not exist).
+
+    The ``kubectl`` manager upgrades client-side apply (lastappliedmanager.go and
+    lastappliedupdater.go): its conflicts on fields the live last-applied annotation
+    records, with the values recorded, are forced; after it applies, that annotation
+    (where the object has one) becomes ``sent``, the configuration as the client sent it
+    (``config`` by default).
 
     Returns:
         The new object (without managedFields) and its managedFields.
@@ -666,30 +749,37 @@ def apply(
             last = entry.get("fieldsV1") or {}
         else:
             others.append(entry)
-    owned = applied
+    # Everything managed now; this apply's set whole (as ToFieldSet gives it to prune,
+    # before stripmeta.go strips the entry): its metadata.name keeps metadata.
+    owned = to_set(config, t)
     for entry in others:
         owned = union(owned, entry.get("fieldsV1") or {})
-    stale = difference(last, owned)
-    if stale:
-        merged = remove(merged, stale, t)
+    merged = prune(merged, last, owned, t)
     cmp = compare(base, merged, t)
     changed = union(cmp.added, cmp.modified)
-    conflicts: list[Conflict] = []
+    clashes: list[tuple[str, tuple[str, ...]]] = []
     kept_others: list[JsonDict] = []
     for entry in others:
         fields = entry.get("fieldsV1") or {}
         clash = intersection(fields, changed)
         if clash:
             who = _print_manager(entry)
-            conflicts.extend(Conflict(who, path_string(p)) for p in leaves(clash))
+            clashes.extend((who, p) for p in leaves(clash))
             fields = difference(fields, clash)
         fields = difference(fields, cmp.removed)
         if fields:
             kept_others.append(
                 entry if fields is entry.get("fieldsV1") else {**entry, "fieldsV1": fields}
             )
-    if conflicts and not force:
-        conflicts.sort(key=lambda c: (c.manager, c.path))
+    if clashes and not force and manager == KUBECTL and live is not None:
+        allowed = _allowed_by_last_applied(base, t, api_version)
+        if allowed is not None:
+            clashes = [c for c in clashes if not _has(allowed, c[1])]
+    if clashes and not force:
+        conflicts = sorted(
+            (Conflict(who, path_string(p)) for who, p in clashes),
+            key=lambda c: (c.manager, c.path),
+        )
         raise ConflictError(conflicts)
     out = kept_others
     if applied:
@@ -705,7 +795,85 @@ def apply(
         if subresource:
             mine["subresource"] = subresource
         out.append(mine)
+    if manager == KUBECTL:
+        merged = _update_last_applied(merged, config if sent is None else sent)
     return merged, _sort(out)
+
+
+# --- the upgrade from client-side apply ------------------------------------------------
+
+LAST_APPLIED: Final = "kubectl.kubernetes.io/last-applied-configuration"
+KUBECTL: Final = "kubectl"  # the one manager the upgrade is for (kubectl's SSA default)
+_ANNOTATIONS_LIMIT: Final = 256 * 1024  # bytes: ValidateAnnotationsSize
+
+
+def _has(fields: Fields, path: tuple[str, ...]) -> bool:
+    node: Fields | None = fields
+    for element in path:
+        node = node.get(element) if node is not None else None
+        if node is None:
+            return False
+    return node is not None and _member(node)
+
+
+def _allowed_by_last_applied(live: JsonDict, t: TypeNode | None, api_version: str) -> Fields | None:
+    """The fields client-side apply may hand over (``allowedConflictsFromLastApplied``):
+    those of the live last-applied annotation whose values the object still has. None
+    when there is no usable annotation (absent, not JSON, another apiVersion, or not of
+    the kind's schema)."""
+    text = ((live.get("metadata") or {}).get("annotations") or {}).get(LAST_APPLIED)
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        recorded = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(recorded, dict) or recorded.get("apiVersion") != api_version:
+        return None
+    if undeclared(recorded, t):
+        return None
+    cmp = compare(recorded, live, t)
+    fields = to_set(recorded, t)
+    return difference(difference(difference(fields, cmp.modified), cmp.added), cmp.removed)
+
+
+def _go_json(value: Any) -> str:
+    """JSON as Go's encoding/json writes a map: sorted keys, no spaces, HTML-escaped."""
+
+    def plain(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: plain(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [plain(x) for x in v]
+        if isinstance(v, float) and v.is_integer() and abs(v) < 1e21:
+            return int(v)
+        return v
+
+    text = json.dumps(plain(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
+        text = text.replace(char, escaped)
+    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def _update_last_applied(obj: JsonDict, sent: Mapping[str, Any]) -> JsonDict:
+    """``lastAppliedUpdater``: an object carrying a last-applied annotation gets the
+    applied configuration in it (its own annotation left out, encoded as the
+    unstructured JSON scheme does, newline included); dropped when the annotations
+    would outgrow their size limit."""
+    meta = obj.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    if not annotations.get(LAST_APPLIED):
+        return obj
+    recorded = dict(sent)
+    sent_meta = recorded.get("metadata")
+    if isinstance(sent_meta, dict) and isinstance(sent_meta.get("annotations"), dict):
+        rest = {k: v for k, v in sent_meta["annotations"].items() if k != LAST_APPLIED}
+        recorded["metadata"] = {**sent_meta, "annotations": rest}
+    updated = {**annotations, LAST_APPLIED: _go_json(recorded) + "\n"}
+    size = sum(len(k.encode()) + len(str(v).encode()) for k, v in updated.items())
+    if size > _ANNOTATIONS_LIMIT:
+        updated.pop(LAST_APPLIED)
+    return {**obj, "metadata": {**meta, "annotations": updated}}
 
 
 def type_of(

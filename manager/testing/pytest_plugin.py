@@ -11,7 +11,10 @@ skipped with the reason.
 
 Fixtures:
 
-* ``kubeconfig_path`` (session): the kubeconfig of the API server, as a string.
+* ``kubeconfig_path`` (session): the kubeconfig of the API server, as a string. The
+  local server enforces RBAC as a cluster does: this kubeconfig (no token: kubectl
+  sends none over plain HTTP) acts as its admin (``system:masters``), and a
+  ServiceAccount's token gets what is bound to it.
 * ``local_server``: the local API server, its fault injection cleared before and after
   the test; skips the test against a real cluster.
 * ``kube_client``: a :class:`~manager.kube.KubeClient` for the API server, closed after
@@ -21,6 +24,11 @@ Fixtures:
 
 Marker: ``local_only``.
 
+The test run's root directory (``rootdir``) is put at the end of ``sys.path``, so a
+plugin's tests import the plugin from the project root without installing it first.
+Captured logs (in failure reports and ``caplog.text``) carry each record's context:
+the reconcile's controller, namespace and name, and its ``extra`` values.
+
 Nothing heavy is imported until a fixture is used: the plugin costs nothing to test
 suites that do not use it.
 """
@@ -29,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -60,11 +69,40 @@ def real_cluster() -> str:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # a plugin's tests import it from the project's root without installing it: the
+    # root goes last on sys.path, so an installed copy still wins
+    root = str(config.rootpath)
+    if root not in sys.path:
+        sys.path.append(root)
     config.addinivalue_line(
         "markers",
         "local_only: needs the local API server's knobs (fault injection, compaction); "
         f"skipped when {ENV_KUBECONFIG} names a real cluster",
     )
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _context_in_captured_logs(session.config)
+
+
+def _context_in_captured_logs(config: pytest.Config) -> None:
+    """pytest's captured and reported logs show only the message; a reconcile's
+    controller, namespace and name (and ``extra`` values) live beside it. Wrap the
+    logging plugin's formatters so they show them too."""
+    from manager.logs import ContextFormatter
+
+    logging_plugin = config.pluginmanager.get_plugin("logging-plugin")
+    if logging_plugin is None:
+        return
+    for attr in ("caplog_handler", "report_handler", "log_cli_handler", "log_file_handler"):
+        handler = getattr(logging_plugin, attr, None)
+        formatter = getattr(handler, "formatter", None)
+        if (
+            handler is not None
+            and formatter is not None
+            and not isinstance(formatter, ContextFormatter)
+        ):
+            handler.setFormatter(ContextFormatter(formatter))
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -91,7 +129,7 @@ def _overseer_local_server() -> Iterator[LocalApiServer | None]:
         return
     from manager.testing.server import LocalApiServer
 
-    server = LocalApiServer().start()
+    server = LocalApiServer(rbac=True, anonymous_is_admin=True).start()
     try:
         yield server
     finally:

@@ -38,6 +38,7 @@ from manager.testing import (
     kinds,
     managedfields,
     patch,
+    quota,
     schema,
     typeinfo,
 )
@@ -75,17 +76,30 @@ def new_uid() -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
+# etcd3's answer to a continue token whose revision is compacted away (errors.go).
+INCONSISTENT_CONTINUE = (
+    "The provided continue parameter is too old to display a consistent list result. You "
+    "can start a new list without the continue parameter, or use the continue token in "
+    "this response to retrieve the remainder of the results. Continuing with the provided "
+    "token results in an inconsistent list - objects that were created, modified, or "
+    "deleted between the time the first chunk was returned and now may show up in the list."
+)
+
 _SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
 def status_object(
-    code: int, reason: str, message: str, details: JsonDict | None = None
+    code: int,
+    reason: str,
+    message: str,
+    details: JsonDict | None = None,
+    list_meta: JsonDict | None = None,
 ) -> JsonDict:
     """A ``meta/v1 Status`` as kube-apiserver renders it."""
     out: JsonDict = {
         "kind": "Status",
         "apiVersion": "v1",
-        "metadata": {},
+        "metadata": dict(list_meta or {}),
         "status": "Success" if code < 400 else "Failure",
     }
     if code >= 400:
@@ -108,6 +122,8 @@ class StatusError(Exception):
         message: str,
         details: JsonDict | None = None,
         headers: dict[str, str] | None = None,
+        *,
+        list_meta: JsonDict | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -115,9 +131,10 @@ class StatusError(Exception):
         self.message = message
         self.details = details
         self.headers = headers or {}
+        self.list_meta = list_meta  # the Status' ListMeta (an inconsistent continue token)
 
     def status(self) -> JsonDict:
-        return status_object(self.code, self.reason, self.message, self.details)
+        return status_object(self.code, self.reason, self.message, self.details, self.list_meta)
 
 
 def _details(served: ServedResource, name: str, **extra: Any) -> JsonDict:
@@ -801,9 +818,13 @@ class Rest:
                 token = orjson.loads(base64.urlsafe_b64decode(opts.continue_.encode()))
                 snapshot_rev, start_after = int(token["rv"]), str(token["start"])
             except (ValueError, KeyError, TypeError):
+                snapshot_rev = 0
+            if snapshot_rev == 0:
                 raise _bad_request(
                     "continue key is not valid: incorrect encoded start resourceVersion"
-                ) from None
+                )
+            if snapshot_rev < 0:  # an inconsistent continue: the latest revision
+                snapshot_rev = None
             if rv_text not in ("", "0"):
                 raise _bad_request("specifying resource version is not allowed when using continue")
         with self.storage.lock:
@@ -812,11 +833,16 @@ class Rest:
                 try:
                     items = self.storage.list_at(served.key, ns, snapshot_rev)
                 except TooOldResourceVersion:
+                    # handleCompactedErrorForPaging: a token for the rest of the list at
+                    # the latest revision (rv -1) comes with the 410.
+                    fresh = {"rv": -1, "start": start_after}
                     raise StatusError(
                         410,
                         "Expired",
-                        "The provided continue parameter is too old to display a consistent list "
-                        "result. You can start a new list without the continue parameter.",
+                        INCONSISTENT_CONTINUE,
+                        list_meta={
+                            "continue": base64.urlsafe_b64encode(orjson.dumps(fresh)).decode()
+                        },
                     ) from None
                 list_rev = snapshot_rev
             elif match == "Exact":
@@ -1017,6 +1043,16 @@ class Rest:
                 )
             if r.kind == "Pod" and not r.group:
                 self._check_service_account(namespace or "", obj)
+            if namespace and r.namespaced:
+                try:
+                    quota.admit(self, served, namespace, obj, dry_run)
+                except quota.QuotaRefused as exc:
+                    raise StatusError(
+                        403,
+                        "Forbidden",
+                        f'{r.group_resource} "{name}" is forbidden: {exc}',
+                        _details(served, name),
+                    ) from None
             crd_status: JsonDict | None = None
             if r.kind == "CustomResourceDefinition":
                 obj = self._crd_accept(obj)
@@ -1517,6 +1553,7 @@ class Rest:
                     force=force,
                     subresource=subresource,
                     has_status=r.has_status,
+                    sent=doc,
                 )
             except managedfields.ConflictError as exc:
                 raise StatusError(

@@ -48,9 +48,19 @@ from manager.testing import (
     subresources,
 )
 from manager.testing.audit import Audit
+from manager.testing.authenticator import ANONYMOUS, Authenticator, UserInfo
+from manager.testing.authorizer import (
+    Attributes,
+    RbacAuthorizer,
+    bootstrap_policy,
+    forbidden,
+    request_name,
+)
+from manager.testing.compaction import DEFAULT_COMPACTION_INTERVAL, Compactor
 from manager.testing.faults import Faults
 from manager.testing.fieldvalidation import Directive, warning_header
 from manager.testing.garbage import GarbageCollector
+from manager.testing.quota import DEFAULT_SYNC_PERIOD, QuotaController
 from manager.testing.registry import ResourceRegistry, ServedResource
 from manager.testing.rest import (
     DeleteOptions,
@@ -70,6 +80,30 @@ logger = logging.getLogger(__name__)
 JsonDict = dict[str, Any]
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 _WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+# Subresources whose REST storage has no table convertor in kube (BindingREST,
+# EvictionREST, TokenREST); create-only resources (the reviews, bindings) have none either.
+_NO_TABLE_SUBRESOURCES = frozenset({"binding", "eviction", "token"})
+
+
+def _table_only(accept: str) -> bool:
+    """Whether ``Accept`` asks for a Table and for nothing else: an endpoint without a
+    table convertor can answer none of it (kube's ``AllowsMediaTypeTransform``)."""
+    if negotiation.target(accept).as_kind != "Table":
+        return False
+    for entry in accept.split(","):
+        params = {
+            k.strip().lower(): v.strip()
+            for k, _, v in (item.partition("=") for item in entry.split(";")[1:])
+        }
+        if entry.strip() and params.get("as") != "Table":
+            return False
+    return True
+
+
+def _has_table_convertor(route: _Route) -> bool:
+    if route.subresource in _NO_TABLE_SUBRESOURCES:
+        return False
+    return route.subresource is not None or tuple(route.served.verbs) != ("create",)
 
 
 class _HttpServer(ThreadingHTTPServer):
@@ -241,9 +275,12 @@ class _Handler(BaseHTTPRequestHandler):
         query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
         body = self._body() if method in ("POST", "PUT", "PATCH", "DELETE") else b""
         try:
+            self._who = self._authenticate()
+            route = self._route(path)
+            if owner.authorizer is not None:
+                self._authorize(method, path, route, query)
             if self._serve_meta(method, path):
                 return
-            route = self._route(path)
             if route is None:
                 if self._under_builtin_api(path):
                     # go-restful claims /api and /apis/{built-in group}: its 404 is a Status.
@@ -268,6 +305,13 @@ class _Handler(BaseHTTPRequestHandler):
             if injected is not None:
                 self._send_status(injected)
                 return
+            if not _has_table_convertor(route) and _table_only(self.headers.get("Accept") or ""):
+                raise StatusError(
+                    406,
+                    "NotAcceptable",
+                    "only the following media types are accepted: "
+                    + ", ".join(negotiation.BUILTIN_TYPES),
+                )
             if verb == "watch":
                 self._watch(route, query)
                 return
@@ -279,7 +323,9 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             with (
                 owner.audit.acting(self._user(), verb),
-                admissionpolicy.request_context(self._user()) as admitted,
+                admissionpolicy.request_context(
+                    self._who.name, self._who.groups, self._who.uid
+                ) as admitted,
             ):
                 try:
                     code, answer = self._handle(verb, route, query, body)
@@ -303,12 +349,55 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_status(StatusError(500, "InternalError", f"internal error: {exc}"))
 
     def _user(self) -> str:
-        """Who asks: the bearer token names the user (nobody is authenticated here)."""
+        """Who asks, by name (for the audit)."""
+        return self._who.name
+
+    def _authenticate(self) -> UserInfo:
+        """The user the bearer token names (kube answers 401 to a token it does not
+        know; without RBAC the local server takes an unknown token as the user's name)."""
+        owner = self.server.owner
         auth = self.headers.get("Authorization") or ""
         scheme, _, token = auth.partition(" ")
-        if scheme.lower() == "bearer" and token.strip():
-            return token.strip()
-        return "system:anonymous"
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            return owner.authenticator.admin if owner.anonymous_is_admin else ANONYMOUS
+        user = owner.authenticator.lookup(token)
+        if user is not None:
+            return user
+        if owner.authorizer is None:
+            return UserInfo(token, groups=("system:authenticated",))
+        raise StatusError(401, "Unauthorized", "Unauthorized")
+
+    def _authorize(
+        self, method: str, path: str, route: _Route | None, query: dict[str, str]
+    ) -> None:
+        """Refuse (403, kube's message) what RBAC does not allow."""
+        owner = self.server.owner
+        assert owner.authorizer is not None
+        if route is None:
+            attrs = Attributes(self._who, method.lower(), False, path=path)
+        else:
+            verb = self._verb(method, route, query)
+            r = route.served.resource
+            name = route.name or ""
+            if verb in ("list", "watch") and not name:
+                name = request_name(query.get("fieldSelector", ""))
+            namespace = route.namespace or ""
+            if r.plural == "namespaces" and not r.group and route.name:
+                namespace = route.name  # kube's RequestInfo: a namespace is its own
+            attrs = Attributes(
+                self._who,
+                verb,
+                True,
+                namespace=namespace,
+                api_group=r.group,
+                resource=r.plural,
+                subresource=route.subresource or "",
+                name=name,
+            )
+        decision = owner.authorizer.authorize(attrs)
+        if not decision.allowed:
+            raise forbidden(attrs, decision.reason)
 
     def _client_gone(self) -> bool:
         """Whether the client has closed its side of the connection (EOF is waiting)."""
@@ -543,6 +632,7 @@ class _Handler(BaseHTTPRequestHandler):
                 query=query,
                 manager=manager,
                 dry_run=dry_run,
+                authenticator=owner.authenticator,
             )
         if served.resource.kind == "ComponentStatus":
             return self._component_statuses(verb, name)
@@ -559,7 +649,9 @@ class _Handler(BaseHTTPRequestHandler):
                 served,
                 ns,
                 self._decode(body, served),
-                user=self._user(),
+                user=self._who,
+                authorizer=self.server.owner.authorizer,
+                authenticator=self.server.owner.authenticator,
             )
         if sub == "approval":
             if verb != "update":
@@ -1250,6 +1342,24 @@ class LocalApiServer:
             them (kube-apiserver sends one about every minute; shorter here so tests
             see them).
         kubeconfig_path: where to write the kubeconfig; a temporary file by default.
+        compaction_interval: seconds between compactions of the history (kube-apiserver's
+            ``--etcd-compaction-interval``, 5 minutes by default); each compacts what the
+            previous one saw, so a resourceVersion or continue token older than two
+            intervals answers 410 (see :mod:`manager.testing.compaction`).
+        quota_sync_period: seconds between full recounts of every ResourceQuota's usage
+            (kube-controller-manager's ``--resource-quota-sync-period``, 5 minutes); a
+            quota is also recounted when created, when its ``spec.hard`` changes and when
+            something it counts goes (see :mod:`manager.testing.quota`).
+        rbac: authenticate every request and authorize it by RBAC, as kube-apiserver
+            does (a token it does not know is a 401; what no Role or ClusterRole
+            bound to the user allows is a 403 with kube's message). Its kubeconfig then
+            carries an admin token (``system:masters``); ServiceAccount tokens come from
+            ``serviceaccounts/{name}/token``. Off: everyone may do anything.
+        anonymous_is_admin: with ``rbac``, a request without credentials acts as the
+            admin rather than ``system:anonymous``, and the kubeconfig carries no token:
+            ``kubectl`` (client-go) sends credentials only over TLS, and this server
+            speaks plain HTTP. The test kit's server does this; a ServiceAccount's
+            token is then what RBAC restricts.
         feature_gates: gates to turn on or off, by name (kube-apiserver's
             ``--feature-gates``; :mod:`~manager.testing.featuregates` lists them).
             ``{"ShardedListAndWatch": True}``: lists and watches honour
@@ -1271,6 +1381,10 @@ class LocalApiServer:
         history_size: int = 100_000,
         bookmark_interval: float = 1.0,
         kubeconfig_path: str | os.PathLike[str] | None = None,
+        compaction_interval: float = DEFAULT_COMPACTION_INTERVAL,
+        quota_sync_period: float = DEFAULT_SYNC_PERIOD,
+        rbac: bool = False,
+        anonymous_is_admin: bool = False,
         feature_gates: Mapping[str, bool] | None = None,
         workload_controllers: bool = False,
     ) -> None:
@@ -1280,15 +1394,20 @@ class LocalApiServer:
         if bookmark_interval <= 0:
             raise ValueError(f"bookmark_interval must be > 0, got {bookmark_interval}")
         self.storage = Storage(history_size=history_size)
+        self.compactor = Compactor(self.storage, compaction_interval)
         self.registry = ResourceRegistry()
         self.rest = Rest(self.storage, self.registry)
         self.rest.sharded_list_and_watch = self.feature_gates[featuregates.SHARDED_LIST_AND_WATCH]
         self.gc = GarbageCollector(self.rest)
+        self.quota = QuotaController(self.rest, quota_sync_period)
         # Deployment -> ReplicaSet -> Pod, as kube-controller-manager would (off: a plain
         # kube-apiserver makes nothing; the embedded and demo modes turn it on)
         self.workloads = WorkloadControllers(self.rest) if workload_controllers else None
         self.faults = Faults(self._drop_watches)
         self.audit = Audit(self.storage)
+        self.authenticator = Authenticator(self._account_uid)
+        self.authorizer = RbacAuthorizer(self.storage) if rbac else None
+        self.anonymous_is_admin = rbac and anonymous_is_admin
         self.bookmark_interval = bookmark_interval
         self._host, self._port = host, port
         self._kubeconfig_arg = kubeconfig_path
@@ -1311,7 +1430,13 @@ class LocalApiServer:
         self._started = True
         self.rest.bootstrap()
         subresources.bootstrap_apiservices(self.rest, self.registry)
+        if self.authorizer is not None:
+            for plural, obj in bootstrap_policy():
+                served = self.resource("rbac.authorization.k8s.io/v1", plural)
+                self.rest.create(served, None, obj, manager="kube-apiserver")
         self.gc.start()
+        self.quota.start()
+        self.compactor.start()
         if self.workloads is not None:
             self.workloads.start()
         self._serve((self._host, self._port))
@@ -1414,6 +1539,8 @@ class LocalApiServer:
             return
         self._close_http()
         self.gc.stop()
+        self.quota.stop()
+        self.compactor.stop()
         if self.workloads is not None:
             self.workloads.stop()
         self._http = None
@@ -1441,6 +1568,11 @@ class LocalApiServer:
         if self._kubeconfig is None:
             raise RuntimeError("the local API server is not running")
         return self._kubeconfig
+
+    @property
+    def compaction_interval(self) -> float:
+        """Seconds between scheduled compactions."""
+        return self.compactor.interval
 
     @property
     def revision(self) -> int:
@@ -1488,12 +1620,29 @@ class LocalApiServer:
             w.close("dropped")
         return len(watchers)
 
+    @property
+    def rbac(self) -> bool:
+        """Whether this server enforces RBAC."""
+        return self.authorizer is not None
+
+    def _account_uid(self, namespace: str, name: str) -> str | None:
+        sa = self.storage.get(("/serviceaccounts", namespace, name))
+        return None if sa is None else str(sa["metadata"]["uid"])
+
     def kubeconfig_for(
-        self, user: str, path: str | os.PathLike[str], *, server: str | None = None
+        self,
+        user: str,
+        path: str | os.PathLike[str],
+        *,
+        server: str | None = None,
+        groups: tuple[str, ...] = ("system:masters",),
     ) -> Path:
-        """Write a kubeconfig whose requests come from ``user`` (a bearer token naming it,
-        as the :attr:`audit` sees it), to ``server`` (default this server's URL; e.g. a
-        :class:`~manager.testing.proxy.TcpProxy` in front of it). Returns the path."""
+        """Write a kubeconfig whose requests come from ``user`` (in ``groups``; a static
+        bearer token naming it, as the :attr:`audit` sees it), to ``server`` (default
+        this server's URL; e.g. a :class:`~manager.testing.proxy.TcpProxy` in front of
+        it). Returns the path. The user is an admin (``system:masters``) unless ``groups``
+        say otherwise; then, with :attr:`rbac`, it may do what RBAC grants it."""
+        self.authenticator.add_token(user, user, groups)
         return self._kubeconfig_file(Path(path), server or self.url, {"token": user})
 
     def _write_kubeconfig(self) -> None:
@@ -1502,7 +1651,9 @@ class LocalApiServer:
         else:
             self._tmpdir = tempfile.TemporaryDirectory(prefix="overseer-apiserver-")
             path = Path(self._tmpdir.name) / "kubeconfig"
-        self._kubeconfig = self._kubeconfig_file(path, self.url, {})
+        with_token = self.rbac and not self.anonymous_is_admin
+        user = {"token": self.authenticator.admin_token} if with_token else {}
+        self._kubeconfig = self._kubeconfig_file(path, self.url, user)
 
     def _kubeconfig_file(self, path: Path, server: str, user: dict[str, str]) -> Path:
         doc = {

@@ -213,6 +213,14 @@ class Storage:
             self._progress.notify_all()
             return event
 
+    def advance(self) -> int:
+        """A write outside every resource (etcd's compact key): the revision moves on, no
+        event. Returns the new revision."""
+        with self.lock:
+            self._revision += 1
+            self._progress.notify_all()
+            return self._revision
+
     def compact(self, revision: int | None = None) -> int:
         """Forget history up to ``revision`` (default: all of it). Returns the revision."""
         with self.lock:

@@ -15,9 +15,12 @@
   ``LocationStreamer`` with no location); a pod on a node answers as the kubelet does
   for containers that never started.
 * ``serviceaccounts/token``: a ``TokenRequest`` answered with a signed-looking JWT and
-  its ``expirationTimestamp`` (no key signs it; nothing here verifies tokens).
+  its ``expirationTimestamp``; the server's :class:`~manager.testing.authenticator.
+  Authenticator` remembers it, so it authenticates requests and TokenReviews.
 * ``certificatesigningrequests/approval``: the conditions only.
-* The access reviews (every request is allowed here) and ``SelfSubjectReview``.
+* The access reviews, answered by the server's RBAC authorizer when it enforces RBAC
+  (else every request is allowed, and they say so), ``SelfSubjectRulesReview``,
+  ``SelfSubjectReview`` and ``TokenReview``.
 
 Thread-safety: functions over :class:`~manager.testing.rest.Rest`, which holds the
 storage lock for each read-modify-write.
@@ -36,6 +39,8 @@ import orjson
 
 from manager.labels import SelectorError, label_selector_from_dict
 from manager.testing import patch as patching
+from manager.testing.authenticator import ANONYMOUS, Authenticator, IssuedToken, UserInfo
+from manager.testing.authorizer import Attributes, RbacAuthorizer
 from manager.testing.registry import ResourceRegistry, ServedResource
 from manager.testing.rest import DeleteOptions, ListOptions, Rest, StatusError, status_object
 
@@ -49,7 +54,6 @@ __all__ = [
 
 JsonDict = dict[str, Any]
 
-ANONYMOUS_USER: Final = "system:anonymous"
 ISSUER: Final = "https://kubernetes.default.svc.cluster.local"
 CREATE_ONLY_KINDS: Final = frozenset(
     {
@@ -453,8 +457,17 @@ def _b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
-def token_request(rest: Rest, sas: ServedResource, ns: str, name: str, request: Any) -> JsonDict:
-    """``serviceaccounts/token``: a TokenRequest answered with a token and its expiry."""
+def token_request(
+    rest: Rest,
+    sas: ServedResource,
+    ns: str,
+    name: str,
+    request: Any,
+    *,
+    authenticator: Authenticator | None = None,
+) -> JsonDict:
+    """``serviceaccounts/token``: a TokenRequest answered with a token and its expiry,
+    which ``authenticator`` will accept from then on."""
     request = _body(request, "TokenRequest")
     sa = rest.get(sas, ns, name)
     spec = dict(request.get("spec") or {})
@@ -507,6 +520,13 @@ def token_request(rest: Rest, sas: ServedResource, ns: str, name: str, request: 
             _b64url(secrets.token_bytes(256)),
         )
     )
+    if authenticator is not None:
+        authenticator.issued(
+            token,
+            IssuedToken(
+                ns, name, str(sa["metadata"]["uid"]), expires.timestamp(), tuple(audiences)
+            ),
+        )
     spec["audiences"] = audiences
     spec["expirationSeconds"] = seconds
     spec.setdefault("boundObjectRef", None)
@@ -516,29 +536,6 @@ def token_request(rest: Rest, sas: ServedResource, ns: str, name: str, request: 
         "metadata": {"name": name, "namespace": ns, "creationTimestamp": None},
         "spec": spec,
         "status": {"token": token, "expirationTimestamp": _ts(expires)},
-    }
-
-
-def _token_user(token: str) -> JsonDict | None:
-    parts = token.split(".")
-    if len(parts) != 3:
-        return None
-    try:
-        claims = orjson.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
-    except (ValueError, orjson.JSONDecodeError):
-        return None
-    if not isinstance(claims, dict) or claims.get("iss") != ISSUER:
-        return None
-    sub = str(claims.get("sub", ""))
-    ns = sub.split(":")[2] if sub.count(":") == 3 else ""
-    return {
-        "username": sub,
-        "uid": ((claims.get("kubernetes.io") or {}).get("serviceaccount") or {}).get("uid", ""),
-        "groups": [
-            "system:serviceaccounts",
-            f"system:serviceaccounts:{ns}",
-            "system:authenticated",
-        ],
     }
 
 
@@ -552,11 +549,15 @@ def create_only(
     ns: str | None,
     body: Any,
     *,
-    user: str = ANONYMOUS_USER,
+    user: UserInfo = ANONYMOUS,
+    authorizer: RbacAuthorizer | None = None,
+    authenticator: Authenticator | None = None,
 ) -> tuple[int, JsonDict]:
     """A POST to a resource that stores nothing: bindings and the reviews.
 
-    ``user`` is who asks (the server authenticates nobody: the bearer token names it).
+    ``user`` is who asks; ``authorizer`` the server's RBAC when it enforces it (None:
+    every request is allowed, and the access reviews say so); ``authenticator`` answers
+    TokenReviews (None: no token is valid).
     """
     kind = served.resource.kind
     obj = _body(body, kind)
@@ -573,33 +574,98 @@ def create_only(
         meta["namespace"] = ns
     spec = out.get("spec") or {}
     if kind in ("SelfSubjectAccessReview", "SubjectAccessReview", "LocalSubjectAccessReview"):
-        attrs = spec.get("resourceAttributes") or spec.get("nonResourceAttributes")
-        if not attrs:
-            raise StatusError(
-                422,
-                "Invalid",
-                f'{kind}.authorization.k8s.io "" is invalid: spec.resourceAttributes: '
-                'Invalid value: "null": exactly one of nonResourceAttributes or '
-                "resourceAttributes must be specified",
-            )
-        out["status"] = {"allowed": True}
+        out["status"] = _access_review(kind, spec, ns, user, authorizer)
     elif kind == "SelfSubjectRulesReview":
-        out["status"] = {
-            "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
-            "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
-            "incomplete": False,
-        }
+        if authorizer is None:
+            out["status"] = {
+                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+                "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+                "incomplete": False,
+            }
+        else:
+            out["status"] = authorizer.rules_for(user, str(spec.get("namespace") or ""))
     elif kind == "SelfSubjectReview":
-        groups = ["system:unauthenticated"] if user == ANONYMOUS_USER else ["system:authenticated"]
-        out["status"] = {"userInfo": {"username": user, "groups": groups}}
+        out["status"] = {"userInfo": user.to_json()}
     elif kind == "TokenReview":
-        reviewed = _token_user(str(spec.get("token") or ""))
+        audiences = [str(a) for a in spec.get("audiences") or []]
+        reviewed = (
+            authenticator.lookup(str(spec.get("token") or ""), audiences)
+            if authenticator is not None
+            else None
+        )
         out["status"] = (
-            {"authenticated": True, "user": reviewed, "audiences": [ISSUER]}
+            {"authenticated": True, "user": reviewed.to_json(), "audiences": audiences or [ISSUER]}
             if reviewed is not None
             else {"user": {}, "error": "[invalid bearer token, token lookup failed]"}
         )
     return 201, out
+
+
+def _access_review(
+    kind: str,
+    spec: JsonDict,
+    ns: str | None,
+    requester: UserInfo,
+    authorizer: RbacAuthorizer | None,
+) -> JsonDict:
+    """The ``status`` of a (Local/Self)SubjectAccessReview: what the authorizer decides
+    for the user and attributes the review names."""
+    resource = spec.get("resourceAttributes")
+    non_resource = spec.get("nonResourceAttributes")
+    if bool(resource) == bool(non_resource):
+        raise StatusError(
+            422,
+            "Invalid",
+            f'{kind}.authorization.k8s.io "" is invalid: spec.resourceAttributes: '
+            'Invalid value: "null": exactly one of nonResourceAttributes or '
+            "resourceAttributes must be specified",
+        )
+    if kind == "SelfSubjectAccessReview":
+        user = requester
+    else:
+        name = str(spec.get("user") or "")
+        groups = tuple(str(g) for g in spec.get("groups") or [])
+        if not name and not groups:
+            raise StatusError(
+                422,
+                "Invalid",
+                f'{kind}.authorization.k8s.io "" is invalid: spec.user: Invalid value: "": '
+                "at least one of user or group must be specified",
+            )
+        user = UserInfo(name, str(spec.get("uid") or ""), groups)
+    if resource:
+        namespace = str(resource.get("namespace") or "")
+        if kind == "LocalSubjectAccessReview" and namespace != ns:
+            raise StatusError(
+                400,
+                "BadRequest",
+                f"spec.resourceAttributes.namespace must match namespace: {ns}",
+            )
+        attrs = Attributes(
+            user,
+            str(resource.get("verb") or ""),
+            True,
+            namespace=namespace,
+            api_group=str(resource.get("group") or ""),
+            resource=str(resource.get("resource") or ""),
+            subresource=str(resource.get("subresource") or ""),
+            name=str(resource.get("name") or ""),
+        )
+    else:
+        assert isinstance(non_resource, dict)
+        attrs = Attributes(
+            user,
+            str(non_resource.get("verb") or ""),
+            False,
+            path=str(non_resource.get("path") or ""),
+        )
+    if authorizer is None:
+        return {"allowed": True}
+    decision = authorizer.authorize(attrs)
+    status: JsonDict = {"allowed": decision.allowed}
+    if decision.reason:
+        status["reason"] = decision.reason
+    return status
 
 
 # --- APIServices -----------------------------------------------------------------------
@@ -700,8 +766,10 @@ def handle(
     query: dict[str, str],
     manager: str,
     dry_run: bool,
+    authenticator: Authenticator | None = None,
 ) -> tuple[int, Any]:
-    """Serve ``{plural}/{name}/{subresource}`` for the subresources of this module.
+    """Serve ``{plural}/{name}/{subresource}`` for the subresources of this module
+    (``authenticator`` learns the service-account tokens issued).
 
     Returns ``(status, body)``; a ``str`` body is plain text (pods/log).
     """
@@ -743,5 +811,5 @@ def handle(
         if verb != "create":
             raise not_allowed
         assert ns is not None
-        return 201, token_request(rest, served, ns, name, body)
+        return 201, token_request(rest, served, ns, name, body, authenticator=authenticator)
     raise StatusError(404, "NotFound", "the server could not find the requested resource", {})

@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.integration.rawhttp import MERGE, http, ok
+import pytest
+
+from tests.integration.rawhttp import JSON_PATCH, MERGE, http, ok
 
 APPLY = "application/apply-patch+yaml"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
@@ -118,6 +120,21 @@ def test_create_records_an_update_entry_for_the_writer(api_client: Any, namespac
         "v1",
     )
     assert entry["fieldsV1"] == {"f:data": {".": {}, "f:a": {}}}
+
+
+def test_create_records_the_maps_of_metadata_as_members(api_client: Any, namespace: str) -> None:
+    """ObjectMeta exists (zero) before a create; its maps do not: each is added whole."""
+    base = f"/api/v1/namespaces/{namespace}/configmaps"
+    body = _cm("cm", {"a": "1"}, labels={"app": "x"}, annotations={"note": "y"})
+    obj = ok(http(api_client, "POST", base, body=body, query={"fieldManager": "creator"}))
+    (entry,) = obj["metadata"]["managedFields"]
+    assert entry["fieldsV1"] == {
+        "f:data": {".": {}, "f:a": {}},
+        "f:metadata": {
+            "f:annotations": {".": {}, "f:note": {}},
+            "f:labels": {".": {}, "f:app": {}},
+        },
+    }
 
 
 def test_apply_conflicts_with_another_manager(api_client: Any, namespace: str) -> None:
@@ -298,3 +315,153 @@ def test_managed_fields_can_be_reset_and_then_belong_to_before_first_apply(
     assert response.body["message"] == (
         'Apply failed with 1 conflict: conflict with "before-first-apply" using v1: .data.a'
     )
+
+
+# --- the upgrade from client-side apply (kubectl apply) to server-side apply ------------
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def _client_side_applied(core: Any, namespace: str, name: str) -> dict[str, Any]:
+    """What ``kubectl apply`` (client-side) creates: the manifest, its own JSON in the
+    last-applied annotation, written by the ``kubectl-client-side-apply`` manager."""
+    manifest = _cm(name, {"a": "1"}, annotations={}, namespace=namespace)
+    body = _cm(
+        name,
+        {"a": "1"},
+        annotations={LAST_APPLIED: json.dumps(manifest, sort_keys=True) + "\n"},
+        namespace=namespace,
+    )
+    created = core.create_namespaced_config_map(
+        namespace, body, field_manager="kubectl-client-side-apply"
+    )
+    return dict(core.api_client.sanitize_for_serialization(created))
+
+
+def _official_apply(
+    core: Any, namespace: str, name: str, value: str, manager: str, *, force: bool = False
+) -> dict[str, Any]:
+    applied = core.patch_namespaced_config_map(
+        name,
+        namespace,
+        _cm(name, {"a": value}),
+        field_manager=manager,
+        force=force,
+        _content_type=APPLY,
+    )
+    return dict(core.api_client.sanitize_for_serialization(applied))
+
+
+def _fields(obj: dict[str, Any]) -> dict[tuple[str, str], Any]:
+    return {(e["manager"], e["operation"]): e["fieldsV1"] for e in obj["metadata"]["managedFields"]}
+
+
+def _union(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Two FieldsV1 sets as one (``{}``: a member; ``"."``: a member with children)."""
+    out: dict[str, Any] = {}
+    for key in (*a, *(k for k in b if k not in a)):
+        if key == ".":
+            continue
+        out[key] = _union(a[key], b[key]) if key in a and key in b else a.get(key, b.get(key))
+    member = any(node == {} or "." in node for node in (a, b))
+    return {".": {}, **out} if member and out else out
+
+
+def test_kubectl_apply_takes_over_what_client_side_apply_set(
+    api_client: Any, namespace: str
+) -> None:
+    """An apply by ``kubectl`` (kubectl's server-side manager) may change the fields the
+    last-applied annotation of client-side apply records, where they still hold the
+    recorded values: no conflict (lastappliedmanager.go); the server then rewrites the
+    annotation to the applied configuration (lastappliedupdater.go)."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(api_client)
+    _client_side_applied(core, namespace, "cm")
+    obj = _official_apply(core, namespace, "cm", "2", "kubectl")
+    assert obj["data"] == {"a": "2"}
+    fields = _fields(obj)
+    assert fields[("kubectl", "Apply")] == {"f:data": {"f:a": {}}}
+    assert "f:a" not in fields[("kubectl-client-side-apply", "Update")].get("f:data", {})
+    expected = {"apiVersion": "v1", "data": {"a": "2"}, "kind": "ConfigMap"}
+    expected["metadata"] = {"name": "cm"}
+    assert (
+        obj["metadata"]["annotations"][LAST_APPLIED]
+        == json.dumps(expected, sort_keys=True, separators=(",", ":")) + "\n"
+    )
+    with pytest.raises(client.ApiException) as clash:
+        _official_apply(core, namespace, "cm", "3", "other")
+    assert clash.value.status == 409
+    assert json.loads(clash.value.body)["message"] == (
+        'Apply failed with 1 conflict: conflict with "kubectl": .data.a'
+    )
+
+
+def test_only_kubectl_takes_over_what_client_side_apply_set(
+    api_client: Any, namespace: str
+) -> None:
+    """Another field manager gets the conflict (the opt-out kube documents)."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(api_client)
+    _client_side_applied(core, namespace, "cm")
+    with pytest.raises(client.ApiException) as clash:
+        _official_apply(core, namespace, "cm", "2", "other")
+    assert clash.value.status == 409
+    assert json.loads(clash.value.body)["message"] == (
+        'Apply failed with 1 conflict: conflict with "kubectl-client-side-apply" using v1: .data.a'
+    )
+
+
+def test_kubectl_conflicts_on_fields_changed_since_client_side_apply(
+    api_client: Any, namespace: str
+) -> None:
+    """A field whose live value no longer matches the last-applied annotation is not
+    client-side apply's to give: ``kubectl`` gets the conflict."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(api_client)
+    _client_side_applied(core, namespace, "cm")
+    core.patch_namespaced_config_map("cm", namespace, {"data": {"a": "5"}}, field_manager="editor")
+    with pytest.raises(client.ApiException) as clash:
+        _official_apply(core, namespace, "cm", "2", "kubectl")
+    assert clash.value.status == 409
+    assert json.loads(clash.value.body)["message"] == (
+        'Apply failed with 1 conflict: conflict with "editor" using v1: .data.a'
+    )
+
+
+def test_apply_after_the_csa_migration_keeps_what_it_applies(
+    api_client: Any, namespace: str
+) -> None:
+    """Client-side apply, a forced apply by ``other``, then kubectl's migration
+    (csaupgrade: client-side apply's entry merged into ``other``'s Apply entry by a JSON
+    patch of managedFields) and the apply sent again: only what ``other`` no longer
+    applies (the annotation) goes; ``data``, which it owned as a whole and applies a key
+    of, stays."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(api_client)
+    _client_side_applied(core, namespace, "cm")
+    forced = _official_apply(core, namespace, "cm", "2", "other", force=True)
+    assert forced["data"] == {"a": "2"}
+    entries = forced["metadata"]["managedFields"]
+    csa = next(e for e in entries if e["manager"] == "kubectl-client-side-apply")
+    mine = next(e for e in entries if e["manager"] == "other")
+    merged = {**mine, "fieldsV1": _union(mine["fieldsV1"], csa["fieldsV1"])}
+    patch = [
+        {
+            "op": "test",
+            "path": "/metadata/resourceVersion",
+            "value": forced["metadata"]["resourceVersion"],
+        },
+        {"op": "replace", "path": "/metadata/managedFields", "value": [merged]},
+    ]
+    path = f"/api/v1/namespaces/{namespace}/configmaps/cm"
+    migrated = ok(http(api_client, "PATCH", path, body=patch, content_type=JSON_PATCH))
+    assert _fields(migrated) == {("other", "Apply"): merged["fieldsV1"]}
+    again = _official_apply(core, namespace, "cm", "2", "other", force=True)
+    assert again["data"] == {"a": "2"}
+    assert "annotations" not in again["metadata"]
+    assert _fields(again) == {("other", "Apply"): {"f:data": {"f:a": {}}}}
+    assert core.read_namespaced_config_map("cm", namespace).data == {"a": "2"}

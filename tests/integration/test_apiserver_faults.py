@@ -7,6 +7,7 @@ HTTP 200 with one ERROR event, an expired exact LIST is HTTP 410.
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from collections.abc import Iterator
@@ -265,3 +266,125 @@ def test_request_count_by_verb_and_resource(
     assert local_server.request_count(verb="list", resource="configmaps") == lists + 3
     assert local_server.request_count(verb="create", resource="configmaps") == creates + 1
     assert local_server.request_count() >= total + 4
+
+
+# ------------------------------------------------------------ pagination after compaction
+
+INCONSISTENT_CONTINUE = (
+    "The provided continue parameter is too old to display a consistent list result. You "
+    "can start a new list without the continue parameter, or use the continue token in "
+    "this response to retrieve the remainder of the results. Continuing with the provided "
+    "token results in an inconsistent list - objects that were created, modified, or "
+    "deleted between the time the first chunk was returned and now may show up in the list."
+)
+
+
+def _paged(name: str) -> dict[str, Any]:
+    return {**_cm(name), "metadata": {"name": name, "labels": {"page": "yes"}}}
+
+
+def _names(page: dict[str, Any]) -> list[str]:
+    return [o["metadata"]["name"] for o in page["items"]]
+
+
+def _expired_continue(api_client: Any, path: str, token: str) -> str:
+    """The 410 a compacted continue token answers; returns its fresh continue token."""
+    response = http(
+        api_client, "GET", path, query={"limit": 2, "labelSelector": "page=yes", "continue": token}
+    )
+    assert response.status == 410, response.body
+    status = response.body
+    assert (status["kind"], status["reason"], status["code"]) == ("Status", "Expired", 410)
+    assert status["message"] == INCONSISTENT_CONTINUE
+    fresh: str = status["metadata"]["continue"]
+    assert fresh and fresh != token
+    return fresh
+
+
+def test_compacted_continue_token_continues_inconsistently(
+    local_server: Any, api_client: Any, namespace: str
+) -> None:
+    """kube's etcd3 store: a continue token whose revision is compacted away answers 410
+    with a token that continues after the same key at the latest revision; the rest of
+    the list comes once, with what changed meanwhile."""
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    for name in ("c0", "c1", "c2", "c3", "c4"):
+        ok(http(api_client, "POST", path, body=_paged(name)), 201)
+    first = ok(http(api_client, "GET", path, query={"limit": 2, "labelSelector": "page=yes"}))
+    assert _names(first) == ["c0", "c1"]
+    ok(http(api_client, "POST", path, body=_paged("c9")), 201)  # after the first page
+    ok(http(api_client, "DELETE", f"{path}/c3"))
+    local_server.compact()
+    token = _expired_continue(api_client, path, first["metadata"]["continue"])
+    seen: list[str] = []
+    revisions = set()
+    while token:
+        page = ok(
+            http(
+                api_client,
+                "GET",
+                path,
+                query={"limit": 2, "labelSelector": "page=yes", "continue": token},
+            )
+        )
+        seen += _names(page)
+        revisions.add(page["metadata"]["resourceVersion"])
+        token = page["metadata"].get("continue", "")
+    assert seen == ["c2", "c4", "c9"]
+    assert revisions == {str(local_server.revision)} != {first["metadata"]["resourceVersion"]}
+
+
+def test_continue_token_of_revision_zero_is_refused(api_client: Any, namespace: str) -> None:
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    token = base64.urlsafe_b64encode(json.dumps({"rv": 0, "start": "x"}).encode()).decode()
+    response = http(
+        api_client, "GET", path, query={"limit": 2, "labelSelector": "page=yes", "continue": token}
+    )
+    assert response.status == 400
+    assert "continue key is not valid" in response.body["message"]
+
+
+def test_history_is_compacted_on_a_schedule() -> None:
+    """Like kube-apiserver's compactor (every 5 minutes by default, here a knob): each
+    round compacts up to the revision the previous round saw and writes once (etcd's
+    compact key), so a continue token expires within two rounds."""
+    from manager.testing.server import LocalApiServer
+
+    assert LocalApiServer().compaction_interval == 300.0
+    with pytest.raises(ValueError, match="compaction_interval"):
+        LocalApiServer(compaction_interval=0)
+    path = "/api/v1/namespaces/default/configmaps"
+    with LocalApiServer(compaction_interval=0.2) as server:
+        api = client.ApiClient(_configuration(server))
+        try:
+            for name in ("c0", "c1", "c2"):
+                ok(http(api, "POST", path, body=_paged(name)), 201)
+            first = ok(http(api, "GET", path, query={"limit": 2, "labelSelector": "page=yes"}))
+            before = server.revision
+            deadline = time.monotonic() + 10
+            while server.storage.compacted_revision < before:
+                assert time.monotonic() < deadline, "no compaction within 10 s"
+                time.sleep(0.05)
+            assert server.revision > before  # the compactor's own write
+            token = _expired_continue(api, path, first["metadata"]["continue"])
+            rest = ok(
+                http(
+                    api,
+                    "GET",
+                    path,
+                    query={"limit": 2, "labelSelector": "page=yes", "continue": token},
+                )
+            )
+            assert _names(rest) == ["c2"]
+        finally:
+            api.close()
+
+
+def _configuration(server: Any) -> Any:
+    from kubernetes import config
+
+    configuration = client.Configuration()
+    config.load_kube_config(
+        config_file=str(server.kubeconfig_path), client_configuration=configuration
+    )
+    return configuration

@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from tests.integration.rawhttp import MERGE, eventually, gone, http, merge_patch, ok
+from tests.integration.rawhttp import MERGE, STRATEGIC, eventually, gone, http, merge_patch, ok
 
 GC_TIMEOUT = 30.0
 NAMESPACE_TIMEOUT = 60.0
@@ -411,3 +411,81 @@ def test_terminating_namespace_refusal_names_the_object_and_the_cause(
         }
     finally:
         _drop_finalizers(api_client, held)
+
+
+def _owned_by(kind: str, owner: dict[str, Any]) -> dict[str, Any]:
+    """A strategic merge patch that makes ``owner`` the blocking controller."""
+    ref = {
+        "apiVersion": "v1",
+        "kind": kind,
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    return {"metadata": {"ownerReferences": [ref]}}
+
+
+def test_foreground_deletion_is_not_blocked_by_an_ownership_cycle(
+    api_client: Any, namespace: str
+) -> None:
+    """kube's e2e "should not be blocked by dependency circle": pod1 ← pod2 ← pod3 ← pod1,
+    every reference blocking, pod1 deleted in the foreground. The garbage collector
+    deletes the dependents in the foreground too, and one that would wait on an owner
+    already waiting for its dependents gets its references unblocked first
+    (attemptToDeleteItem), so all three go."""
+    base = f"/api/v1/namespaces/{namespace}/pods"
+    pods = []
+    for name in ("pod1", "pod2", "pod3"):
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name},
+            "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9"}]},
+        }
+        pods.append(ok(http(api_client, "POST", base, body=body), 201))
+    for pod, owner in ((pods[0], pods[2]), (pods[1], pods[0]), (pods[2], pods[1])):
+        path = f"{base}/{pod['metadata']['name']}"
+        ok(http(api_client, "PATCH", path, body=_owned_by("Pod", owner), content_type=STRATEGIC))
+    options = {
+        "propagationPolicy": "Foreground",
+        "preconditions": {"uid": pods[0]["metadata"]["uid"]},
+    }
+    ok(http(api_client, "DELETE", f"{base}/pod1", body=options))
+
+    def all_gone() -> bool:
+        return not ok(http(api_client, "GET", base))["items"]
+
+    eventually(all_gone, GC_TIMEOUT, "every pod of the cycle gone")
+
+
+def test_foreground_deletion_keeps_a_dependent_with_another_owner(
+    api_client: Any, namespace: str
+) -> None:
+    """A dependent with an owner that is not going (a solid owner) is not deleted: it
+    loses the reference to the owner waiting for it, and that owner goes."""
+    base = f"/api/v1/namespaces/{namespace}/configmaps"
+    going = _configmap(api_client, namespace, "going")
+    staying = _configmap(api_client, namespace, "staying")
+    child = _configmap(api_client, namespace, "child", owner=going, block=True)
+    refs = child["metadata"]["ownerReferences"] + [
+        {
+            **child["metadata"]["ownerReferences"][0],
+            "name": "staying",
+            "uid": staying["metadata"]["uid"],
+        }
+    ]
+    ok(
+        http(
+            api_client,
+            "PATCH",
+            f"{base}/child",
+            body={"metadata": {"ownerReferences": refs}},
+            content_type=MERGE,
+        )
+    )
+    ok(http(api_client, "DELETE", f"{base}/going", query={"propagationPolicy": "Foreground"}))
+    eventually(gone(api_client, f"{base}/going"), GC_TIMEOUT, "the owner gone")
+    kept = ok(http(api_client, "GET", f"{base}/child"))
+    assert not kept["metadata"].get("deletionTimestamp")
+    assert [r["name"] for r in kept["metadata"]["ownerReferences"]] == ["staying"]

@@ -63,6 +63,9 @@ class Stamper:
 
 class StampPlugin:
     config_class = StampConfig
+    rbac_rules = [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "patch"]}
+    ]
 
     def setup(self, mgr: Manager, ctx: PluginContext[StampConfig]) -> None:
         if ctx.config.fail_setup:
@@ -85,7 +88,7 @@ def test_run_plugin_reconciles_and_serves_metrics_on_loopback(
         StampPlugin,
         kubeconfig_path,
         {"value": "v1", "workers": 2},
-        namespace=namespace,
+        watch_namespace=namespace,
         metrics=True,
     ) as running:
         assert running.controllers["stamp"][0].workers == 2
@@ -122,7 +125,7 @@ def test_caches_that_never_sync_fail_the_start(kubeconfig_path: str, namespace: 
             kubeconfig_path,
             {"watchMissing": True},
             config={"cacheSyncTimeout": 1.0},
-            namespace=namespace,
+            watch_namespace=namespace,
         ):
             raise AssertionError("not reached")
     assert str(info.value) == "the manager stopped by itself with 1 (see the log)"
@@ -176,7 +179,9 @@ def test_a_manager_that_stops_during_the_test_fails_it(
         }
     }
     with pytest.raises(ManagerFailed) as info:  # noqa: SIM117
-        with run_plugin(StampPlugin, kubeconfig_path, config=config, namespace=namespace) as run:
+        with run_plugin(
+            StampPlugin, kubeconfig_path, config=config, watch_namespace=namespace
+        ) as run:
             assert run.manager.is_leader()
 
             def take_the_lease() -> bool:
@@ -207,7 +212,7 @@ def test_run_manager_runs_several_plugins_from_one_file(
         """
     )
     plugins = {"first": StampPlugin, "second": StampPlugin()}
-    with run_manager(kubeconfig_path, plugins, config, namespace=namespace) as running:
+    with run_manager(kubeconfig_path, plugins, config, watch_namespace=namespace) as running:
         assert running.controllers["second"][0].enabled is False
         kube_client.create(CONFIGMAPS, {"metadata": {"name": "x"}}, namespace)
         eventually(lambda: stamp(kube_client, namespace, "x") == "one")
@@ -242,6 +247,9 @@ class Stamper:
 
 class StampPlugin:
     config_class = StampConfig
+    rbac_rules = [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "patch"]}
+    ]
 
     def setup(self, mgr: Manager, ctx: PluginContext[StampConfig]) -> None:
         ctx.controller(Stamper(mgr, ctx.config.value)).for_(CONFIGMAPS).complete()
@@ -256,7 +264,7 @@ from stamper import CONFIGMAPS, StampPlugin
 
 
 def test_stamps(kubeconfig_path: str, kube_client: KubeClient, namespace: str) -> None:
-    with run_plugin(StampPlugin, kubeconfig_path, {"value": "ok"}, namespace=namespace):
+    with run_plugin(StampPlugin, kubeconfig_path, {"value": "ok"}, watch_namespace=namespace):
         kube_client.create(CONFIGMAPS, {"metadata": {"name": "a"}}, namespace)
         eventually(
             lambda: (kube_client.get(CONFIGMAPS, "a", namespace).get("data") or {}).get("stamp")
@@ -307,3 +315,60 @@ def test_the_fixtures_against_a_real_cluster(
             "*local_only: needs the local API server's knobs; OVERSEER_TEST_KUBECONFIG is set*",
         ]
     )
+
+
+PAPERCUT_PLUGIN = """
+from dataclasses import dataclass
+
+from manager import Manager, PluginContext, Request, Result, builtin
+
+CONFIGMAPS = builtin("v1", "configmaps")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FailConfig:
+    pass
+
+
+class Failing:
+    def reconcile(self, request: Request) -> Result:
+        raise RuntimeError("this one fails")
+
+
+class FailPlugin:
+    config_class = FailConfig
+    rbac_rules = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list", "watch"]}]
+
+    def setup(self, mgr: Manager, ctx: PluginContext[FailConfig]) -> None:
+        ctx.controller(Failing()).for_(CONFIGMAPS).complete()
+"""
+
+PAPERCUT_TESTS = """
+import pytest
+
+from manager.testing import eventually, run_plugin
+from overseer_fail import CONFIGMAPS, FailPlugin  # not installed: found in the rootdir
+
+
+def test_failure_logs_name_the_object(kubeconfig_path, kube_client, namespace, caplog):
+    with run_plugin(FailPlugin, kubeconfig_path, watch_namespace=namespace):
+        kube_client.create(CONFIGMAPS, {"metadata": {"name": "bad"}}, namespace)
+        wanted = f"controller=fail namespace={namespace} name=bad"
+        eventually(lambda: any(
+            "reconcile failed" in line and wanted in line for line in caplog.text.splitlines()
+        ))
+"""
+
+
+@pytest.mark.slow
+def test_a_plugin_in_the_rootdir_is_found_and_its_failure_logs_name_the_object(
+    pytester: pytest.Pytester,
+) -> None:
+    """Issue 22, item 7: a plugin's tests (in tests/) import it from the project root
+    without installing it; pytest's captured logs name the object a reconcile failed
+    for."""
+    pytester.mkpydir("overseer_fail").joinpath("__init__.py").write_text(PAPERCUT_PLUGIN)
+    tests = pytester.mkdir("tests")
+    (tests / "test_fail.py").write_text(PAPERCUT_TESTS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "tests")
+    result.assert_outcomes(passed=1)

@@ -50,13 +50,24 @@ FILES = {
 }
 
 
-def section() -> str:
+MIRROR_FILES = {
+    "pyproject.toml",
+    "overseer_secretmirror/__init__.py",
+    "tests/test_secretmirror.py",
+}
+FAN_OUT = "## Fan-out: one object, many targets"
+
+
+def section(heading: str = "## Write your own controller") -> str:
+    """The README from ``heading`` to the next section of the same level."""
     text = README.read_text()
-    return text[text.index("## Write your own controller") :]
+    body = text[text.index(heading) :]
+    end = body.find("\n## ", len(heading))
+    return body if end < 0 else body[: end + 1]
 
 
-def readme_files() -> dict[str, str]:
-    return {title: body for _lang, title, body in BLOCK.findall(section())}
+def readme_files(heading: str = "## Write your own controller") -> dict[str, str]:
+    return {title: body for _lang, title, body in BLOCK.findall(section(heading))}
 
 
 def readme_command(prefix: str) -> list[str]:
@@ -66,11 +77,9 @@ def readme_command(prefix: str) -> list[str]:
     return shlex.split(line.split("  #")[0])
 
 
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """The plugin's project directory, as if ``pip install -e``'d."""
-    root = tmp_path / "overseer-teaminfo"
-    for name, body in readme_files().items():
+def _project(root: Path, files: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A plugin's project directory made of README blocks, as if ``pip install -e``'d."""
+    for name, body in files.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(body)
@@ -85,10 +94,27 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         f"[{ENTRY_POINT_GROUP}]\n" + "".join(f"{k} = {v}\n" for k, v in entry_points.items())
     )
     monkeypatch.syspath_prepend(str(root))
+    return root
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The first example's project directory, as if ``pip install -e``'d."""
+    root = _project(tmp_path / "overseer-teaminfo", readme_files(), monkeypatch)
     try:
         yield root
     finally:
         sys.modules.pop("overseer_teaminfo", None)
+
+
+@pytest.fixture
+def mirror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The fan-out example's project directory (the Secret mirror)."""
+    root = _project(tmp_path / "overseer-secretmirror", readme_files(FAN_OUT), monkeypatch)
+    try:
+        yield root
+    finally:
+        sys.modules.pop("overseer_secretmirror", None)
 
 
 def _env(project: Path) -> dict[str, str]:
@@ -97,6 +123,7 @@ def _env(project: Path) -> dict[str, str]:
 
 def test_the_readme_has_the_plugin_files() -> None:
     assert set(readme_files()) == FILES
+    assert set(readme_files(FAN_OUT)) == MIRROR_FILES
 
 
 def test_discovered_configured_and_declaring_its_rbac(project: Path) -> None:
@@ -244,6 +271,9 @@ def test_image_recipe_in_a_plain_virtualenv_and_the_kustomization(
         ("", "namespaces"),
         ("", "configmaps"),
         ("", "events"),  # the manager's event recorder
+        # the secure metrics server asks who a caller is and whether it may read
+        ("authentication.k8s.io", "tokenreviews"),
+        ("authorization.k8s.io", "subjectaccessreviews"),
     }
 
     if shutil.which("kubectl") is None:
@@ -271,3 +301,62 @@ def test_image_recipe_in_a_plain_virtualenv_and_the_kustomization(
     }
     assert cm["metadata"]["name"] in volume_names
     assert cm["data"]["overseer.yaml"] == (project / "deploy" / "overseer.yaml").read_text()
+
+
+# -- the second example: fan-out (the Secret mirror) ------------------------------------
+
+
+def test_the_mirror_is_discovered_configured_and_declares_its_rbac(mirror: Path) -> None:
+    info = {i.name: i for i in discover()}["secretmirror"]
+    assert (info.distribution, info.version) == ("overseer-secretmirror", "0.1.0")
+    plugin = load(info)
+    _, own = validate_section(plugin, {"source": "vault", "targets": "env in (dev, prod)"})
+    assert (own.source, own.selector, own.targets) == ("vault", "mirror=true", "env in (dev, prod)")
+    with pytest.raises(ConfigError) as info_:
+        validate_section(plugin, {"selector": "mirror in (true"})
+    [problem] = info_.value.problems
+    assert problem.startswith('controllers.secretmirror.selector: invalid label selector "mirror')
+    rules = declared_rbac_rules("secretmirror", plugin, own)
+    assert rules is not None
+    assert {r["resources"][0] for r in rules} == {"secrets", "namespaces"}
+
+
+@pytest.mark.slow
+def test_the_mirrors_own_tests_pass_with_the_kit(mirror: Path) -> None:
+    """As printed: under the RBAC ``overseer rbac`` generates for it (the kit's default),
+    against this suite's API server, without watch_namespace."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        capture_output=True,
+        text=True,
+        cwd=mirror,
+        env=_env(mirror),
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 passed" in result.stdout
+
+
+@pytest.mark.slow
+def test_mypy_checks_the_mirror(mirror: Path, tmp_path: Path) -> None:
+    env = {k: v for k, v in _env(mirror).items() if k not in ("MYPYPATH", "PYTHONPATH")}
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--cache-dir",
+            str(tmp_path / "mypy-cache"),
+            "overseer_secretmirror",
+            "tests",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=mirror,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

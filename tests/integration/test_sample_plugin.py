@@ -53,7 +53,7 @@ def test_reconciles_against_the_api_server(
     kube_client: KubeClient, namespace: str, kubeconfig_path: str
 ) -> None:
     section = {"greeting": "Salut", "label": "test.io/greeted", "workers": 2}
-    with run_plugin(_plugin(), kubeconfig_path, section, name="sample", namespace=namespace):
+    with run_plugin(_plugin(), kubeconfig_path, section, name="sample", watch_namespace=namespace):
         greet = {"sample.overseer.io/greet": "true"}
         kube_client.create(CONFIGMAPS, {"metadata": {"name": "a", "annotations": greet}}, namespace)
         kube_client.create(CONFIGMAPS, {"metadata": {"name": "b"}}, namespace)

@@ -210,7 +210,10 @@ def test_validate_problems_are_joined_to_their_path_and_listed_with_the_others()
     ]
 
 
-def test_a_plugin_that_cannot_load_is_fatal_only_when_the_file_enables_it() -> None:
+def test_an_installed_plugin_that_cannot_load_is_fatal_unless_the_file_disables_it() -> None:
+    """Issue 22, item 6: one rule for working and broken plugins: installed and not
+    mentioned is enabled, so a broken one is a startup error naming the distribution
+    and the error; ``enabled: false`` is the way out."""
     from manager.config import load_config
     from manager.errors import PluginLoadError
     from manager.plugins import PluginInfo, PluginSet
@@ -224,14 +227,21 @@ def test_a_plugin_that_cannot_load_is_fatal_only_when_the_file_enables_it() -> N
         {"sample": _Demo()},
         {"broken": broken},
     )
-    _, controllers, warnings = load_config({}, plugins)
+    with pytest.raises(PluginLoadError) as info:
+        load_config({}, plugins)
+    assert str(info.value) == (
+        f"controllers.broken: installed, so enabled, but cannot load: {broken} "
+        "(disable it with controllers.broken.enabled: false)"
+    )
+    _, controllers, warnings = load_config({"controllers": {"broken": {"enabled": False}}}, plugins)
     assert set(controllers) == {"sample"}
-    assert warnings == [f"controller 'broken' is not enabled and cannot load: {broken}"]
-    _, _, warnings = load_config({"controllers": {"broken": {"enabled": False}}}, plugins)
-    assert len(warnings) == 1
+    assert warnings == [f"controller 'broken' is disabled and cannot load: {broken}"]
     with pytest.raises(PluginLoadError) as info:
         load_config({"controllers": {"broken": {"workers": 2}}}, plugins)
-    assert str(info.value) == f"controllers.broken: enabled but cannot load: {broken}"
+    assert str(info.value) == (
+        f"controllers.broken: enabled but cannot load: {broken} "
+        "(disable it with controllers.broken.enabled: false)"
+    )
 
 
 class _Demo:
@@ -304,3 +314,28 @@ def test_config_files_have_every_field_documented() -> None:
 if __name__ == "__main__":
     DEFAULT_FILE.write_text(render_defaults(_builtin_schemas()))
     print(f"wrote {DEFAULT_FILE}")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MirrorConfig:
+    source_selector: str = field(default="mirror=true", metadata={"format": "labelSelector"})
+    targets: tuple[str, ...] = field(default=(), metadata={"format": "labelSelector"})
+
+
+def test_label_selector_settings_are_parsed_as_kube_parses_them() -> None:
+    """Issue 22, item 7: a label-selector setting was a plain string; an invalid one
+    passed ``config validate``, then looped on 400."""
+    schemas: dict[str, type[Any]] = {"mirror": MirrorConfig}
+    _, controllers = parse(
+        {"controllers": {"mirror": {"sourceSelector": "app in (a, b), !legacy"}}}, schemas
+    )
+    assert controllers["mirror"][1].source_selector == "app in (a, b), !legacy"
+    found = problems(
+        {"controllers": {"mirror": {"sourceSelector": "app in (a", "targets": ["ok", "x==y==z"]}}},
+        schemas,
+    )
+    assert len(found) == 2, found
+    assert found[0].startswith(
+        'controllers.mirror.sourceSelector: invalid label selector "app in (a": '
+    )
+    assert found[1].startswith('controllers.mirror.targets[1]: invalid label selector "x==y==z": ')

@@ -990,3 +990,21 @@ def test_controller_validates_its_options_and_lifecycle(env: Env) -> None:
         ctl.for_(inf)
     with pytest.raises(RuntimeError, match="once"):
         ctl.run(run.stop)
+
+
+def test_error_and_result_series_exist_at_zero_once_started(env: Env) -> None:
+    # controller-runtime's initMetrics: a rate() or an alert over errors needs a series
+    # before the first error happens (the monitoring bundle's queries read them).
+    ctl = Controller(unique("zero"), Recon(_ok))
+    env.run(ctl)
+    for result in ("success", "error", "requeue", "requeue_after", "fenced"):
+        labels = {"controller": ctl.name, "result": result}
+        assert REGISTRY.get_sample_value("controller_runtime_reconcile_total", labels) == 0.0
+    for name in (
+        "controller_runtime_reconcile_errors_total",
+        "controller_runtime_reconcile_panics_total",
+        "controller_runtime_terminal_reconcile_errors_total",
+    ):
+        assert REGISTRY.get_sample_value(name, {"controller": ctl.name}) == 0.0
+    assert ctl.last_error is None
+    assert ctl.queue_depth == 0

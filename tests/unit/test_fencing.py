@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -325,6 +326,12 @@ def test_while_stopping_a_backoff_retry_is_abandoned(
 def test_stop_aware_sleep_refuses_a_negative_budget() -> None:
     with pytest.raises(ValueError, match="grace"):
         StopAwareSleep(threading.Event(), -1.0)
+
+
+def test_a_fence_exports_its_refusals_at_zero_before_the_first() -> None:
+    reason = f"zero-{uuid.uuid4().hex[:8]}"
+    ValidityFence(lambda: None, reason=reason, message="m")
+    assert REGISTRY.get_sample_value("overseer_fenced_writes_total", {"reason": reason}) == 0.0
 
 
 # -- clients derived from a fenced client, and writes in flight (issue 20) ---------------

@@ -3,7 +3,7 @@ plugin names, and a configuration refused before anything starts."""
 
 from __future__ import annotations
 
-import re
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,11 +64,24 @@ def test_eventually_says_what_it_waited_for_and_what_it_saw_last() -> None:
     data: dict[str, Any] = {"owner": "nobody"}
     with pytest.raises(AssertionError) as info:
         eventually(lambda: data["owner"] == "payments", timeout=0.05, interval=0.01)
-    assert re.fullmatch(
-        r"not within 0\.05 s: lambda: data\[\"owner\"\] == \"payments\", timeout=.*; "
-        r"last returned False",
-        str(info.value),
-    ), str(info.value)
+    # the lambda's own source, and the compared values as pytest shows them (issue 22)
+    assert str(info.value) == (
+        'not within 0.05 s: lambda: data["owner"] == "payments"; last returned False: '
+        "'nobody' == 'payments'"
+    )
+    items = [1, 2]
+    with pytest.raises(AssertionError) as info:
+        eventually(
+            lambda: len(items) >= 3,
+            timeout=0.02,
+            interval=0.01,
+        )
+    assert str(info.value) == (
+        "not within 0.02 s: lambda: len(items) >= 3; last returned False: 2 >= 3"
+    )
+    with pytest.raises(AssertionError) as info:
+        eventually(lambda: not items, timeout=0.02, interval=0.01)
+    assert str(info.value) == "not within 0.02 s: lambda: not items; last returned False"
 
     def missing() -> bool:
         raise NotFound('configmaps "team-info" not found')
@@ -118,3 +131,37 @@ def test_a_bad_configuration_starts_nothing() -> None:
         ):
             raise AssertionError("not reached")
     assert info.value.problems == ["controllers.tm: unknown controller (installed: teaminfo)"]
+
+
+def test_the_retired_namespace_keyword_says_what_it_did() -> None:
+    """Issue 22, item 2: run_plugin(..., namespace=ns) silently meant "watch only ns"."""
+    for run in (
+        lambda: run_plugin(TeamInfoPlugin, "/nonexistent", namespace="ns"),
+        lambda: run_manager("/nonexistent", {"teaminfo": TeamInfoPlugin}, namespace="ns"),
+    ):
+        with (
+            pytest.raises(
+                TypeError, match=r"now watch_namespace=: it makes the manager watch only"
+            ),
+            run(),
+        ):
+            pass
+
+
+class _NoSettingsPlugin:
+    """A plugin with nothing to configure: no config_class."""
+
+    def setup(self, mgr: Manager, ctx: PluginContext[Any]) -> None:
+        pass
+
+
+def test_a_plugin_without_settings_needs_no_config_class() -> None:
+    """Issue 22, item 7: config_class was required even for a plugin with no settings."""
+    common, own = validate_section(_NoSettingsPlugin, {"workers": 2}, name="nosettings")
+    assert common.workers == 2
+    assert dataclasses.is_dataclass(own) and not dataclasses.fields(own)
+    with pytest.raises(ConfigError) as info:
+        validate_section(_NoSettingsPlugin, {"greeting": "hi"}, name="nosettings")
+    assert any(
+        p.startswith("controllers.nosettings.greeting: unknown") for p in info.value.problems
+    ), info.value.problems

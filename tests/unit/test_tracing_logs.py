@@ -87,3 +87,48 @@ def test_configure_installs_one_handler() -> None:
     finally:
         root.handlers[:] = saved[0]
         root.setLevel(saved[1])
+
+
+def test_a_reconcile_without_tracing_logs_no_empty_trace_id() -> None:
+    """Issue 22, item 7: text logs carried trace_id="" on every line with tracing off."""
+    from opentelemetry import trace
+
+    from manager.controller import log_context
+    from manager.reconcile import Request
+
+    ctx = log_context("mirror", Request("ns", "s"), trace.INVALID_SPAN_CONTEXT)
+    assert ctx == {"controller": "mirror", "namespace": "ns", "name": "s"}
+    token = reconcile_context.set(ctx)
+    try:
+        line = TextFormatter().format(_record("reconcile failed, requeued with backoff"))
+    finally:
+        reconcile_context.reset(token)
+    assert line.endswith("controller=mirror namespace=ns name=s")
+    valid = trace.SpanContext(trace_id=0xAB, span_id=1, is_remote=False)
+    assert log_context("mirror", Request("ns", "s"), valid)["trace_id"] == f"{0xAB:032x}"
+
+
+def test_the_context_formatter_puts_the_context_after_pytests_message() -> None:
+    """Issue 22, item 7: pytest's captured "reconcile failed, requeued" lacked namespace
+    and name; the kit's pytest plugin wraps pytest's formatters with this one."""
+    from manager.logs import ContextFormatter
+
+    inner = logging.Formatter("%(levelname)-8s %(name)s %(message)s")
+    token = reconcile_context.set({"controller": "mirror", "namespace": "ns", "name": "s"})
+    try:
+        try:
+            raise RuntimeError("boom")
+        except RuntimeError:
+            import sys
+
+            record = _record("reconcile failed, requeued with backoff", delay=0.5)
+            record.exc_info = sys.exc_info()
+        text = ContextFormatter(inner).format(record)
+    finally:
+        reconcile_context.reset(token)
+    first, _, rest = text.partition("\n")
+    assert first == (
+        "INFO     overseer.test reconcile failed, requeued with backoff "
+        "controller=mirror namespace=ns name=s delay=0.5"
+    )
+    assert "RuntimeError: boom" in rest

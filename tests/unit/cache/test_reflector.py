@@ -502,3 +502,19 @@ def test_410_right_after_a_relist_backs_off_instead_of_spinning(
     h.clock.step(0.8)
     lw.next_watch()
     assert lists(lw) == ["0", "", ""]
+
+
+def test_relist_and_error_series_exist_at_zero_before_the_first() -> None:
+    # the dashboard's relist/error panel and any rate() over them need a series at once
+    from manager.metrics import REGISTRY
+
+    lw = FakeListerWatcher()
+    lw.description = f"v1/zero-{threading.get_ident()}-{id(lw)}"
+    Harness(lw)
+    for name in (
+        "overseer_informer_relists_total",
+        "overseer_informer_errors_total",
+        "overseer_informer_lists_total",
+        "overseer_informer_watches_total",
+    ):
+        assert REGISTRY.get_sample_value(name, {"resource": lw.description}) == 0.0, name

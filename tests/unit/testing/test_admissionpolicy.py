@@ -157,7 +157,8 @@ def test_old_object_and_request_are_visible() -> None:
             "validations": [
                 {
                     "expression": "variables.grow <= 2",
-                    "messageExpression": "request.userInfo.username + ' grew ' + "
+                    "messageExpression": "request.userInfo.username + ' of ' + "
+                    "request.userInfo.groups[0] + ' grew ' + "
                     "request.resource.resource + ' by ' + string(variables.grow)",
                 }
             ],
@@ -168,6 +169,6 @@ def test_old_object_and_request_are_visible() -> None:
         "spec": {"policyName": "p", "validationActions": ["Deny"]},
     }
     plugin = ap.PolicyAdmission(_Storage([policy], [binding]), ResourceRegistry())
-    with ap.request_context("alice"), pytest.raises(ap.PolicyDenied) as denied:
+    with ap.request_context("alice", ("devs",)), pytest.raises(ap.PolicyDenied) as denied:
         plugin.validate(_attrs())
-    assert denied.value.message.endswith("denied request: alice grew deployments by 4")
+    assert denied.value.message.endswith("denied request: alice of devs grew deployments by 4")

@@ -1,0 +1,107 @@
+"""Unit tests of quota accounting: quantities, what a pod uses, admission's refusals."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from manager.testing import quota
+from manager.testing.registry import ResourceRegistry
+from manager.testing.rest import Rest
+from manager.testing.storage import Storage
+
+
+@pytest.mark.parametrize(
+    ("text", "canonical"),
+    [
+        ("500m", "500m"),
+        ("1000m", "1"),
+        ("1.5", "1500m"),
+        ("2000", "2k"),
+        ("1500", "1500"),
+        ("1Gi", "1Gi"),
+        ("1536Mi", "1536Mi"),
+        ("0.5Gi", "512Mi"),
+        ("512", "512"),
+        ("1e3", "1k"),
+        ("0", "0"),
+        (3, "3"),
+    ],
+)
+def test_quantities_read_and_write_as_kube_does(text: Any, canonical: str) -> None:
+    assert quota.format_quantity(quota.parse_quantity(text)) == canonical
+
+
+def test_a_bad_quantity_is_refused() -> None:
+    with pytest.raises(ValueError, match="quantities must match"):
+        quota.parse_quantity("1 Gi")
+
+
+def _container(name: str, cpu: str, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "resources": {"requests": {"cpu": cpu}}, **extra}
+
+
+def test_pod_usage_takes_init_containers_sidecars_and_overhead() -> None:
+    pod = {
+        "spec": {
+            "containers": [_container("a", "100m"), _container("b", "200m")],
+            "initContainers": [
+                _container("side", "50m", restartPolicy="Always"),
+                _container("init", "1"),
+            ],
+            "overhead": {"cpu": "10m"},
+        }
+    }
+    used = {k: quota.format_quantity(v) for k, v in quota.usage("/pods", pod).items()}
+    # max(100m + 200m + 50m sidecar, 50m sidecar + 1 init) + 10m overhead
+    assert used["requests.cpu"] == "1060m"
+    assert used["cpu"] == "1060m"
+    assert used["pods"] == "1"
+    assert used["count/pods"] == "1"
+    finished = {**pod, "status": {"phase": "Succeeded"}}
+    assert set(quota.usage("/pods", finished)) == {"count/pods"}
+
+
+def test_a_create_while_the_quota_has_no_usage_is_refused() -> None:
+    """A quota whose status names a limit without its usage: ``status unknown``. (One
+    with no status at all matches nothing yet: kube matches on ``status.hard``.)"""
+    rest = Rest(Storage(), ResourceRegistry())
+    served = rest.registry.lookup("", "v1", "resourcequotas")
+    configmaps = rest.registry.lookup("", "v1", "configmaps")
+    assert served is not None and configmaps is not None
+    rest.bootstrap()
+    body = {"metadata": {"name": "q"}, "spec": {"hard": {"configmaps": "5"}}}
+    created = rest.create(served, "default", body)
+    quota.admit(rest, configmaps, "default", {"metadata": {"name": "c"}}, False)
+    rest.update(
+        served,
+        "default",
+        "q",
+        {**created, "status": {"hard": {"configmaps": "5"}}},
+        subresource="status",
+    )
+    with pytest.raises(
+        quota.QuotaRefused, match="status unknown for quota: q, resources: configmaps"
+    ):
+        quota.admit(rest, configmaps, "default", {"metadata": {"name": "c"}}, False)
+    quota.QuotaController(rest).sync("default")
+    quota.admit(rest, configmaps, "default", {"metadata": {"name": "c"}}, False)
+    counted = rest.storage.get(("/resourcequotas", "default", "q"))
+    assert counted is not None
+    # kube-root-ca.crt counted by the controller, "c" charged by admission
+    assert counted["status"] == {"hard": {"configmaps": "5"}, "used": {"configmaps": "2"}}
+
+
+def test_service_usage_counts_the_node_ports_it_will_get() -> None:
+    def used(spec: dict[str, Any]) -> dict[str, str]:
+        amounts = quota.usage("/services", {"spec": spec})
+        return {k: quota.format_quantity(v) for k, v in amounts.items()}
+
+    two = [{"port": 80}, {"port": 81, "nodePort": 30001}]
+    assert used({"ports": two})["services.nodeports"] == "0"
+    assert used({"type": "NodePort", "ports": two})["services.nodeports"] == "2"
+    balanced = used({"type": "LoadBalancer", "ports": two})
+    assert (balanced["services.loadbalancers"], balanced["services.nodeports"]) == ("1", "2")
+    explicit = used({"type": "LoadBalancer", "ports": two, "allocateLoadBalancerNodePorts": False})
+    assert explicit["services.nodeports"] == "1"  # only the port that names one
