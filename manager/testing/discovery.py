@@ -141,6 +141,8 @@ def _storage_version(served: ServedResource) -> tuple[str, str, str] | None:
         return None  # create-only: bindings, reviews
     if served.storage_key == "/events":
         return ("", "v1", "Event")  # events.k8s.io Events cohabit with core Events
+    if (r.group, r.plural) == ("autoscaling", "horizontalpodautoscalers"):
+        return ("autoscaling", "v2", r.kind)  # v1 is served by conversion from v2
     if served.custom:
         return (r.group, served.served_versions[0] if served.served_versions else r.version, r.kind)
     return (r.group, r.version, r.kind)

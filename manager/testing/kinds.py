@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from manager.testing import admission as a
+from manager.testing import admissionpolicy
 
 __all__ = ["default", "validate"]
 
@@ -227,6 +228,42 @@ def _default_webhooks(obj: dict[str, Any], *, mutating: bool) -> None:
             client["service"].setdefault("port", 443)
 
 
+_ADMISSION_POLICY_KINDS: Final = frozenset(
+    ("admissionregistration.k8s.io", kind)
+    for kind in (
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "MutatingAdmissionPolicy",
+        "MutatingAdmissionPolicyBinding",
+    )
+)
+
+
+def _default_match_resources(match: Any) -> None:
+    """SetDefaults_MatchResources, and SetDefaults_Rule on each of its rules."""
+    if not isinstance(match, dict):
+        return
+    match.setdefault("matchPolicy", "Equivalent")
+    match.setdefault("namespaceSelector", {})
+    match.setdefault("objectSelector", {})
+    for key in ("resourceRules", "excludeResourceRules"):
+        for rule in match.get(key) or []:
+            if isinstance(rule, dict):
+                rule.setdefault("scope", "*")
+
+
+def _default_admission_policy(kind: str, obj: dict[str, Any]) -> None:
+    """admissionregistration/v1 defaults: a policy fails closed (failurePolicy Fail);
+    match constraints (a policy's, or a binding's when given) match equivalent versions,
+    every namespace and object, at any scope."""
+    spec = _dspec(obj)
+    if kind.endswith("Binding"):
+        _default_match_resources(spec.get("matchResources"))
+        return
+    spec.setdefault("failurePolicy", "Fail")
+    _default_match_resources(spec.get("matchConstraints"))
+
+
 DEFAULTED: Final = frozenset(
     {
         ("DaemonSet", "apps"),
@@ -243,6 +280,7 @@ DEFAULTED: Final = frozenset(
         ("NetworkPolicy", "networking.k8s.io"),
         ("MutatingWebhookConfiguration", "admissionregistration.k8s.io"),
         ("ValidatingWebhookConfiguration", "admissionregistration.k8s.io"),
+        *((kind, group) for group, kind in _ADMISSION_POLICY_KINDS),
         ("APIService", "apiregistration.k8s.io"),
         ("RoleBinding", "rbac.authorization.k8s.io"),
         ("ClusterRoleBinding", "rbac.authorization.k8s.io"),
@@ -286,6 +324,8 @@ def default(kind: str, group: str, obj: dict[str, Any], *, creating: bool) -> No
         spec = _dspec(obj)
         if not spec.get("policyTypes"):
             spec["policyTypes"] = ["Ingress", *(["Egress"] if spec.get("egress") else [])]
+    elif key in _ADMISSION_POLICY_KINDS:
+        _default_admission_policy(kind, obj)
     elif key == ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"):
         _default_webhooks(obj, mutating=True)
     elif key == ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"):
@@ -745,11 +785,39 @@ def _webhooks(obj: Mapping[str, Any]) -> list[FieldError]:
     return errs
 
 
+def _validating_policy(obj: Mapping[str, Any]) -> list[FieldError]:
+    """The CEL of a ValidatingAdmissionPolicy must parse (kube compiles it, and also
+    type-checks it against the resource's schema, which is not done here)."""
+    spec = a._map(obj.get("spec"))
+    errs: list[FieldError] = []
+    checked = (
+        ("matchConditions", "expression"),
+        ("variables", "expression"),
+        ("validations", "expression"),
+        ("validations", "messageExpression"),
+        ("auditAnnotations", "valueExpression"),
+    )
+    for list_name, member in checked:
+        for i, item in enumerate(spec.get(list_name) or []):
+            expression = a._map(item).get(member)
+            path = f"spec.{list_name}[{i}].{member}"
+            if not isinstance(expression, str) or not expression.strip():
+                if member in ("expression", "valueExpression"):
+                    errs.append(a._required(path, f"{member} is not specified"))
+                continue
+            error = admissionpolicy.syntax_error(expression.strip())
+            if error:
+                errs.append(a._invalid(path, expression, f"compilation failed: {error}"))
+    return errs
+
+
 def validate(
     kind: str, group: str, obj: Mapping[str, Any], old: Mapping[str, Any] | None
 ) -> list[FieldError]:
     """The field errors of ``obj`` (a kind of this module; [] for any other)."""
     key = (group, kind)
+    if key == ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"):
+        return _validating_policy(obj)
     if key == ("apps", "DaemonSet"):
         return a._workload("DaemonSet", obj, old)
     if key == ("apps", "StatefulSet"):

@@ -40,6 +40,7 @@ from typing import Any, Final
 
 from manager.labels import SelectorError, label_selector_from_dict
 from manager.testing.eventsconv import events_to_core
+from manager.testing.hpaconv import v1_to_v2
 
 __all__ = [
     "JsonPathError",
@@ -1229,6 +1230,8 @@ def _print_name_created_age(obj: JsonDict, now: datetime) -> _Row:
 
 
 def _print_hpa(obj: JsonDict, now: datetime) -> _Row:
+    if obj.get("apiVersion") == "autoscaling/v1":
+        obj = v1_to_v2(obj)  # printed from what v1 stands for, as kube prints the internal type
     spec, status = _dict(obj.get("spec")), _dict(obj.get("status"))
     ref = _dict(spec.get("scaleTargetRef"))
     targets = []

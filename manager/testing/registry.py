@@ -176,7 +176,7 @@ def _more_builtins() -> list[ServedResource]:
             generation=_SPEC,
             categories=("all",),
         ),
-        # autoscaling/v2 (v1 left out: a second shape of the same objects)
+        # autoscaling/v2, and v1: the same objects through a conversion (hpaconv.py)
         b(
             "autoscaling",
             "horizontalpodautoscalers",
@@ -185,6 +185,16 @@ def _more_builtins() -> list[ServedResource]:
             short=("hpa",),
             status=True,
             version="v2",
+            categories=("all",),
+        ),
+        b(
+            "autoscaling",
+            "horizontalpodautoscalers",
+            "HorizontalPodAutoscaler",
+            True,
+            short=("hpa",),
+            status=True,
+            version="v1",
             categories=("all",),
         ),
         # policy/v1

@@ -33,6 +33,7 @@ import orjson
 from manager.labels import LabelSelector
 from manager.testing import (
     admission,
+    admissionpolicy,
     fieldvalidation,
     kinds,
     managedfields,
@@ -392,6 +393,7 @@ class Rest:
         self._services = ServiceAllocator(lambda: self.storage.list("/services"))
         self.on_crd_change: list[Callable[[], None]] = []
         self._types: dict[tuple[str, str, Any], typeinfo.TypeNode] = {}
+        self.policies = admissionpolicy.PolicyAdmission(storage, registry)
         self.sharded_list_and_watch = False  # the ShardedListAndWatch feature gate
 
     # -- helpers ---------------------------------------------------------------------
@@ -508,6 +510,39 @@ class Rest:
         except admission.AdmissionError as exc:
             raise self._invalid(served, exc, obj) from None
         return obj
+
+    def _check_policies(
+        self,
+        served: ServedResource,
+        operation: str,
+        namespace: str | None,
+        obj: JsonDict | None,
+        old: JsonDict | None,
+        *,
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> None:
+        """ValidatingAdmissionPolicy admission of one write (after defaulting and the
+        registry's validation, before storage, as in kube's Store)."""
+        r = served.resource
+        meta = (obj or old or {}).get("metadata") or {}
+        attrs = admissionpolicy.Attributes(
+            operation=operation,
+            group=r.group,
+            version=r.version,
+            resource=r.plural,
+            kind=r.kind,
+            subresource=subresource or "",
+            namespace=(namespace or "") if r.namespaced else "",
+            name=str(meta.get("name") or ""),
+            obj=obj,
+            old=old,
+            dry_run=dry_run,
+        )
+        try:
+            self.policies.validate(attrs)
+        except admissionpolicy.PolicyDenied as exc:
+            raise StatusError(exc.code, exc.reason, exc.message, exc.details) from None
 
     @staticmethod
     def _invalid(
@@ -995,6 +1030,7 @@ class Rest:
                     plugins=False,
                 )
             obj = self._admit(served, obj, None, directive)
+            self._check_policies(served, "CREATE", namespace, obj, None, dry_run=dry_run)
             meta = obj["metadata"]
             name = meta.get("name", "")
             key = self._key(served, namespace, name)
@@ -1248,6 +1284,16 @@ class Rest:
                 meta["managedFields"] = managed_fields
             else:
                 meta.pop("managedFields", None)
+            if subresource != "finalize":
+                self._check_policies(
+                    served,
+                    "UPDATE",
+                    namespace,
+                    new,
+                    current,
+                    subresource=subresource,
+                    dry_run=dry_run,
+                )
             if _strip_for_compare(new) == _strip_for_compare(current) and managed_fields == list(
                 cur_meta.get("managedFields") or []
             ):
@@ -1315,11 +1361,13 @@ class Rest:
         view: Callable[[JsonDict], JsonDict] | None = None,
         unview: Callable[[JsonDict], JsonDict] | None = None,
         directive: Directive | None = None,
+        viewed: ServedResource | None = None,
     ) -> tuple[int, JsonDict]:
         """Apply a patch; the HTTP status comes with the object (201 when an apply created
         it). With ``view``/``unview``, the patch is applied to ``view(stored object)``
         (another API's shape of the same object, e.g. events.k8s.io over core Events) and
-        the result stored as ``unview(patched)``."""
+        the result stored as ``unview(patched)``; ``viewed`` is the resource that view is
+        served as (an apply is checked and its fields owned in its version)."""
         ctype = content_type.split(";", maxsplit=1)[0].strip().lower()
         kinds = {
             "application/merge-patch+json": "merge",
@@ -1375,6 +1423,7 @@ class Rest:
                 view=view,
                 unview=unview,
                 directive=directive,
+                viewed=viewed,
             )
         with self.storage.lock:
             current = self.storage.get(self._key(served, namespace, name))
@@ -1450,9 +1499,11 @@ class Rest:
         view: Callable[[JsonDict], JsonDict] | None,
         unview: Callable[[JsonDict], JsonDict] | None,
         directive: Directive | None = None,
+        viewed: ServedResource | None = None,
     ) -> tuple[int, JsonDict]:
         """Server-side apply (``application/apply-patch+yaml``), as fieldmanager does it."""
-        r = served.resource
+        shown = viewed or served  # the version the request speaks
+        r = shown.resource
         if not isinstance(doc, dict):
             raise _bad_request(
                 "the body of the request was in an unknown format: expected an object"
@@ -1462,7 +1513,7 @@ class Rest:
                 "Incorrect version specified in apply patch. Specified patch version: "
                 f"{doc.get('apiVersion') or ''}, expected: {r.api_version}"
             )
-        self._check_body_type(served, doc)
+        self._check_body_type(shown, doc)
         meta = doc.get("metadata") or {}
         if meta.get("name") and meta["name"] != name:
             raise _bad_request(
@@ -1475,7 +1526,7 @@ class Rest:
                 "the request"
             )
         config = {**doc, "metadata": {**meta, "name": name}}
-        undeclared = managedfields.undeclared(config, self._type(served))
+        undeclared = managedfields.undeclared(config, self._type(shown))
         if undeclared:
             where = f"{namespace or ''}/{name}; {r.group}/{r.version}, Kind={r.kind}"
             text = (
@@ -1498,7 +1549,7 @@ class Rest:
                     entries,
                     manager=manager,
                     api_version=r.api_version,
-                    t=self._type(served),
+                    t=self._type(shown),
                     force=force,
                     subresource=subresource,
                     has_status=r.has_status,
@@ -1607,6 +1658,9 @@ class Rest:
                     "Unsupported value: "
                     f'"{policy}": supported values: "Foreground", "Background", "Orphan"',
                 )
+            self._check_policies(
+                served, "DELETE", namespace, None, current, dry_run=options.dry_run
+            )
             finalizers = list(cur_meta.get("finalizers") or [])
             is_crd = r.kind == "CustomResourceDefinition"
             crd_first_delete = is_crd and not cur_meta.get("deletionTimestamp")

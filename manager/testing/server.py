@@ -26,6 +26,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Final
@@ -35,9 +36,11 @@ import orjson
 import yaml
 
 from manager.testing import (
+    admissionpolicy,
     discovery,
     eventsconv,
     featuregates,
+    hpaconv,
     negotiation,
     openapi,
     printers,
@@ -318,8 +321,16 @@ class _Handler(BaseHTTPRequestHandler):
                 logger.debug("client gone: write not applied", extra={"path": self.path})
                 self.close_connection = True
                 return
-            with owner.audit.acting(self._user(), verb):
-                code, answer = self._handle(verb, route, query, body)
+            with (
+                owner.audit.acting(self._user(), verb),
+                admissionpolicy.request_context(
+                    self._who.name, self._who.groups, self._who.uid
+                ) as admitted,
+            ):
+                try:
+                    code, answer = self._handle(verb, route, query, body)
+                finally:
+                    self._warnings.extend(admitted.warnings)  # a Warn binding's, or a Deny's
             if isinstance(answer, str):  # pods/log
                 self._send_plain(code, answer)
                 return
@@ -595,8 +606,8 @@ class _Handler(BaseHTTPRequestHandler):
     ) -> tuple[int, Any]:
         rest = self.server.owner.rest
         served, ns, name = route.served, route.namespace, route.name
-        if served.resource.group == "events.k8s.io":
-            return self._handle_events_view(verb, route, query, body)
+        if served.resource.api_version in _VIEWS:
+            return self._handle_view(verb, route, query, body)
         manager = self._manager(query)
         dry_run = query.get("dryRun") == "All"
         check_write_options(
@@ -828,49 +839,63 @@ class _Handler(BaseHTTPRequestHandler):
             )
         return 200, status(str(name))
 
-    def _handle_events_view(
+    def _handle_view(
         self, verb: str, route: _Route, query: dict[str, str], body: bytes
     ) -> tuple[int, JsonDict]:
-        """events.k8s.io/v1 Events are core Events seen through a conversion (as in kube)."""
+        """A resource stored as another version or resource and served through a
+        conversion, as kube serves one internal object at several versions:
+        events.k8s.io/v1 Events are core Events, autoscaling/v1 HorizontalPodAutoscalers
+        are the autoscaling/v2 objects."""
         owner = self.server.owner
         rest = owner.rest
-        core = owner.registry.lookup("", "v1", "events")
-        assert core is not None
         served, ns, name = route.served, route.namespace, route.name
+        view = _VIEWS[served.resource.api_version]
+        stored = owner.registry.lookup(*view.stored)
+        assert stored is not None
         manager = self._manager(query)
         dry_run = query.get("dryRun") == "All"
+        sub = route.subresource
+        ctype = self.headers.get("Content-Type") or ""
+        check_write_options(verb, query, self._dry_run(query, body, verb), ctype)
 
-        def incoming() -> JsonDict:
-            obj = self._decode(body, served)
+        def incoming() -> tuple[JsonDict, Directive | None]:
+            if view.typed_decode:
+                obj, directive = self._decode_write(served, query, body)
+            else:
+                obj, directive = self._decode(body, served), None
             if not isinstance(obj, dict):
                 raise StatusError(400, "BadRequest", "the body must be an object")
-            rest._check_body_type(served, obj)
-            return eventsconv.events_to_core(obj)
+            if directive is None:
+                rest._check_body_type(served, obj)
+            return view.to_stored(obj), directive
+
+        def out(obj: JsonDict) -> JsonDict:
+            return view.to_view(obj)
 
         if verb == "get":
             assert name is not None
-            return 200, eventsconv.core_to_events(rest.get(core, ns, name))
+            return 200, out(rest.get(stored, ns, name))
         if verb in ("list", "deletecollection"):
             if verb == "list":
-                listed = rest.list(core, ns, _list_options(query))
+                listed = rest.list(stored, ns, _list_options(query))
             else:
                 listed = rest.delete_collection(
-                    core,
+                    stored,
                     ns,
                     _list_options(query),
-                    _delete_options(query, body, self.headers.get("Content-Type") or ""),
+                    _delete_options(query, body, ctype),
                     manager=manager,
                 )
             items = []
             for item in listed["items"]:
-                converted = eventsconv.core_to_events(item)
+                converted = out(item)
                 converted.pop("kind", None)
                 converted.pop("apiVersion", None)
                 items.append(converted)
             return 200, {
                 **listed,
-                "apiVersion": "events.k8s.io/v1",
-                "kind": "EventList",
+                "apiVersion": served.resource.api_version,
+                "kind": f"{served.resource.kind}List",
                 "items": items,
             }
         if verb == "create":
@@ -880,10 +905,15 @@ class _Handler(BaseHTTPRequestHandler):
                     "MethodNotAllowed",
                     "the server does not allow this method on the requested resource",
                 )
-            event = incoming()
-            rest.check_events_v1({**event, "metadata": {**event["metadata"], "namespace": ns}})
-            obj = rest.create(core, ns, event, manager=manager, dry_run=dry_run)
-            return 201, eventsconv.core_to_events(obj)
+            obj, directive = incoming()
+            if view.check_create is not None:
+                view.check_create(
+                    rest, {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": ns}}
+                )
+            created = rest.create(
+                stored, ns, obj, manager=manager, dry_run=dry_run, directive=directive, owned=True
+            )
+            return 201, out(created)
         if name is None:
             raise StatusError(
                 405,
@@ -891,29 +921,39 @@ class _Handler(BaseHTTPRequestHandler):
                 "the server does not allow this method on the requested resource",
             )
         if verb == "update":
-            obj = rest.update(core, ns, name, incoming(), manager=manager, dry_run=dry_run)
-            return 200, eventsconv.core_to_events(obj)
+            obj, directive = incoming()
+            updated = rest.update(
+                stored,
+                ns,
+                name,
+                obj,
+                subresource=sub,
+                manager=manager,
+                dry_run=dry_run,
+                directive=directive,
+                owned=True,
+            )
+            return 200, out(updated)
         if verb == "patch":
             code, obj = rest.patch_with_status(
-                core,
+                stored,
                 ns,
                 name,
                 body,
-                self.headers.get("Content-Type") or "",
+                ctype,
+                subresource=sub,
                 manager=manager,
                 dry_run=dry_run,
-                view=eventsconv.core_to_events,
-                unview=eventsconv.events_to_core,
+                force=_truthy(query.get("force")),
+                view=view.to_view,
+                unview=view.to_stored,
+                viewed=served,
             )
-            return code, eventsconv.core_to_events(obj)
+            return code, out(obj)
         gone, last = rest.delete(
-            core,
-            ns,
-            name,
-            _delete_options(query, body, self.headers.get("Content-Type") or ""),
-            manager=manager,
+            stored, ns, name, _delete_options(query, body, ctype), manager=manager
         )
-        return 200, rest.delete_answer(served, gone, eventsconv.core_to_events(last))
+        return 200, rest.delete_answer(served, gone, out(last))
 
     # -- watch -----------------------------------------------------------------------
 
@@ -1120,18 +1160,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
-# Admission policies are stored and served, never evaluated (no CEL here): every write
-# of one says so in a Warning header, which kubectl prints and clients can read.
-_POLICY_KINDS: Final = frozenset(
-    {
-        "ValidatingAdmissionPolicy",
-        "ValidatingAdmissionPolicyBinding",
-        "MutatingAdmissionPolicy",
-        "MutatingAdmissionPolicyBinding",
-    }
-)
+# ValidatingAdmissionPolicies are enforced (admissionpolicy.py); mutating ones are stored
+# and served, never applied: every write of one says so in a Warning header, which
+# kubectl prints and clients can read.
+_POLICY_KINDS: Final = frozenset({"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"})
 _POLICY_WARNING: Final = (
-    "the local API server does not evaluate CEL: admission policies are stored but "
+    "the local API server does not apply MutatingAdmissionPolicies: they are stored but "
     "never enforced (see docs/local-apiserver.md)"
 )
 
@@ -1152,17 +1186,57 @@ def _protobuf_or_none(body: Any) -> bytes | None:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class _View:
+    """A group-version served through a conversion of what another one stores."""
+
+    stored: tuple[str, str, str]  # (group, version, plural) of the stored resource
+    to_view: Callable[[JsonDict], JsonDict]
+    to_stored: Callable[[JsonDict], JsonDict]
+    typed_decode: bool  # decode writes with fieldValidation against the view's type
+    check_create: Callable[[Any, JsonDict], None] | None = None
+
+
+def _check_events_v1(rest: Any, core_event: JsonDict) -> None:
+    rest.check_events_v1(core_event)
+
+
+def _hpa_to_v2(obj: JsonDict) -> JsonDict:
+    try:
+        return hpaconv.v1_to_v2(obj)
+    except hpaconv.ConversionError as exc:
+        raise StatusError(400, "BadRequest", str(exc)) from None
+
+
+# Keyed by the view's apiVersion.
+_VIEWS: Final = {
+    "events.k8s.io/v1": _View(
+        ("", "v1", "events"),
+        eventsconv.core_to_events,
+        eventsconv.events_to_core,
+        typed_decode=False,
+        check_create=_check_events_v1,
+    ),
+    "autoscaling/v1": _View(
+        ("autoscaling", "v2", "horizontalpodautoscalers"),
+        hpaconv.v2_to_v1,
+        _hpa_to_v2,
+        typed_decode=True,
+    ),
+}
+
+
 def _event_renderer(served: ServedResource) -> Callable[[str, JsonDict], JsonDict]:
     """``_renderer`` taking the event type too (one call per event on the hot path)."""
-    if not served.custom and served.resource.group != "events.k8s.io":
+    if not served.custom and served.resource.api_version not in _VIEWS:
         return lambda _t, obj: obj
     plain = _renderer(served)
     return lambda _t, obj: plain(obj)
 
 
 def _renderer(served: ServedResource) -> Any:
-    if served.resource.group == "events.k8s.io":
-        return eventsconv.core_to_events
+    if served.resource.api_version in _VIEWS:
+        return _VIEWS[served.resource.api_version].to_view
     if not served.custom:
         return lambda obj: obj
     api_version = served.resource.api_version

@@ -339,3 +339,32 @@ def test_kubectl_explain_reads_openapi_v3(kubeconfig_path: str, tmp_path: Path) 
     assert "<integer>" in out
     out = _succeeded(_kubectl(kubeconfig_path, tmp_path, "explain", "pods.spec.containers"))
     assert "image\t<string>" in out
+
+
+def test_kubectl_explain_shows_what_1_36_documents(kubeconfig_path: str, tmp_path: Path) -> None:
+    """Descriptions, -required-, enums and IntOrString, as kube-apiserver 1.36's
+    OpenAPI v3 documents give them to kubectl explain."""
+    out = _succeeded(_kubectl(kubeconfig_path, tmp_path, "explain", "deployment"))
+    assert "Deployment enables declarative updates for Pods and ReplicaSets." in out
+    out = _succeeded(_kubectl(kubeconfig_path, tmp_path, "explain", "deployment.spec"))
+    assert "DeploymentSpec is the specification of the desired behavior of the" in out
+    assert "selector\t<LabelSelector> -required-" in out
+    assert "template\t<PodTemplateSpec> -required-" in out
+    assert "replicas\t<integer>\n    Number of desired pods." in out
+    assert "paused\t<boolean>\n" in out  # optional: no marker
+    out = _succeeded(
+        _kubectl(kubeconfig_path, tmp_path, "explain", "deployment.spec.strategy.rollingUpdate")
+    )
+    assert "maxSurge\t<IntOrString>" in out
+    assert "maxUnavailable\t<IntOrString>" in out
+    out = _succeeded(_kubectl(kubeconfig_path, tmp_path, "explain", "pods.spec.containers"))
+    assert "name\t<string> -required-" in out
+    assert "imagePullPolicy\t<string>\n  enum: Always, IfNotPresent, Never" in out
+    assert '- `"Never"` means that kubelet never pulls an image' in out
+    out = _succeeded(
+        _kubectl(kubeconfig_path, tmp_path, "explain", "pods.spec.containers.resources")
+    )
+    assert "limits\t<map[string]Quantity>" in out
+    out = _succeeded(_kubectl(kubeconfig_path, tmp_path, "explain", "services.spec.ports"))
+    assert "targetPort\t<IntOrString>" in out
+    assert "port\t<integer> -required-" in out
