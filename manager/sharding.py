@@ -1050,7 +1050,12 @@ class KeyHashes:
 class ShardedReconciler:
     """Runs ``inner`` for the keys this replica may work on now, under the key's write
     fence; any other key is skipped (it comes back when ownership changes), and so is a
-    key whose hash is unknown here (:class:`KeyHashes`)."""
+    key whose hash is unknown here (:class:`KeyHashes`). A key the applied ring gives this
+    replica but that may not start yet (its claim not yet seen, another member's claim,
+    ranges still syncing) is requeued after ``retry``: an event is never dropped for a
+    reason that passes."""
+
+    retry: float = 0.5  # seconds before a key of ours that may not start yet is tried again
 
     def __init__(self, ring: ShardRing, inner: Reconciler) -> None:
         self.ring = ring
@@ -1063,7 +1068,11 @@ class ShardedReconciler:
         if keys is None:
             raise RuntimeError("a sharded reconciler needs its primary cache (for_())")
         h = keys.hash_of(key)
-        if h is None or not self.ring.begin(key, h):
+        if h is None:
+            return Result()
+        if not self.ring.begin(key, h):
+            if self.ring.owns(h) and not self.ring.lost:
+                return Result(requeue_after=self.retry)
             return Result()
         settled = False
         try:
