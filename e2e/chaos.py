@@ -44,13 +44,10 @@ import os
 import platform
 import random
 import signal
-import socket
 import statistics
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -62,7 +59,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from controllers.podport.crd import install_crd
-from e2e.processes import HA_PLUGIN, Replica
+from e2e.processes import HA_PLUGIN
+from e2e.replicapool import Exit, ReplicaPool
 from e2e.shardaudit import leader_violations
 
 if TYPE_CHECKING:
@@ -73,7 +71,6 @@ from manager.kube import ClientOptions, KubeClient
 from manager.resources import builtin
 from manager.testing import LocalApiServer
 from manager.testing.audit import AuditRecord
-from manager.testing.proxy import TcpProxy
 
 __all__ = ["SCENARIOS", "Harness", "ScenarioResult", "run_scenario"]
 
@@ -101,23 +98,7 @@ RECOVER = 30.0  # seconds a probe Deployment may take to be exposed
 # -- the harness --------------------------------------------------------------------------
 
 
-@dataclass
-class _Proc:
-    replica: Replica
-    proxy: TcpProxy
-    health_port: int
-    expected: str = ""  # why it will exit: "kill", "stop", "term", or "" (it should not)
-    exit_code: int | None = None
-
-
-@dataclass
-class Exit:
-    name: str
-    code: int
-    expected: str  # "" when nobody asked it to go
-
-
-class Harness:
+class Harness(ReplicaPool):
     """The local API server, one namespace, and a Deployment-like set of replicas."""
 
     def __init__(
@@ -129,19 +110,11 @@ class Harness:
         blind: bool = False,
         fence: bool = True,
     ) -> None:
-        self.workdir = workdir
+        super().__init__(LocalApiServer(), workdir, target=SIZE, fence=fence)
         self.grace = grace
         self.hold_seconds = hold_seconds
         self.blind = blind
-        self.fence = fence
-        self.server = LocalApiServer()
         self.driver: KubeClient | None = None
-        self._lock = threading.Lock()
-        self._procs: dict[str, _Proc] = {}
-        self._next = 0
-        self.exits: list[Exit] = []
-        self._stop = threading.Event()
-        self._supervisor: threading.Thread | None = None
 
     # lifecycle
 
@@ -155,28 +128,12 @@ class Harness:
         self.driver.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
         _wait(lambda: _exists(self.client, SERVICE_ACCOUNTS, "default", NAMESPACE), 30, "SA")
         install_crd(self.client)  # before the replicas: they only read it (installCrd: false)
-        for _ in range(SIZE):
-            self._spawn()
-        self._supervisor = threading.Thread(target=self._supervise, name="chaos/supervisor")
-        self._supervisor.start()
+        self.start_replicas()
         self.wait_ready()
         return self
 
     def close(self) -> None:
-        self._stop.set()
-        if self._supervisor is not None:
-            self._supervisor.join(10)
-        with self._lock:
-            procs = list(self._procs.values())
-        for p in procs:
-            with contextlib.suppress(ProcessLookupError):
-                p.replica.signal(signal.SIGCONT)
-            p.replica.signal(signal.SIGTERM)
-        for p in procs:
-            if p.replica.wait(self.grace + 10) is None:
-                p.replica.signal(signal.SIGKILL)
-                p.replica.wait(5)
-            p.proxy.stop()
+        self.stop_replicas(self.grace + 10)
         if self.driver is not None:
             self.driver.close()
         self.server.stop()
@@ -195,8 +152,10 @@ class Harness:
     # replicas
 
     def replicas(self) -> list[str]:
-        with self._lock:
-            return [n for n, p in self._procs.items() if p.replica.returncode is None]
+        return self.live()
+
+    def _plugins(self) -> tuple[Path, ...]:
+        return (HA_PLUGIN,) if self.hold_seconds is not None else ()
 
     def leader(self) -> str | None:
         try:
@@ -216,88 +175,8 @@ class Harness:
         return found
 
     def wait_ready(self, timeout: float = 60.0) -> None:
-        _wait(
-            lambda: len(self.replicas()) == SIZE and all(map(self._ready, self.replicas())),
-            timeout,
-            f"{SIZE} ready replicas",
-            self.logs,
-        )
+        _wait(self.all_ready, timeout, f"{SIZE} ready replicas", self.logs)
         self.wait_leader()
-
-    def signal(self, name: str, sig: int, *, expected: str) -> None:
-        with self._lock:
-            proc = self._procs[name]
-            if expected:
-                proc.expected = expected
-        proc.replica.signal(sig)
-
-    def expect(self, name: str, why: str) -> None:
-        """``name`` may exit now (it will lose the Lease): not a crash."""
-        with self._lock:
-            self._procs[name].expected = why
-
-    def proxy(self, name: str) -> TcpProxy:
-        with self._lock:
-            return self._procs[name].proxy
-
-    def wait_exit(self, name: str, timeout: float) -> int:
-        with self._lock:
-            proc = self._procs[name]
-        code = proc.replica.wait(timeout)
-        if code is None:
-            raise AssertionError(f"{name} still runs after {timeout} s\n{self.logs()}")
-        return code
-
-    def logs(self) -> str:
-        with self._lock:
-            procs = list(self._procs.items())
-        return "\n".join(
-            f"--- {n} (exit {p.replica.returncode}) ---\n{p.replica.tail(15)}" for n, p in procs
-        )
-
-    def _spawn(self) -> str:
-        with self._lock:
-            name = f"replica-{self._next}"
-            self._next += 1
-        host, port = self.server.url.removeprefix("http://").split(":")
-        proxy = TcpProxy((host, int(port))).start()
-        kubeconfig = self.server.kubeconfig_for(
-            name, self.workdir / f"{name}.kubeconfig", server=proxy.url
-        )
-        health_port = _free_port()
-        config = self._config(name, health_port)
-        plugins = (HA_PLUGIN,) if self.hold_seconds is not None else ()
-        replica = Replica(
-            name, config, str(kubeconfig), self.workdir, plugins=plugins, fence=self.fence
-        )
-        with self._lock:
-            self._procs[name] = _Proc(replica, proxy, health_port)
-        return name
-
-    def _supervise(self) -> None:
-        """The Deployment: a replica that exits is replaced."""
-        while not self._stop.wait(0.1):
-            with self._lock:
-                gone = [
-                    (n, p)
-                    for n, p in self._procs.items()
-                    if p.exit_code is None and p.replica.returncode is not None
-                ]
-                for name, proc in gone:
-                    proc.exit_code = proc.replica.returncode
-                    self.exits.append(Exit(name, int(proc.exit_code or 0), proc.expected))
-            for _, proc in gone:
-                proc.proxy.stop()
-                self._spawn()
-
-    def _ready(self, name: str) -> bool:
-        with self._lock:
-            port = self._procs[name].health_port
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
-                return int(r.status) == 200
-        except (urllib.error.URLError, OSError):
-            return False
 
     def _config(self, name: str, health_port: int) -> Path:
         installed = {ep.name for ep in entry_points(group="overseer.controllers")}
@@ -894,12 +773,6 @@ def _exists(client: KubeClient, resource: Any, name: str, namespace: str) -> boo
     except NotFound:
         return False
     return True
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wait(

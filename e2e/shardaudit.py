@@ -23,7 +23,8 @@ with ``<user>_``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from manager.hashring import SHARD_BY_NAMESPACE, SlotRing, fnv1a_64
 from manager.sharding import APPLIED_ANNOTATION, RING_LABEL, decode_ring
@@ -154,3 +155,25 @@ def shard_violations(
                     f"while {lease} claimed it since {other}"
                 )
     return checked, bad
+
+
+def journal_overlaps(entries: Iterable[dict[str, Any]]) -> list[str]:
+    """Keys two replicas worked on at the same moment: spans (``key``, ``who``,
+    ``start``, ``end``, as the sharding test controller journals them) of one key by two
+    replicas that overlap in time."""
+    by_key: dict[str, list[dict[str, Any]]] = {}
+    for e in entries:
+        by_key.setdefault(e["key"], []).append(e)
+    bad = []
+    for key, spans in by_key.items():
+        spans.sort(key=lambda e: e["start"])
+        latest: dict[str, Any] | None = None
+        for e in spans:
+            if latest is not None and e["who"] != latest["who"] and e["start"] < latest["end"]:
+                bad.append(
+                    f"{key}: {latest['who']} {latest['start']:.3f}-{latest['end']:.3f} "
+                    f"and {e['who']} {e['start']:.3f}-{e['end']:.3f}"
+                )
+            if latest is None or e["end"] > latest["end"]:
+                latest = e
+    return bad

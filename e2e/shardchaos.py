@@ -46,14 +46,13 @@ from typing import Any
 
 import yaml
 
-from e2e.chaos import Exit, _free_port, _wait
-from e2e.processes import Replica
-from e2e.shardaudit import shard_violations
+from e2e.chaos import _wait
+from e2e.replicapool import Exit, ReplicaPool
+from e2e.shardaudit import journal_overlaps, shard_violations
 from manager.errors import ApiError
 from manager.kube import ClientOptions, KubeClient
 from manager.resources import builtin
 from manager.testing import LocalApiServer
-from manager.testing.proxy import TcpProxy
 
 __all__ = ["SHARD_SCENARIOS", "ShardResult", "run_shard_scenario"]
 
@@ -70,38 +69,19 @@ KEYS = 60
 CONVERGE = 45.0
 
 
-@dataclass
-class _Proc:
-    replica: Replica
-    proxy: TcpProxy
-    health_port: int
-    expected: str = ""
-    exit_code: int | None = None
-
-
-class ShardHarness:
+class ShardHarness(ReplicaPool):
     """The local API server, the keys, and a set of sharded replicas."""
 
     def __init__(
         self, workdir: Path, *, fence: bool = True, drain_timeout: float = 5.0, workers: int = 4
     ) -> None:
-        self.workdir = workdir
+        super().__init__(LocalApiServer(), workdir, target=SIZE, fence=fence)
         self.workers = workers
-        self.fence = fence
         self.drain_timeout = drain_timeout
-        self.server = LocalApiServer()
         self.ring = f"chaos-{uuid.uuid4().hex[:6]}"
         self.journal = workdir / "journal"
         self.names = [f"key-{i}" for i in range(KEYS)]
-        self.target = SIZE
-        self.exits: list[Exit] = []
         self._driver: KubeClient | None = None
-        self._lock = threading.Lock()
-        self._procs: dict[str, _Proc] = {}
-        self._next = 0
-        self._spawning = 0
-        self._stop = threading.Event()
-        self._supervisor: threading.Thread | None = None
         self._ticks = 0
         self._ticking = threading.Event()
         self._ticks_done = threading.Event()
@@ -123,10 +103,7 @@ class ShardHarness:
         for name in self.names:
             body = {"metadata": {"name": name, "labels": {LABEL: "true"}}, "data": {"tick": "0"}}
             self.client.create(CONFIGMAPS, body, NAMESPACE)
-        for _ in range(SIZE):
-            self._spawn()
-        self._supervisor = threading.Thread(target=self._supervise, name="chaos/supervisor")
-        self._supervisor.start()
+        self.start_replicas()
         self.wait_ready()
         self._ticking.set()
         self._ticker = threading.Thread(target=self._tick_loop, name="chaos/ticker")
@@ -134,24 +111,10 @@ class ShardHarness:
         return self
 
     def close(self) -> None:
-        self._stop.set()
         self._ticks_done.set()
         if self._ticker is not None:
             self._ticker.join(10)
-        if self._supervisor is not None:
-            self._supervisor.join(10)
-        with self._lock:
-            procs = list(self._procs.values())
-        for p in procs:
-            p.proxy.clear_rules()
-            with contextlib.suppress(ProcessLookupError):
-                p.replica.signal(signal.SIGCONT)
-            p.replica.signal(signal.SIGTERM)
-        for p in procs:
-            if p.replica.wait(20) is None:
-                p.replica.signal(signal.SIGKILL)
-                p.replica.wait(5)
-            p.proxy.stop()
+        self.stop_replicas(20.0)
         if self._driver is not None:
             self._driver.close()
         self.server.stop()
@@ -176,27 +139,8 @@ class ShardHarness:
 
     # replicas
 
-    def live(self) -> list[str]:
-        with self._lock:
-            return [n for n, p in self._procs.items() if p.replica.returncode is None]
-
     def pick(self) -> str:
         return self._rng.choice(sorted(self.live()))
-
-    def signal(self, name: str, sig: int, *, expected: str) -> None:
-        with self._lock:
-            proc = self._procs[name]
-            if expected:
-                proc.expected = expected
-        proc.replica.signal(sig)
-
-    def expect(self, name: str, why: str) -> None:
-        with self._lock:
-            self._procs[name].expected = why
-
-    def proxy(self, name: str) -> TcpProxy:
-        with self._lock:
-            return self._procs[name].proxy
 
     def lease_of(self, name: str) -> str:
         """The shard Lease a replica holds (its identity begins with its name)."""
@@ -207,99 +151,11 @@ class ShardHarness:
                 return str(lease["metadata"]["name"])
         raise AssertionError(f"{name} holds no shard Lease")
 
-    def wait_exit(self, name: str, timeout: float) -> int:
-        with self._lock:
-            proc = self._procs[name]
-        code = proc.replica.wait(timeout)
-        if code is None:
-            raise AssertionError(f"{name} still runs after {timeout} s\n{self.logs()}")
-        return code
-
     def wait_ready(self, timeout: float = 60.0) -> None:
-        _wait(
-            lambda: len(self.live()) == self.target and all(map(self._ready, self.live())),
-            timeout,
-            f"{self.target} ready replicas",
-            self.logs,
-        )
+        _wait(self.all_ready, timeout, f"{self.target} ready replicas", self.logs)
 
-    def join(self) -> str:
-        with self._lock:
-            self.target += 1
-            self._spawning += 1  # not yet counted live: the supervisor must not add one
-        try:
-            return self._spawn()
-        finally:
-            with self._lock:
-                self._spawning -= 1
-
-    def leave(self, name: str) -> int:
-        with self._lock:
-            self.target -= 1
-        self.signal(name, signal.SIGTERM, expected="term")
-        return self.wait_exit(name, 30)
-
-    def logs(self) -> str:
-        with self._lock:
-            procs = list(self._procs.items())
-        return "\n".join(
-            f"--- {n} (exit {p.replica.returncode}) ---\n{p.replica.tail(12)}" for n, p in procs
-        )
-
-    def _spawn(self) -> str:
-        with self._lock:
-            name = f"replica-{self._next}"
-            self._next += 1
-        host, port = self.server.url.removeprefix("http://").split(":")
-        proxy = TcpProxy((host, int(port))).start()
-        kubeconfig = self.server.kubeconfig_for(
-            name, self.workdir / f"{name}.kubeconfig", server=proxy.url
-        )
-        health_port = _free_port()
-        replica = Replica(
-            name,
-            self._config(name, health_port),
-            str(kubeconfig),
-            self.workdir,
-            plugins=(SHARD_PLUGIN,),
-            fence=self.fence,
-        )
-        with self._lock:
-            self._procs[name] = _Proc(replica, proxy, health_port)
-        return name
-
-    def _supervise(self) -> None:
-        while not self._stop.wait(0.1):
-            with self._lock:
-                gone = [
-                    (n, p)
-                    for n, p in self._procs.items()
-                    if p.exit_code is None and p.replica.returncode is not None
-                ]
-                for name, proc in gone:
-                    proc.exit_code = proc.replica.returncode
-                    self.exits.append(Exit(name, int(proc.exit_code or 0), proc.expected))
-                missing = (
-                    self.target
-                    - self._spawning
-                    - len([p for p in self._procs.values() if p.replica.returncode is None])
-                )
-            for _, proc in gone:
-                proc.proxy.stop()
-            for _ in range(max(missing, 0)):
-                self._spawn()
-
-    def _ready(self, name: str) -> bool:
-        import urllib.error
-        import urllib.request
-
-        with self._lock:
-            port = self._procs[name].health_port
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
-                return int(r.status) == 200
-        except (urllib.error.URLError, OSError):
-            return False
+    def _plugins(self) -> tuple[Path, ...]:
+        return (SHARD_PLUGIN,)
 
     def _config(self, name: str, health_port: int) -> Path:
         installed = {ep.name for ep in entry_points(group="overseer.controllers")}
@@ -403,20 +259,7 @@ class ShardHarness:
             for line in path.read_text().splitlines():
                 if line.strip():
                     entries.append(json.loads(line))
-        by_key: dict[str, list[dict[str, Any]]] = {}
-        for e in entries:
-            if e["outcome"] == "written":
-                by_key.setdefault(e["key"], []).append(e)
-        bad = []
-        for key, spans in by_key.items():
-            spans.sort(key=lambda e: e["start"])
-            latest: dict[str, Any] | None = None
-            for e in spans:
-                if latest is not None and e["who"] != latest["who"] and e["start"] < latest["end"]:
-                    bad.append(f"{key}: {latest['who']} and {e['who']}")
-                if latest is None or e["end"] > latest["end"]:
-                    latest = e
-        return bad
+        return journal_overlaps(e for e in entries if e["outcome"] == "written")
 
     def violations(self) -> tuple[int, list[str]]:
         return shard_violations(

@@ -34,7 +34,7 @@ import pytest
 import yaml
 
 from e2e.processes import Replica
-from e2e.shardaudit import shard_violations
+from e2e.shardaudit import journal_overlaps, shard_violations
 from manager.errors import ApiError
 from manager.hashring import SlotRing, fnv1a_64
 from manager.kube import ClientOptions, KubeClient
@@ -219,22 +219,6 @@ def _published(client: KubeClient, pool: Pool) -> dict[str, SlotRing]:
     return out
 
 
-def _overlaps(entries: list[dict[str, Any]]) -> list[str]:
-    by_key: dict[str, list[dict[str, Any]]] = {}
-    for e in entries:
-        by_key.setdefault(e["key"], []).append(e)
-    bad = []
-    for key, spans in by_key.items():
-        spans.sort(key=lambda e: e["start"])
-        latest: dict[str, Any] | None = None
-        for e in spans:
-            if latest is not None and e["who"] != latest["who"] and e["start"] < latest["end"]:
-                bad.append(f"{key}: {latest} and {e}")
-            if latest is None or e["end"] > latest["end"]:
-                latest = e
-    return bad
-
-
 def test_replicas_share_keys_one_at_a_time_through_kills_joins_stops_and_pauses(
     client: KubeClient, kubeconfig_path: str, namespace: str, server: Any, tmp_path: Path
 ) -> None:
@@ -341,7 +325,7 @@ def test_replicas_share_keys_one_at_a_time_through_kills_joins_stops_and_pauses(
         ]
         assert all(e["outcome"] != "written" for e in frozen), frozen
         running = [e for e in entries if e not in frozen]
-        assert _overlaps(running) == []
+        assert journal_overlaps(running) == []
         writers = {e["who"] for e in entries if e["outcome"] == "written"}
         assert len(writers) >= 4, writers  # every replica worked on its share
         if server is not None:
