@@ -413,14 +413,16 @@ def _demo_table(server: Any) -> tuple[list[str], bool]:
         done = done and svc and ing and url != "-"
         lines.append(f"  {name:<12} {'yes' if svc else '-':<10} {'yes' if ing else '-':<10} {url}")
     lines.append("")
-    lines.append(f"  {'POD':<12} {'IP':<16} {'MAC':<18} LOGICAL PORT")
     pods = rest.list(server.resource("v1", "pods"), DEMO_NAMESPACE, _list_options())["items"]
+    # the embedded workload controllers name pods <deployment>-<hash>-<suffix>
+    width = max([12, *(len(p["metadata"]["name"]) for p in pods)])
+    lines.append(f"  {'POD':<{width}} {'IP':<16} {'MAC':<18} LOGICAL PORT")
     for p in pods:
         ann = p["metadata"].get("annotations") or {}
         ip = ann.get("overseer.io/ip", "-")
         done = done and ip != "-"
         lines.append(
-            f"  {p['metadata']['name']:<12} {ip:<16} {ann.get('overseer.io/mac', '-'):<18} "
+            f"  {p['metadata']['name']:<{width}} {ip:<16} {ann.get('overseer.io/mac', '-'):<18} "
             f"{ann.get('overseer.io/logical-port', '-')}"
         )
     return lines, done
