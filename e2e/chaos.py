@@ -196,8 +196,7 @@ class Harness(ReplicaPool):
                 "leaseName": LEASE_NAME,
                 "leaseNamespace": NAMESPACE,
                 "blind": self.blind,
-                "busy": self.blind,
-                "workers": 8 if self.blind else 1,
+                "workers": 16 if self.blind else 1,
             }
         doc = {
             "leaderElection": {
@@ -660,7 +659,7 @@ def _wrote(h: Harness, name: str) -> bool:
 
 def _sigstop_blind(h: Harness, probes: _Probes, result: ScenarioResult) -> None:
     """SIGSTOP inside reconciles that end with a blind write: once woken, each of the
-    leader's eight workers finishes its reconcile and writes at once — after the
+    leader's sixteen workers finishes its reconcile and writes at once — after the
     takeover — racing the process's own exit (it notices the loss at the same moment).
     Only the fence refuses those writes deterministically."""
     with _Ticking(h):

@@ -14,9 +14,7 @@ process no longer holds the Lease.)
 With ``blind: true`` it writes as a careless controller does: it holds the key
 ``holdSeconds``, then records the tick with a merge patch that carries no
 resourceVersion, so nothing on the server refuses a stale replica's write — only the
-write fence stands between a paused leader that wakes up and the object. With ``busy:
-true`` the hold computes instead of sleeping, so a resumed process runs straight on into
-the write before its other threads (the election's, the exit) get to run.
+write fence stands between a paused leader that wakes up and the object.
 """
 
 from __future__ import annotations
@@ -50,7 +48,6 @@ class HaTestConfig:
     lease_name: str = field(default="overseer-leader", metadata={"help": "Lease to check"})
     lease_namespace: str = field(default="default", metadata={"help": "its namespace"})
     blind: bool = field(default=False, metadata={"help": "write without a resourceVersion"})
-    busy: bool = field(default=False, metadata={"help": "hold by computing, not sleeping"})
 
 
 class HaTestReconciler:
@@ -99,14 +96,7 @@ class HaTestReconciler:
         tick = (cached.get("data") or {}).get("tick", "")
         if (cached["metadata"].get("annotations") or {}).get("ha/tick") == tick:
             return Result()
-        if self._config.busy:
-            # a reconcile that computes (or a long GC pause): it holds the interpreter, so
-            # when a paused process resumes, this thread runs on straight into its write
-            deadline = time.monotonic() + self._config.hold_seconds
-            while time.monotonic() < deadline:
-                pass
-        else:
-            time.sleep(self._config.hold_seconds)
+        time.sleep(self._config.hold_seconds)
         ann = {"ha/tick": tick, "ha/by": self._me, "ha/at": repr(time.time())}
         patch = {"metadata": {"annotations": ann}}
         with contextlib.suppress(NotFound):
