@@ -84,6 +84,18 @@ _RESTARTS = Counter(
     ["resource"],
     registry=REGISTRY,
 )
+_LISTED = Counter(
+    "overseer_informer_listed_objects_total",
+    "Objects received in LIST answers (before any filter: what the server sent).",
+    ["resource"],
+    registry=REGISTRY,
+)
+_WATCH_EVENTS = Counter(
+    "overseer_informer_watch_events_total",
+    "Object events (ADDED, MODIFIED, DELETED) received on watches, before any filter.",
+    ["resource"],
+    registry=REGISTRY,
+)
 _ERRORS = Counter(
     "overseer_informer_errors_total",
     "List or watch failures that made a reflector back off.",
@@ -175,7 +187,7 @@ class Reflector:
         self._need_list = True
         self._consistent_list = False  # after a 410: list with resourceVersion=""
         self._name = lister_watcher.description
-        for counter in (_LISTS, _RELISTS, _WATCHES, _ERRORS):
+        for counter in (_LISTS, _RELISTS, _WATCHES, _ERRORS, _LISTED, _WATCH_EVENTS):
             counter.labels(self._name)  # exported at 0 before the first (rates, alerts)
         self._last_list_was_relist = False
         self._events_since_list = 0
@@ -301,6 +313,7 @@ class Reflector:
                 items, continue_, rv = [], None, ""
                 continue
             page_items = page.get("items") or []
+            _LISTED.labels(self._name).inc(len(page_items))
             if self._transform is not None:
                 page_items = [self._transform(o) for o in page_items]
             items.extend(page_items)
@@ -387,6 +400,7 @@ class Reflector:
             if rv:
                 self._last_rv = rv
             return
+        _WATCH_EVENTS.labels(self._name).inc()
         if self._transform is not None:
             obj = self._transform(obj)
         if type_ == "ADDED":
