@@ -166,6 +166,8 @@ class Reflector:
         *,
         transform: Transform | None = drop_managed_fields,
         page_size: int | None = None,
+        paged_lists: bool = False,
+        keep: Callable[[JsonDict], bool] | None = None,
         backoff: Backoff | None = None,
         clock: Clock | None = None,
         rand: Callable[[], float] = random.random,
@@ -175,6 +177,11 @@ class Reflector:
         self._sink = sink
         self._transform = transform
         self._page_size = page_size
+        # paged_lists: every list is a consistent one (resourceVersion ""), in pages of
+        # page_size; keep: what a list page keeps (the rest is dropped page by page, so
+        # a cache of a share the server cannot filter never holds the whole list)
+        self._paged_lists = paged_lists and page_size is not None
+        self._keep = keep
         self._clock = clock or RealClock()
         self._backoff = backoff or Backoff(clock=self._clock, rand=rand)
         self._rand = rand
@@ -295,7 +302,7 @@ class Reflector:
 
     def _list(self) -> None:
         _LISTS.labels(self._name).inc()
-        rv = "" if self._consistent_list else "0"
+        rv = "" if self._consistent_list or self._paged_lists else "0"
         paginate = self._page_size if rv == "" else None  # rv=0 is served from cache, unpaged
         items: list[JsonDict] = []
         continue_: str | None = None
@@ -314,6 +321,8 @@ class Reflector:
                 continue
             page_items = page.get("items") or []
             _LISTED.labels(self._name).inc(len(page_items))
+            if self._keep is not None:
+                page_items = [o for o in page_items if self._keep(o)]
             if self._transform is not None:
                 page_items = [self._transform(o) for o in page_items]
             items.extend(page_items)

@@ -538,3 +538,29 @@ def test_objects_listed_and_watch_events_received_are_counted_before_any_filter(
     h.sink.wait_for(3)
     assert REGISTRY.get_sample_value("overseer_informer_listed_objects_total", labels) == 2.0
     assert REGISTRY.get_sample_value("overseer_informer_watch_events_total", labels) == 2.0
+
+
+def test_paged_lists_with_a_keep_filter_hold_one_page_of_what_is_dropped(
+    make: Callable[..., Harness],
+) -> None:
+    # a cache that keeps a share of what the server cannot filter (owned objects by
+    # their owner's uid) lists in pages and drops the rest page by page: its peak
+    # memory is its share and one page, not the whole resource parsed at once
+    from manager.metrics import REGISTRY
+
+    lw = FakeListerWatcher([], rv="10")
+    lw.description = f"v1/keep-{threading.get_ident()}-{id(lw)}"
+    lw.script_list(
+        {"metadata": {"continue": "t1"}, "items": [cm("a", "5"), cm("b", "6")]},
+        {"metadata": {"resourceVersion": "40"}, "items": [cm("c", "7")]},
+    )
+    h = make(lw, page_size=2, paged_lists=True, keep=lambda o: o["metadata"]["name"] != "b").start()
+    w = lw.next_watch()
+    assert lw.list_calls == [
+        {"resource_version": "", "limit": 2, "continue_": None},
+        {"resource_version": "", "limit": 2, "continue_": "t1"},
+    ]
+    assert h.sink.calls == [("replace", {"a": "5", "c": "7"}, "40")]
+    assert w.resource_version == "40"
+    labels = {"resource": lw.description}
+    assert REGISTRY.get_sample_value("overseer_informer_listed_objects_total", labels) == 3.0
