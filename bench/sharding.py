@@ -8,6 +8,13 @@ count: the replicas start and process the objects once (warm-up, ring formed); t
 object gets a new tick in one burst and the harness waits until all carry it. Throughput
 is objects over the time from the first tick to the last object done; the share is the
 number of objects each replica did (``bench/by``) in that burst.
+
+Then memory (:func:`memory`): ``BENCH_SHARDING_OBJECTS`` ConfigMaps (default 30,000), each
+owning one Secret, read by ``bench.mem_plugin`` on 1, 2 and 3 replicas and at the join of a
+third to two; each replica's figures come from its own /metrics (plain HTTP on
+127.0.0.1). On the local API server, once with ``ShardedListAndWatch`` on and once off,
+each in a server of its own; with ``--kubeconfig``, once, in whatever mode the cluster
+serves. ``BENCH_SHARDING_PARTS`` (``throughput,memory``) selects the parts.
 """
 
 from __future__ import annotations
@@ -468,7 +475,9 @@ join: a third replica starts beside two converged ones; **join_s** seconds from 
 start until the ring has three members and it reconciled every key of its share (at
 least one lease duration, 15 s: a newcomer watches the ring that long before it starts a
 key), **join_listed_old** objects the two others listed because of it (kept ranges are
-never relisted), **join_listed_new** objects it listed.
+never relisted), **join_listed_new** objects it listed. `BENCH_SHARDING_OBJECTS=N` sets the
+primary objects (default 30,000), `BENCH_SHARDING_PARTS=memory` (or `throughput`) runs one
+part.
 """,
     units={
         **{f"throughput_{n}": "objects/s" for n in COUNTS},
