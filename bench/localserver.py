@@ -1,5 +1,5 @@
 """The local API server for the benchmarks: ``python -m bench.localserver --kubeconfig-out K
---requests-out R``.
+--requests-out R [--feature-gates ShardedListAndWatch=true]``.
 
 ``python -m manager apiserver`` plus one thing the harness needs: the server's record of
 the requests it served (``LocalApiServer.requests()``), by verb, group, resource and
@@ -25,11 +25,14 @@ import orjson
 def main(argv: list[str] | None = None) -> int:
     from manager.logs import configure
     from manager.testing import LocalApiServer
+    from manager.testing.featuregates import parse_feature_gates
 
     parser = argparse.ArgumentParser(prog="python -m bench.localserver")
     parser.add_argument("--kubeconfig-out", required=True)
     parser.add_argument("--requests-out", required=True)
+    parser.add_argument("--feature-gates", default="", help="e.g. ShardedListAndWatch=true")
     args = parser.parse_args(argv)
+    gates = parse_feature_gates(args.feature_gates) if args.feature_gates else None
     configure("warning", "text")
     stop = threading.Event()
 
@@ -38,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    with LocalApiServer(port=0, kubeconfig_path=args.kubeconfig_out) as server:
+    with LocalApiServer(port=0, kubeconfig_path=args.kubeconfig_out, feature_gates=gates) as server:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:

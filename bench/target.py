@@ -112,9 +112,10 @@ def stop_process(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:
 
 
 @contextlib.contextmanager
-def local_server() -> Iterator[Target]:
+def local_server(feature_gates: str = "") -> Iterator[Target]:
     """The local API server (``python -m bench.localserver``) in a child process,
-    killed on exit."""
+    killed on exit; ``feature_gates`` as its ``--feature-gates`` (e.g.
+    ``ShardedListAndWatch=true``)."""
     with tempfile.TemporaryDirectory(prefix="overseer-bench-") as tmp:
         kubeconfig = Path(tmp) / "kubeconfig"
         requests_out = Path(tmp) / "requests-url"
@@ -128,6 +129,8 @@ def local_server() -> Iterator[Target]:
             "--requests-out",
             str(requests_out),
         ]
+        if feature_gates:
+            cmd += ["--feature-gates", feature_gates]
         with log.open("wb") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
         target: Target | None = None

@@ -84,6 +84,18 @@ _RESTARTS = Counter(
     ["resource"],
     registry=REGISTRY,
 )
+_LISTED = Counter(
+    "overseer_informer_listed_objects_total",
+    "Objects received in LIST answers (before any filter: what the server sent).",
+    ["resource"],
+    registry=REGISTRY,
+)
+_WATCH_EVENTS = Counter(
+    "overseer_informer_watch_events_total",
+    "Object events (ADDED, MODIFIED, DELETED) received on watches, before any filter.",
+    ["resource"],
+    registry=REGISTRY,
+)
 _ERRORS = Counter(
     "overseer_informer_errors_total",
     "List or watch failures that made a reflector back off.",
@@ -154,6 +166,8 @@ class Reflector:
         *,
         transform: Transform | None = drop_managed_fields,
         page_size: int | None = None,
+        paged_lists: bool = False,
+        keep: Callable[[JsonDict], bool] | None = None,
         backoff: Backoff | None = None,
         clock: Clock | None = None,
         rand: Callable[[], float] = random.random,
@@ -163,6 +177,11 @@ class Reflector:
         self._sink = sink
         self._transform = transform
         self._page_size = page_size
+        # paged_lists: every list is a consistent one (resourceVersion ""), in pages of
+        # page_size; keep: what a list page keeps (the rest is dropped page by page, so
+        # a cache of a share the server cannot filter never holds the whole list)
+        self._paged_lists = paged_lists and page_size is not None
+        self._keep = keep
         self._clock = clock or RealClock()
         self._backoff = backoff or Backoff(clock=self._clock, rand=rand)
         self._rand = rand
@@ -175,7 +194,7 @@ class Reflector:
         self._need_list = True
         self._consistent_list = False  # after a 410: list with resourceVersion=""
         self._name = lister_watcher.description
-        for counter in (_LISTS, _RELISTS, _WATCHES, _ERRORS):
+        for counter in (_LISTS, _RELISTS, _WATCHES, _ERRORS, _LISTED, _WATCH_EVENTS):
             counter.labels(self._name)  # exported at 0 before the first (rates, alerts)
         self._last_list_was_relist = False
         self._events_since_list = 0
@@ -283,7 +302,7 @@ class Reflector:
 
     def _list(self) -> None:
         _LISTS.labels(self._name).inc()
-        rv = "" if self._consistent_list else "0"
+        rv = "" if self._consistent_list or self._paged_lists else "0"
         paginate = self._page_size if rv == "" else None  # rv=0 is served from cache, unpaged
         items: list[JsonDict] = []
         continue_: str | None = None
@@ -301,6 +320,9 @@ class Reflector:
                 items, continue_, rv = [], None, ""
                 continue
             page_items = page.get("items") or []
+            _LISTED.labels(self._name).inc(len(page_items))
+            if self._keep is not None:
+                page_items = [o for o in page_items if self._keep(o)]
             if self._transform is not None:
                 page_items = [self._transform(o) for o in page_items]
             items.extend(page_items)
@@ -387,6 +409,7 @@ class Reflector:
             if rv:
                 self._last_rv = rv
             return
+        _WATCH_EVENTS.labels(self._name).inc()
         if self._transform is not None:
             obj = self._transform(obj)
         if type_ == "ADDED":

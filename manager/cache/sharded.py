@@ -95,6 +95,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 SHARD_BY_OWNER: Final = "owner"
+OWNER_PAGE: Final = 500
+"""Objects per LIST page of a cache sharded by owner (it filters every page on the client)."""
 GONE_KEPT: Final = 50_000
 """Deleted objects whose last-known metadata a sharded informer keeps (oldest go first)."""
 MODE_SERVER: Final = "server"
@@ -247,11 +249,18 @@ class _Segment:
             label_selector=informer._label_selector,
             field_selector=informer._field_selector,
         )
+        # Owned objects by their owner's uid: the server cannot filter them, so a list
+        # brings the whole resource. Listed in pages, each page filtered before the next,
+        # a replica never holds more than its share and one page (a whole list parsed at
+        # once costs an unsharded replica's peak memory, and Python keeps that memory).
+        by_owner = informer.shard_by == SHARD_BY_OWNER
         self.reflector = Reflector(
             self.lw,
             self,
             transform=informer._transform,
-            page_size=informer._page_size,
+            page_size=(informer._page_size or OWNER_PAGE) if by_owner else informer._page_size,
+            paged_lists=by_owner,
+            keep=(lambda obj: informer._in(self, obj)) if by_owner else None,
             clock=informer._clock,
         )
         self.thread: threading.Thread | None = None

@@ -518,3 +518,49 @@ def test_relist_and_error_series_exist_at_zero_before_the_first() -> None:
         "overseer_informer_watches_total",
     ):
         assert REGISTRY.get_sample_value(name, {"resource": lw.description}) == 0.0, name
+
+
+def test_objects_listed_and_watch_events_received_are_counted_before_any_filter(
+    make: Callable[..., Harness],
+) -> None:
+    # what the server sent, not what the cache kept: the sharding bench compares the
+    # watch traffic of server-side sharding (divided) with the client filter (not)
+    from manager.metrics import REGISTRY
+
+    lw = FakeListerWatcher([cm("a", "5"), cm("b", "6")], rv="10")
+    lw.description = f"v1/received-{threading.get_ident()}-{id(lw)}"
+    labels = {"resource": lw.description}
+    h = make(lw).start()
+    w = h.lw.next_watch()
+    w.send("ADDED", cm("c", "11"))
+    w.bookmark("12")  # a bookmark carries no object: not an event received
+    w.send("MODIFIED", cm("a", "13"))
+    h.sink.wait_for(3)
+    assert REGISTRY.get_sample_value("overseer_informer_listed_objects_total", labels) == 2.0
+    assert REGISTRY.get_sample_value("overseer_informer_watch_events_total", labels) == 2.0
+
+
+def test_paged_lists_with_a_keep_filter_hold_one_page_of_what_is_dropped(
+    make: Callable[..., Harness],
+) -> None:
+    # a cache that keeps a share of what the server cannot filter (owned objects by
+    # their owner's uid) lists in pages and drops the rest page by page: its peak
+    # memory is its share and one page, not the whole resource parsed at once
+    from manager.metrics import REGISTRY
+
+    lw = FakeListerWatcher([], rv="10")
+    lw.description = f"v1/keep-{threading.get_ident()}-{id(lw)}"
+    lw.script_list(
+        {"metadata": {"continue": "t1"}, "items": [cm("a", "5"), cm("b", "6")]},
+        {"metadata": {"resourceVersion": "40"}, "items": [cm("c", "7")]},
+    )
+    h = make(lw, page_size=2, paged_lists=True, keep=lambda o: o["metadata"]["name"] != "b").start()
+    w = lw.next_watch()
+    assert lw.list_calls == [
+        {"resource_version": "", "limit": 2, "continue_": None},
+        {"resource_version": "", "limit": 2, "continue_": "t1"},
+    ]
+    assert h.sink.calls == [("replace", {"a": "5", "c": "7"}, "40")]
+    assert w.resource_version == "40"
+    labels = {"resource": lw.description}
+    assert REGISTRY.get_sample_value("overseer_informer_listed_objects_total", labels) == 3.0

@@ -97,3 +97,50 @@ def test_set_ranges_before_run_keeps_one_segment_and_drops_nothing() -> None:
     (seg,) = inf._segments
     seg.replace([cm("a", LOW_UIDS[0], 1)], "1")
     assert inf.ranges == [(0, HALF + 10)]
+
+
+class PagedList:
+    """A lister that answers two pages and records what it was asked."""
+
+    description = "v1/configmaps paged"
+
+    def __init__(self, pages: list[list[dict[str, object]]]) -> None:
+        self.pages = pages
+        self.calls: list[tuple[str, int | None, str | None]] = []
+
+    def list(self, *, resource_version: str, limit: int | None, continue_: str | None) -> dict:
+        self.calls.append((resource_version, limit, continue_))
+        i = int(continue_ or 0)
+        last = i + 1 == len(self.pages)
+        meta = {"resourceVersion": "9"} if last else {"continue": str(i + 1)}
+        return {"metadata": meta, "items": self.pages[i]}
+
+
+def test_owned_objects_are_listed_in_pages_each_filtered_before_the_next() -> None:
+    # the server cannot filter by owner: a list brings the whole resource, so it comes
+    # in pages and each page keeps only the share (a replica never parses it all at once)
+    inf = informer(SHARD_BY_OWNER)
+    (seg,) = inf._segments
+
+    def owned(name: str, owner_uid: str) -> dict[str, object]:
+        ref = {"kind": "Deployment", "name": "d", "uid": owner_uid, "controller": True}
+        return cm(name, HIGH_UIDS[0], 1, ownerReferences=[ref])
+
+    pages = [[owned("a", LOW_UIDS[0]), owned("b", HIGH_UIDS[1])], [owned("c", LOW_UIDS[1])]]
+    lister = PagedList(pages)
+    seg.reflector._lw = lister  # type: ignore[assignment]
+    kept: list[str] = []
+    seg.replace = lambda objs, rv: kept.extend(o["metadata"]["name"] for o in objs)  # type: ignore[method-assign]
+    seg.reflector._list()
+    assert lister.calls == [("", 500, None), ("", 500, "1")]
+    assert kept == ["a", "c"]
+
+
+def test_caches_sharded_by_uid_list_from_the_watch_cache_unpaged() -> None:
+    inf = informer()
+    (seg,) = inf._segments
+    lister = PagedList([[cm("a", LOW_UIDS[0], 1), cm("b", HIGH_UIDS[0], 2)]])
+    seg.reflector._lw = lister  # type: ignore[assignment]
+    seg.reflector._list()
+    assert lister.calls == [("0", None, None)]
+    assert names(inf) == {"a"}
