@@ -478,7 +478,9 @@ class ShardRing:
             return False  # gained since the last ring we saw published
         if self._desired is not None and _owner(self._desired, h) != me:
             return False  # being drained
-        if any(h in gained and not synced.is_set() for gained, synced in self._syncing):
+        if any(h in gained and not synced.is_set() for gained, synced in self._syncing) and not all(
+            informer.synced_for(h) for informer in self._informers
+        ):
             return False  # gained, but its objects are not listed and synced yet
         return all(_owner(ring, h) != name for name, ring in self._claims.items())
 
@@ -671,9 +673,17 @@ class ShardRing:
         return started is not None and (self._clock.now() - started >= self.options.lease_duration)
 
     def _synced_now(self) -> bool:
-        """Whether gained ranges finished their first list since the last step."""
+        """Whether gained ranges finished their first list since the last step (an entry
+        whose segment ended before it synced — the ranges were lost again — is dropped
+        once every informer says the ranges it covers are synced)."""
         with self._cond:
-            left = [(g, e) for g, e in self._syncing if not e.is_set()]
+            informers = list(self._informers)
+            left = [
+                (g, e)
+                for g, e in self._syncing
+                if not e.is_set()
+                and not all(inf.synced_for(lo) for inf in informers for lo, _ in g.ranges)
+            ]
             done = len(left) != len(self._syncing)
             self._syncing = left
         return done

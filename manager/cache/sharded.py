@@ -368,6 +368,16 @@ class ShardedInformer(SharedInformer):
         with self._lock:
             return list(self._ranges.ranges)
 
+    def synced_for(self, h: int) -> bool:
+        """Whether the objects of shard hash ``h`` are listed and delivered: True when a
+        segment caching ``h`` has synced, or ``h`` is not in this informer's ranges (it
+        has nothing to wait for). The ground truth, whatever became of the events
+        :meth:`set_ranges` returned (a segment stopped before it synced never sets its)."""
+        with self._lock:
+            if h not in self._ranges:
+                return True
+            return any(h in seg.ranges and seg.synced for seg in self._segments)
+
     @property
     def mode(self) -> str | None:
         """``server`` or ``client`` once a list has told; None before."""
@@ -438,6 +448,8 @@ class ShardedInformer(SharedInformer):
                     if not kept:
                         seg.stopped = True
                         seg.reflector.stop()
+                        # nobody waits for ranges lost before they synced
+                        seg.set_synced()
                         if seg.thread is not None:
                             self._ended.append(seg.thread)
                     else:
