@@ -85,6 +85,7 @@ class ShardHarness(ReplicaPool):
         self._ticks = 0
         self._ticking = threading.Event()
         self._ticks_done = threading.Event()
+        self._batch = threading.Lock()
         self._ticker: threading.Thread | None = None
         self._rng = random.Random(20)
 
@@ -196,11 +197,12 @@ class ShardHarness(ReplicaPool):
     def _tick_loop(self) -> None:
         """20 random keys edited every quarter second."""
         while not self._ticks_done.wait(0.25) and not self._stop.is_set():
-            if not self._ticking.is_set():
-                continue
-            for name in self._rng.sample(self.names, 20):
-                with contextlib.suppress(ApiError, OSError):
-                    self._patch(name)
+            with self._batch:  # recovery() waits for a batch under way
+                if not self._ticking.is_set():
+                    continue
+                for name in self._rng.sample(self.names, 20):
+                    with contextlib.suppress(ApiError, OSError):
+                        self._patch(name)
 
     def _patch(self, name: str) -> None:
         with self._lock:
@@ -212,6 +214,8 @@ class ShardHarness(ReplicaPool):
         """Tick every key now; seconds from ``started`` until all of them hold it (the
         random ticks pause meanwhile, or they would overwrite it)."""
         self._ticking.clear()
+        with self._batch:
+            pass  # a batch of random ticks under way (retrying through an outage, say) ends
         try:
             return self._recovery(started)
         finally:
