@@ -72,8 +72,8 @@ def _config(path: Path, namespace: str) -> Path:
     return path
 
 
-def _replica(index: int, config: Path, kubeconfig: str, scratch: Path) -> Subject:
-    name = f"shard-{index}"
+def _overseer(name: str, config: Path, kubeconfig: str, plugin: str, scratch: Path) -> Subject:
+    """An ``overseer run`` replica named ``name`` (its Lease identity) with ``plugin``."""
     cmd = [
         sys.executable,
         "-m",
@@ -84,10 +84,16 @@ def _replica(index: int, config: Path, kubeconfig: str, scratch: Path) -> Subjec
         "--kubeconfig",
         kubeconfig,
         "--plugin",
-        "benchcpu=bench.cpu_plugin:CpuPlugin",
+        plugin,
     ]
     env = {"POD_NAME": name, "PYTHONPATH": str(ROOT)}
     return Subject(name, cmd, scratch / f"{name}.log", env)
+
+
+def _replica(index: int, config: Path, kubeconfig: str, scratch: Path) -> Subject:
+    return _overseer(
+        f"shard-{index}", config, kubeconfig, "benchcpu=bench.cpu_plugin:CpuPlugin", scratch
+    )
 
 
 def _objects(target: Target, ns: str) -> list[dict[str, Any]]:
@@ -234,20 +240,7 @@ def _mem_start(index: int, ns: str, kubeconfig: str, scratch: Path) -> _Member:
     name = f"mem-{index}"
     port = _free_port()
     config = _mem_config(scratch / f"{name}.yaml", ns, port)
-    cmd = [
-        sys.executable,
-        "-m",
-        "manager",
-        "run",
-        "--config",
-        str(config),
-        "--kubeconfig",
-        kubeconfig,
-        "--plugin",
-        "benchmem=bench.mem_plugin:MemPlugin",
-    ]
-    env = {"POD_NAME": name, "PYTHONPATH": str(ROOT)}
-    subject = Subject(name, cmd, scratch / f"{name}.log", env)
+    subject = _overseer(name, config, kubeconfig, "benchmem=bench.mem_plugin:MemPlugin", scratch)
     return _Member(subject, port, time.monotonic())
 
 
