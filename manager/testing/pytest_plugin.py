@@ -3,7 +3,7 @@ server. Registered through the ``pytest11`` entry point ``overseer``, so it is a
 every pytest run of an environment where Overseer is installed (``-p no:overseer``
 turns it off).
 
-The API server is the local one (:class:`~manager.testing.LocalApiServer`, started once
+The API server is the local one (:class:`~apiserver.LocalApiServer`, started once
 per session, in process) unless ``OVERSEER_TEST_KUBECONFIG`` names the kubeconfig of a
 real cluster; then every fixture below talks to that cluster, and tests marked
 ``local_only`` (they need the local server's knobs: fault injection, compaction) are
@@ -46,8 +46,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from apiserver.http.server import LocalApiServer
     from manager.kube import KubeClient
-    from manager.testing.server import LocalApiServer
 
 __all__ = [
     "ENV_KUBECONFIG",
@@ -127,7 +127,7 @@ def _overseer_local_server() -> Iterator[LocalApiServer | None]:
     if real_cluster():
         yield None
         return
-    from manager.testing.server import LocalApiServer
+    from apiserver.http.server import LocalApiServer
 
     server = LocalApiServer(rbac=True, anonymous_is_admin=True).start()
     try:

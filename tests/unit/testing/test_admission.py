@@ -8,16 +8,14 @@ from typing import Any
 
 import pytest
 
-from manager.testing.admission import (
-    AdmissionError,
-    Cause,
-    default,
+from apiserver.api.field import AdmissionError, Cause
+from apiserver.registry.core import (
     is_dns1035_label,
     is_dns1123_label,
     is_dns1123_subdomain,
     service_update_keeps,
-    validate,
 )
+from apiserver.registry.strategy import default, validate
 
 SUBDOMAIN_MSG = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "

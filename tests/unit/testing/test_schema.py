@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from manager.testing.admission import Cause
-from manager.testing.schema import apply_schema, structural_errors, version_schema
+from apiserver.machinery.schema import apply_schema, structural_errors, version_schema
+from apiserver.registry.core import Cause
 
 
 def _obj(spec: Any, **extra: Any) -> dict[str, Any]:
