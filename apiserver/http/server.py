@@ -289,6 +289,8 @@ class _Handler(BaseHTTPRequestHandler):
                     self._not_found_page()
                 return
             verb = self._verb(method, route, query)
+            if verb == "patch" and not route.served.custom:
+                _restful_consumes(self.headers.get("Content-Type") or "")
             r = route.served.resource
             owner._count(verb, r.group, r.plural, route.subresource or "")
             latency = owner.faults.latency
@@ -369,6 +371,8 @@ class _Handler(BaseHTTPRequestHandler):
             attrs = Attributes(self._who, method.lower(), False, path=path)
         else:
             verb = self._verb(method, route, query)
+            if verb == "patch" and not route.served.custom:
+                _restful_consumes(self.headers.get("Content-Type") or "")
             r = route.served.resource
             name = route.name or ""
             if verb in ("list", "watch") and not name:
@@ -1292,6 +1296,32 @@ def _list_options(query: dict[str, str]) -> ListOptions:
         resource_version_match=query.get("resourceVersionMatch", ""),
         shard_selector=query.get("shardSelector", ""),
     )
+
+
+# What go-restful's PATCH routes of the built-in resources consume (endpoints/installer.go).
+_RESTFUL_PATCH_TYPES: Final = frozenset(
+    {
+        "application/json-patch+json",
+        "application/merge-patch+json",
+        "application/strategic-merge-patch+json",
+        "application/apply-patch+yaml",
+    }
+)
+
+
+def _restful_consumes(content_type: str) -> None:
+    """go-restful's route selection for a PATCH of a built-in resource: a media type the
+    route does not consume (none is ``application/octet-stream``) never reaches the
+    handler; kube's service error handler answers it with ``NewGenericServerResponse``
+    (its message is go-restful's, its details empty). Custom resources are not served by
+    go-restful: their handler refuses with the patch types it accepts instead.
+
+    Raises:
+        StatusError: 415 UnsupportedMediaType.
+    """
+    media = content_type.split(";", maxsplit=1)[0].strip().lower() or "application/octet-stream"
+    if media not in _RESTFUL_PATCH_TYPES:
+        raise StatusError(415, "UnsupportedMediaType", "415: Unsupported Media Type", {})
 
 
 def _delete_options(query: dict[str, str], body: bytes, content_type: str = "") -> DeleteOptions:

@@ -53,13 +53,24 @@ class PatchError(Exception):
         message: the ``Status.message``.
         detail: what went wrong, for logs; kube-apiserver does not send it for JSON patch
             failures (its 422 message is generic), so it may differ from ``message``.
+        details: the ``Status.details``: ``{}`` for JSON patch failures (kube answers them
+            with ``NewGenericServerResponse``, whose details are empty), else None.
     """
 
-    def __init__(self, status: int, reason: str, message: str, *, detail: str = "") -> None:
+    def __init__(
+        self,
+        status: int,
+        reason: str,
+        message: str,
+        *,
+        detail: str = "",
+        details: dict[str, Any] | None = None,
+    ) -> None:
         self.status = status
         self.reason = reason
         self.message = message
         self.detail = detail or message
+        self.details = details
         super().__init__(message if message == self.detail else f"{message}: {self.detail}")
 
 
@@ -68,7 +79,7 @@ def _bad_request(message: str) -> PatchError:
 
 
 def _invalid(detail: str) -> PatchError:
-    return PatchError(422, "Invalid", _INVALID_MESSAGE, detail=detail)
+    return PatchError(422, "Invalid", _INVALID_MESSAGE, detail=detail, details={})
 
 
 def _go_type(value: Any) -> str:

@@ -31,7 +31,8 @@ from typing import Any, Final
 import orjson
 
 from apiserver.api.errors import StatusError, status_object
-from apiserver.api.field import AdmissionError, Cause
+from apiserver.api.field import AdmissionError, Cause, FieldError, not_supported
+from apiserver.api.field import invalid as invalid_field
 from apiserver.api.resources import Generation, ResourceRegistry, ServedResource
 from apiserver.machinery import fieldvalidation, managedfields, negotiation, patch, schema, typeinfo
 from apiserver.machinery.admission import (
@@ -214,6 +215,65 @@ class DeleteOptions:
     preconditions: JsonDict = field(default_factory=dict)
     grace_period_seconds: int | None = None
     dry_run: bool = False
+
+
+def _invalid_delete_options(options: DeleteOptions) -> StatusError | None:
+    """``ValidateDeleteOptions`` (apimachinery's meta/v1 validation) as the delete handler
+    answers it: ``NewInvalid`` of ``DeleteOptions.meta.k8s.io`` with no name."""
+    errs: list[FieldError] = []
+    policy = options.propagation_policy
+    if options.orphan_dependents is not None and policy:
+        errs.append(
+            invalid_field(
+                "propagationPolicy",
+                policy,
+                "orphanDependents and deletionPropagation cannot be both set",
+            )
+        )
+    if policy and policy not in ("Foreground", "Background", "Orphan"):
+        errs.append(
+            not_supported(
+                "propagationPolicy", policy, ["Foreground", "Background", "Orphan", "nil"]
+            )
+        )
+    if not errs:
+        return None
+    exc = AdmissionError("DeleteOptions", "meta.k8s.io", "", [e.cause() for e in errs])
+    details: JsonDict = {"group": "meta.k8s.io", "kind": "DeleteOptions"}
+    details["causes"] = [
+        {"reason": c.reason, "message": c.message, "field": c.field} for c in exc.causes
+    ]
+    return StatusError(422, "Invalid", exc.message, details)
+
+
+def _check_preconditions(served: ServedResource, pre: JsonDict, meta: JsonDict) -> None:
+    """``rest.BeforeDelete``'s precondition checks: a ``NewConflict`` naming the Kind
+    (``ConfigMap``, ``Deployment.apps``), not the resource."""
+    if pre.get("uid") and pre["uid"] != meta.get("uid"):
+        problem = (
+            f"the UID in the precondition ({pre['uid']}) does not match the UID in record "
+            f"({meta.get('uid')}). The object might have been deleted and then recreated"
+        )
+    elif pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
+        problem = (
+            f"the ResourceVersion in the precondition ({pre['resourceVersion']}) does not match "
+            f"the ResourceVersion in record ({meta['resourceVersion']}). The object might have "
+            "been modified"
+        )
+    else:
+        return
+    r = served.resource
+    details: JsonDict = {"name": meta.get("name", "")}
+    if r.group:
+        details["group"] = r.group
+    details["kind"] = r.kind
+    raise StatusError(
+        409,
+        "Conflict",
+        f"Operation cannot be fulfilled on {served.qualified_kind} "
+        f'"{meta.get("name", "")}": {problem}',
+        details,
+    )
 
 
 FRESHNESS_TIMEOUT: Final = 3.0  # seconds a read at a future resourceVersion waits
@@ -1401,7 +1461,7 @@ class Rest:
                         raise patch.PatchError(400, "BadRequest", "patch must be an object")
                     new = patch.strategic_merge_patch(current, doc, served.resource.kind)
             except patch.PatchError as exc:
-                raise StatusError(exc.status, exc.reason, exc.message) from None
+                raise StatusError(exc.status, exc.reason, exc.message, exc.details) from None
             if not isinstance(new, dict):
                 raise _bad_request("the patched object is not an object")
             new = self._validate_fields(served, new, directive)
@@ -1574,42 +1634,20 @@ class Rest:
             ``(gone, object)``: whether the object is gone now, and its last state.
         """
         r = served.resource
+        invalid = _invalid_delete_options(options)  # the handler's check, before any lookup
+        if invalid is not None:
+            raise invalid
         with self.storage.lock:
             key = self._key(served, namespace, name)
             current = self.storage.get(key)
             if current is None:
                 raise not_found(served, name)
             cur_meta = current["metadata"]
-            pre = options.preconditions or {}
-            if pre.get("uid") and pre["uid"] != cur_meta.get("uid"):
-                raise StatusError(
-                    409,
-                    "Conflict",
-                    f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: "
-                    f"{cur_meta.get('uid')}",
-                    _details(served, name),
-                )
-            if pre.get("resourceVersion") and pre["resourceVersion"] != cur_meta["resourceVersion"]:
-                raise StatusError(
-                    409,
-                    "Conflict",
-                    "Precondition failed: ResourceVersion in precondition: "
-                    f"{pre['resourceVersion']}, "
-                    f"ResourceVersion in object meta: {cur_meta['resourceVersion']}",
-                    _details(served, name),
-                )
+            _check_preconditions(served, options.preconditions or {}, cur_meta)
             policy = options.propagation_policy
             if not policy and options.orphan_dependents is not None:
                 policy = "Orphan" if options.orphan_dependents else "Background"
             policy = policy or served.default_propagation  # the strategy's default
-            if policy and policy not in ("Orphan", "Background", "Foreground"):
-                raise StatusError(
-                    422,
-                    "Invalid",
-                    'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: '
-                    "Unsupported value: "
-                    f'"{policy}": supported values: "Foreground", "Background", "Orphan"',
-                )
             self._check_policies(
                 served, "DELETE", namespace, None, current, dry_run=options.dry_run
             )

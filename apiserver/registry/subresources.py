@@ -211,7 +211,7 @@ def _patch_scale(
                     "application/strategic-merge-patch+json",
                 )
         except patching.PatchError as exc:
-            raise StatusError(exc.status, exc.reason, exc.message) from None
+            raise StatusError(exc.status, exc.reason, exc.message, exc.details) from None
         return _put_scale(rest, served, ns, name, new, manager=manager, dry_run=dry_run)
 
 
