@@ -12,6 +12,7 @@ Thread-safe: the registry guards its table with a lock; entries are immutable.
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections.abc import Iterator
@@ -21,7 +22,13 @@ from typing import Any, Final
 
 from manager.resources import Resource
 
-__all__ = ["Generation", "ResourceRegistry", "ServedResource", "served_from_crd"]
+__all__ = [
+    "Generation",
+    "ResourceRegistry",
+    "ServedResource",
+    "builtin_kinds",
+    "served_from_crd",
+]
 
 
 class Generation(Enum):
@@ -447,6 +454,12 @@ def _builtins() -> list[ServedResource]:
         ),
         *_more_builtins(),
     ]
+
+
+@functools.cache
+def builtin_kinds() -> frozenset[tuple[str, str]]:
+    """``(kind, group)`` of every resource compiled into the server."""
+    return frozenset((s.resource.kind, s.resource.group) for s in _builtins())
 
 
 def served_from_crd(crd: dict[str, Any]) -> list[ServedResource]:

@@ -64,6 +64,7 @@ from apiserver.api.field import (
     str_map as _str_map,
 )
 from apiserver.api.gofmt import quote
+from apiserver.api.resources import builtin_kinds
 from apiserver.storage.store import copy_json
 from manager.labels import (
     SelectorError,
@@ -314,6 +315,26 @@ def _object_meta(kind: str, meta: Mapping[str, Any], path: str = "metadata") -> 
     for fin in finalizers if isinstance(finalizers, list) else []:
         errs.extend(_invalid(f"{path}.finalizers", fin, m) for m in is_qualified_name(str(fin)))
     return errs
+
+
+_STANDARD_FINALIZERS: Final = frozenset({"kubernetes", "orphan", "foregroundDeletion"})
+# Kinds whose validation calls apimachinery's ValidateObjectMeta, not core's
+_GENERIC_META_GROUPS: Final = frozenset({"apiextensions.k8s.io", "apiregistration.k8s.io"})
+
+
+def _kube_finalizer_names(meta: Mapping[str, Any], path: str = "metadata") -> list[FieldError]:
+    """core's ValidateObjectMeta on top of apimachinery's: each finalizer without a ``/``
+    must be a standard one (``kubernetes``, ``orphan``, ``foregroundDeletion``)."""
+    finalizers = meta.get("finalizers") or []
+    return [
+        _invalid(
+            f"{path}.finalizers[{i}]",
+            fin,
+            "name is neither a standard finalizer name nor is it fully qualified",
+        )
+        for i, fin in enumerate(finalizers if isinstance(finalizers, list) else [])
+        if "/" not in str(fin) and str(fin) not in _STANDARD_FINALIZERS
+    ]
 
 
 def _immutable(path: str, new: Any, old: Any, shown: Any = None) -> list[FieldError]:
@@ -607,33 +628,32 @@ def _workload(kind: str, obj: Mapping[str, Any], old: Mapping[str, Any] | None) 
             check_match = False
     template = spec.get("template")
     if not isinstance(template, Mapping):
-        errs.append(_required("spec.template"))
-    else:
-        tmeta = template.get("metadata")
-        tmeta = tmeta if isinstance(tmeta, Mapping) else {}
-        tlabels = tmeta.get("labels")
-        labels = tlabels if isinstance(tlabels, Mapping) else {}
-        if check_match and (
-            selector is None
-            or (
-                not selector.empty()
-                and not selector.matches({str(k): str(v) for k, v in labels.items()})
+        template = {}  # a struct in Go: never absent, validated as empty
+    tmeta = template.get("metadata")
+    tmeta = tmeta if isinstance(tmeta, Mapping) else {}
+    tlabels = tmeta.get("labels")
+    labels = tlabels if isinstance(tlabels, Mapping) else {}
+    if check_match and (
+        selector is None
+        or (
+            not selector.empty()
+            and not selector.matches({str(k): str(v) for k, v in labels.items()})
+        )
+    ):
+        errs.append(
+            _invalid(
+                "spec.template.metadata.labels",
+                _str_map(tlabels),
+                "`selector` does not match template `labels`",
             )
-        ):
-            errs.append(
-                _invalid(
-                    "spec.template.metadata.labels",
-                    _str_map(tlabels),
-                    "`selector` does not match template `labels`",
-                )
-            )
-        errs.extend(_labels(tlabels, "spec.template.metadata.labels"))
-        errs.extend(_annotations(tmeta.get("annotations"), "spec.template.metadata.annotations"))
-        tspec = template.get("spec")
-        errs.extend(_pod_spec(tspec, "spec.template.spec"))
-        restart = (tspec or {}).get("restartPolicy") if isinstance(tspec, Mapping) else None
-        if restart is not None and restart != "Always":
-            errs.append(_not_supported("spec.template.spec.restartPolicy", restart, ["Always"]))
+        )
+    errs.extend(_labels(tlabels, "spec.template.metadata.labels"))
+    errs.extend(_annotations(tmeta.get("annotations"), "spec.template.metadata.annotations"))
+    tspec = template.get("spec")
+    errs.extend(_pod_spec(tspec, "spec.template.spec"))
+    restart = (tspec or {}).get("restartPolicy") if isinstance(tspec, Mapping) else None
+    if restart is not None and restart != "Always":
+        errs.append(_not_supported("spec.template.spec.restartPolicy", restart, ["Always"]))
     if kind == "Deployment":
         errs.extend(_deployment_strategy(spec))
         errs.extend(_nonnegative(spec, "minReadySeconds", "spec"))
@@ -1255,6 +1275,8 @@ def validate(
     meta = meta if isinstance(meta, Mapping) else {}
     errs = _object_meta(kind, meta)
     builtin = (kind, group)
+    if builtin in builtin_kinds() and group not in _GENERIC_META_GROUPS:
+        errs.extend(_kube_finalizer_names(meta))
     if builtin == ("Pod", ""):
         errs.extend(_pod(obj, old))
     elif builtin in (("Deployment", "apps"), ("ReplicaSet", "apps")):

@@ -102,3 +102,55 @@ def test_error_details_as_kube_builds_them(api_client: Any, namespace: str) -> N
         "kind": "Deployment",
     }
     assert response.body["message"].startswith("Operation cannot be fulfilled on Deployment.apps")
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _causes(body: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(c["reason"], c["field"]) for c in body["details"]["causes"]]
+
+
+def test_validation_causes_as_kube_walks_the_object(api_client: Any, namespace: str) -> None:
+    """A Deployment without selector and template: apps ValidateDeploymentSpec reports the
+    nil selector, then validates the template (a struct, never absent) against the
+    selector that selects nothing and as a pod template. A finalizer is checked by
+    apimachinery's ValidateFinalizers for the list and by core's ValidateObjectMeta for
+    the item (a name without a domain is neither standard nor fully qualified)."""
+    response = http(
+        api_client,
+        "POST",
+        f"/apis/apps/v1/namespaces/{namespace}/deployments",
+        body={"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "bare"}},
+    )
+    assert response.status == 422, response.body
+    causes = _causes(response.body)
+    assert ("FieldValueRequired", "spec.selector") in causes
+    assert ("FieldValueInvalid", "spec.template.metadata.labels") in causes
+    assert ("FieldValueRequired", "spec.template.spec.containers") in causes
+    assert not [c for c in causes if c[1] == "spec.template"]
+
+    collection = f"/api/v1/namespaces/{namespace}/configmaps"
+    response = http(
+        api_client,
+        "POST",
+        collection,
+        body={"metadata": {"name": "fin", "finalizers": ["not a finalizer"]}},
+    )
+    assert response.status == 422, response.body
+    assert _causes(response.body) == [
+        ("FieldValueInvalid", "metadata.finalizers"),
+        ("FieldValueInvalid", "metadata.finalizers[0]"),
+    ]
+    response = http(
+        api_client,
+        "POST",
+        collection,
+        body={"metadata": {"name": "fin", "finalizers": ["example.com/ok", "nodomain"]}},
+    )
+    assert response.status == 422, response.body
+    assert _causes(response.body) == [("FieldValueInvalid", "metadata.finalizers[1]")]
+    assert response.body["details"]["causes"][0]["message"] == (
+        'Invalid value: "nodomain": name is neither a standard finalizer name nor is it '
+        "fully qualified"
+    )
