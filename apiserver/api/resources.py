@@ -532,6 +532,11 @@ class ResourceRegistry:
                 self._add(s)
         return served
 
+    def by_crd(self, name: str) -> list[ServedResource]:
+        """What the CRD ``name`` defines, every served version."""
+        with self._lock:
+            return [s for s in self._by_path.values() if s.crd_name == name]
+
     def unregister_crd(self, name: str) -> None:
         """Stop serving what the CRD ``name`` defined."""
         with self._lock:

@@ -36,6 +36,7 @@ import orjson
 import yaml
 
 from apiserver.api.errors import StatusError
+from apiserver.api.gofmt import quote
 from apiserver.api.resources import ResourceRegistry, ServedResource
 from apiserver.http import discovery, featuregates, openapi, printers
 from apiserver.http.audit import Audit
@@ -54,7 +55,6 @@ from apiserver.machinery.fieldvalidation import Directive, warning_header
 from apiserver.machinery.rest import (
     DeleteOptions,
     ListOptions,
-    Rest,
     check_write_options,
 )
 from apiserver.registry import eventsconv, hpaconv, subresources
@@ -1027,8 +1027,11 @@ class _Handler(BaseHTTPRequestHandler):
                     )
                 storage.subscribe(served.key, watcher, None)
             else:
-                since = Rest._parse_rv(rv_text)
+                since = _watch_rv(rv_text)
+                floor = rest.watch_floor(served)
                 try:
+                    if since < floor:
+                        raise TooOldResourceVersion(since, floor)
                     backlog = storage.subscribe(served.key, watcher, since)
                 except TooOldResourceVersion as exc:
                     expired = str(exc)
@@ -1060,8 +1063,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if framed
                 else orjson.dumps({"type": "ERROR", "object": status}) + b"\n"
             )
-            self._chunk(b"")
-            self.close_connection = True
+            self._chunk(b"")  # the answer is complete: the connection stays open, as Go's
             return
         owner._watch_opened(watcher)
         try:
@@ -1296,6 +1298,24 @@ def _list_options(query: dict[str, str]) -> ListOptions:
         resource_version_match=query.get("resourceVersionMatch", ""),
         shard_selector=query.get("shardSelector", ""),
     )
+
+
+def _watch_rv(text: str) -> int:
+    """A watch's resourceVersion as the storage parses it (``APIObjectVersioner``): a text
+    that is no unsigned integer fails the watch before it starts, a 500 without a reason
+    (kube-apiserver 1.36 answers the storage's error unconverted).
+
+    Raises:
+        StatusError: 500.
+    """
+    if not text.isascii() or not text.isdigit():
+        raise StatusError(
+            500,
+            "",
+            f"resourceVersion: Invalid value: {quote(text)}: strconv.ParseUint: parsing "
+            f"{quote(text)}: invalid syntax",
+        )
+    return int(text)
 
 
 # What go-restful's PATCH routes of the built-in resources consume (endpoints/installer.go).

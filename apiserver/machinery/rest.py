@@ -417,6 +417,9 @@ class Rest:
         self.quota = quota
         self._validating = tuple(validating)
         self.on_crd_change: list[Callable[[], None]] = []
+        # Where each custom resource's watch cache begins: kube's cacher lists when the
+        # resource is first served, and a watch from before that list is Expired.
+        self._watch_floors: dict[str, int] = {}
         self._types: dict[tuple[str, str, Any], typeinfo.TypeNode] = {}
         self.sharded_list_and_watch = False  # the ShardedListAndWatch feature gate
 
@@ -1102,7 +1105,7 @@ class Rest:
                     "status": crd_status,
                 }
                 self.storage.commit("MODIFIED", key, established)
-                self.registry.register_crd(established)
+                self._serve_crd(established)
                 for cb in self.on_crd_change:
                     cb()
         return self._render(served, obj)
@@ -1323,7 +1326,7 @@ class Rest:
             else:
                 self.storage.commit("MODIFIED", key, new)
                 if r.kind == "CustomResourceDefinition":
-                    self.registry.register_crd(new)
+                    self._serve_crd(new)
                     for cb in self.on_crd_change:
                         cb()
         return self._render(served, new)
@@ -1768,8 +1771,23 @@ class Rest:
         value = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
         return 30 if value is None else max(0, int(value))
 
+    def _serve_crd(self, crd: JsonDict) -> None:
+        """Serve what a CRD defines; a resource served for the first time gets its watch
+        cache's start (the current revision)."""
+        for served in self.registry.register_crd(crd):
+            self._watch_floors.setdefault(served.key, self.storage.revision)
+
+    def watch_floor(self, served: ServedResource) -> int:
+        """The oldest resourceVersion a watch of ``served`` may start from (kube's
+        watchCache: the revision its first list was at; 0 for the built-ins, whose
+        caches start with the server)."""
+        with self.storage.lock:
+            return self._watch_floors.get(served.key, 0)
+
     def _after_delete(self, served: ServedResource, obj: JsonDict) -> None:
         if served.resource.kind == "CustomResourceDefinition":
+            for gone in self.registry.by_crd(obj["metadata"]["name"]):
+                self._watch_floors.pop(gone.key, None)
             self.registry.unregister_crd(obj["metadata"]["name"])
             for cb in self.on_crd_change:
                 cb()

@@ -9,10 +9,13 @@ Like the rest of the conformance suite, these run unchanged against a real clust
 
 from __future__ import annotations
 
+import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 
-from tests.integration.rawhttp import JSON_PATCH, http, ok
+from tests.integration.rawhttp import JSON_PATCH, http, ok, watching
+from tests.integration.test_apiserver_crd import Crd, make_crd  # noqa: F401  (fixture)
 
 
 def _unique(prefix: str) -> str:
@@ -154,3 +157,37 @@ def test_validation_causes_as_kube_walks_the_object(api_client: Any, namespace: 
         'Invalid value: "nodomain": name is neither a standard finalizer name nor is it '
         "fully qualified"
     )
+
+
+# --------------------------------------------------------------------------- watch
+
+
+def test_watch_errors_as_kube_answers_them(
+    api_client: Any, namespace: str, make_crd: Callable[..., Crd]
+) -> None:
+    """A resourceVersion that is no number fails the storage's ParseResourceVersion: a
+    500 without a reason. A custom resource's watch cache starts when the resource is
+    first served; a watch from before it is the 200 whose one event is an ERROR 410
+    ``Expired`` (watchCache: too old resource version), not a replay."""
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    with watching(api_client, path, read_timeout=10, resourceVersion="abc") as resp:
+        assert resp.status == 500
+        body = json.loads(resp.read())
+        assert body["kind"] == "Status"
+        assert body["code"] == 500
+        assert "reason" not in body, body
+
+    before = ok(http(api_client, "GET", f"/api/v1/namespaces/{namespace}"))
+    old_rv = before["metadata"]["resourceVersion"]
+    crd = make_crd()
+    ok(http(api_client, "POST", crd.collection(namespace), body=crd.body("w1", size=1)))
+    with watching(
+        api_client, crd.collection(namespace), read_timeout=10, resourceVersion=old_rv
+    ) as resp:
+        assert resp.status == 200
+        lines = [line for line in resp.read().split(b"\n") if line.strip()]
+    events = [json.loads(line) for line in lines]
+    assert [e["type"] for e in events] == ["ERROR"], events
+    status = events[0]["object"]
+    assert (status["code"], status["reason"]) == (410, "Expired")
+    assert status["message"].startswith(f"too old resource version: {old_rv} (")
