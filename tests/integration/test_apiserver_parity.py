@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
 from typing import Any
+
+import pytest
 
 from tests.integration.rawhttp import JSON_PATCH, http, ok, watching
 from tests.integration.test_apiserver_crd import Crd, make_crd  # noqa: F401  (fixture)
@@ -163,7 +164,7 @@ def test_validation_causes_as_kube_walks_the_object(api_client: Any, namespace: 
 
 
 def test_watch_errors_as_kube_answers_them(
-    api_client: Any, namespace: str, make_crd: Callable[..., Crd]
+    api_client: Any, namespace: str, request: pytest.FixtureRequest
 ) -> None:
     """A resourceVersion that is no number fails the storage's ParseResourceVersion: a
     500 without a reason. A custom resource's watch cache starts when the resource is
@@ -179,7 +180,7 @@ def test_watch_errors_as_kube_answers_them(
 
     before = ok(http(api_client, "GET", f"/api/v1/namespaces/{namespace}"))
     old_rv = before["metadata"]["resourceVersion"]
-    crd = make_crd()
+    crd: Crd = request.getfixturevalue("make_crd")()
     ok(http(api_client, "POST", crd.collection(namespace), body=crd.body("w1", size=1)))
     with watching(
         api_client, crd.collection(namespace), read_timeout=10, resourceVersion=old_rv
