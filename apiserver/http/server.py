@@ -289,6 +289,9 @@ class _Handler(BaseHTTPRequestHandler):
                     self._not_found_page()
                 return
             verb = self._verb(method, route, query)
+            if _scope_differs(route, verb):
+                self._not_found_page()
+                return
             if verb == "patch" and not route.served.custom:
                 _restful_consumes(self.headers.get("Content-Type") or "")
             r = route.served.resource
@@ -1297,6 +1300,19 @@ def _list_options(query: dict[str, str]) -> ListOptions:
         resource_version=query.get("resourceVersion", ""),
         resource_version_match=query.get("resourceVersionMatch", ""),
         shard_selector=query.get("shardSelector", ""),
+    )
+
+
+def _scope_differs(route: _Route, verb: str) -> bool:
+    """Whether the apiextensions handler passes this request on to the plain 404: a
+    namespaced custom resource asked for without a namespace, except to list or watch
+    across namespaces (its crdHandler: the scopes of the CRD and the request differ)."""
+    served = route.served
+    return (
+        served.custom
+        and served.resource.namespaced
+        and route.namespace is None
+        and verb not in ("list", "watch")
     )
 
 

@@ -1697,7 +1697,8 @@ class Rest:
                     meta["finalizers"] = finalizers
                 if not meta.get("deletionTimestamp"):
                     meta["deletionTimestamp"] = _now()
-                    meta["deletionGracePeriodSeconds"] = 0
+                    if not namespace_pending:  # the namespace registry sets no grace period
+                        meta["deletionGracePeriodSeconds"] = 0
                     if meta.get("generation"):
                         meta["generation"] = int(meta["generation"]) + 1
                     changed = True
@@ -1726,6 +1727,20 @@ class Rest:
                 meta["resourceVersion"] = str(self.storage.next_revision())
                 self.storage.commit("MODIFIED", key, new)
                 return False, self._render(served, new)
+            if is_pod and not cur_meta.get("deletionTimestamp"):
+                # CheckGracefulDelete made the grace 0 (unscheduled, finished or asked):
+                # BeforeDelete still marks the pod, the store writes that, then deletes it.
+                marked = copy.deepcopy(current)
+                meta = marked["metadata"]
+                meta["deletionTimestamp"] = _now()
+                meta["deletionGracePeriodSeconds"] = 0
+                if meta.get("generation"):
+                    meta["generation"] = int(meta["generation"]) + 1
+                if options.dry_run:
+                    return True, self._render(served, marked)
+                meta["resourceVersion"] = str(self.storage.next_revision())
+                self.storage.commit("MODIFIED", key, marked)
+                current = marked
             if options.dry_run:
                 return True, self._render(served, current)
             gone = copy.deepcopy(current)

@@ -192,3 +192,44 @@ def test_watch_errors_as_kube_answers_them(
     status = events[0]["object"]
     assert (status["code"], status["reason"]) == (410, "Expired")
     assert status["message"].startswith(f"too old resource version: {old_rv} (")
+
+
+# --------------------------------------------------------------------------- deletion
+
+
+def test_deletion_answers(api_client: Any, namespace: str, request: pytest.FixtureRequest) -> None:
+    """The namespace registry's Delete sets only deletionTimestamp (no grace period); the
+    pod strategy's CheckGracefulDelete makes an unscheduled pod's grace 0, so BeforeDelete
+    marks it (deletionTimestamp, deletionGracePeriodSeconds 0) and the store deletes it at
+    once, answering that last state; a namespaced custom resource has no cluster-scoped
+    item path: the apiextensions handler passes it on to the plain-text 404."""
+    name = _unique("gone")
+    ok(http(api_client, "POST", "/api/v1/namespaces", body={"metadata": {"name": name}}))
+    answer = ok(http(api_client, "DELETE", f"/api/v1/namespaces/{name}"), 200)
+    assert answer["kind"] == "Namespace"
+    assert answer["metadata"]["deletionTimestamp"]
+    assert "deletionGracePeriodSeconds" not in answer["metadata"]
+    assert answer["status"]["phase"] == "Terminating"
+
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "unscheduled"},
+        "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]},
+    }
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    ok(http(api_client, "POST", pods, body=pod))
+    answer = ok(
+        http(api_client, "DELETE", f"{pods}/unscheduled", body={"gracePeriodSeconds": 30}), 200
+    )
+    assert answer["kind"] == "Pod"
+    assert answer["metadata"]["deletionTimestamp"]
+    assert answer["metadata"]["deletionGracePeriodSeconds"] == 0
+    assert http(api_client, "GET", f"{pods}/unscheduled").status == 404
+
+    crd: Crd = request.getfixturevalue("make_crd")()
+    ok(http(api_client, "POST", crd.collection(namespace), body=crd.body("w1", size=1)))
+    response = http(api_client, "GET", f"{crd.collection()}/w1")
+    assert response.status == 404
+    assert response.headers["Content-Type"].startswith("text/plain")
+    assert response.body == "404 page not found\n"
