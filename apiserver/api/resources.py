@@ -353,6 +353,8 @@ def _builtins() -> list[ServedResource]:
             short=("ns",),
             status=True,
             returns_object=True,
+            # the namespace REST storage has no DeleteCollection
+            verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
         ),
         _builtin(
             "",

@@ -292,6 +292,14 @@ class _Handler(BaseHTTPRequestHandler):
             if _scope_differs(route, verb):
                 self._not_found_page()
                 return
+            if verb not in route.served.verbs and verb == "deletecollection":
+                # go-restful has no route for it: NewGenericServerResponse's 405
+                raise StatusError(
+                    405,
+                    "MethodNotAllowed",
+                    "the server does not allow this method on the requested resource",
+                    {},
+                )
             if verb == "patch" and not route.served.custom:
                 _restful_consumes(self.headers.get("Content-Type") or "")
             r = route.served.resource

@@ -233,3 +233,37 @@ def test_deletion_answers(api_client: Any, namespace: str, request: pytest.Fixtu
     assert response.status == 404
     assert response.headers["Content-Type"].startswith("text/plain")
     assert response.body == "404 page not found\n"
+
+
+# --------------------------------------------------------------------------- discovery
+
+
+def test_namespaces_have_no_deletecollection(api_client: Any) -> None:
+    """The namespace REST storage implements no DeleteCollection: discovery does not list
+    the verb and go-restful has no route for it (its 405, a NewGenericServerResponse)."""
+    resources = ok(http(api_client, "GET", "/api/v1"))["resources"]
+    verbs = next(r["verbs"] for r in resources if r["name"] == "namespaces")
+    assert sorted(verbs) == ["create", "delete", "get", "list", "patch", "update", "watch"]
+    aggregated = ok(
+        http(
+            api_client,
+            "GET",
+            "/api",
+            headers={
+                "Accept": "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+            },
+        )
+    )
+    listed = [
+        r
+        for group in aggregated["items"]
+        for version in group["versions"]
+        for r in version["resources"]
+        if r["resource"] == "namespaces"
+    ]
+    assert listed and all("deletecollection" not in r["verbs"] for r in listed)
+
+    response = http(api_client, "DELETE", "/api/v1/namespaces", query={"labelSelector": "x=y"})
+    assert response.status == 405, response.body
+    assert response.body["reason"] == "MethodNotAllowed"
+    assert response.body["details"] == {}
