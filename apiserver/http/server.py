@@ -781,6 +781,10 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             objs = [answer]
             meta = {"resourceVersion": (answer.get("metadata") or {}).get("resourceVersion", "")}
+        if query.get("includeObject") == "Object":
+            # asTable: each row's object is encoded as an object of the request's version
+            typed = {"kind": r.kind, "apiVersion": r.api_version}
+            objs = [typed | obj for obj in objs]
         try:
             return printers.to_table(
                 r.kind,

@@ -267,3 +267,34 @@ def test_namespaces_have_no_deletecollection(api_client: Any) -> None:
     assert response.status == 405, response.body
     assert response.body["reason"] == "MethodNotAllowed"
     assert response.body["details"] == {}
+
+
+# --------------------------------------------------------------------------- formats
+
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
+
+
+def test_table_rows_carry_whole_objects_with_their_kind(api_client: Any, namespace: str) -> None:
+    """handlers' asTable puts each object in its row as the encoder writes an object of
+    the request's version: with ``kind`` and ``apiVersion`` (a list's items have none)."""
+    name = _unique("cm")
+    _configmap(api_client, namespace, name)
+    collection = f"/api/v1/namespaces/{namespace}/configmaps"
+    for path in (collection, f"{collection}/{name}"):
+        table = ok(
+            http(
+                api_client,
+                "GET",
+                path,
+                query={"includeObject": "Object"},
+                headers={"Accept": TABLE},
+            )
+        )
+        assert table["kind"] == "Table"
+        assert table["rows"]
+        for row in table["rows"]:
+            assert row["object"]["kind"] == "ConfigMap"
+            assert row["object"]["apiVersion"] == "v1"
+            assert row["object"]["metadata"]["namespace"] == namespace
+    listed = ok(http(api_client, "GET", collection))
+    assert all("kind" not in item for item in listed["items"])
