@@ -24,6 +24,7 @@ import copy
 import datetime as dt
 import random
 import secrets
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -34,7 +35,15 @@ from apiserver.api.errors import StatusError, status_object
 from apiserver.api.field import AdmissionError, Cause, FieldError, not_supported
 from apiserver.api.field import invalid as invalid_field
 from apiserver.api.resources import Generation, ResourceRegistry, ServedResource
-from apiserver.machinery import fieldvalidation, managedfields, negotiation, patch, schema, typeinfo
+from apiserver.machinery import (
+    fieldvalidation,
+    managedfields,
+    negotiation,
+    patch,
+    rootca,
+    schema,
+    typeinfo,
+)
 from apiserver.machinery.admission import (
     Attributes,
     QuotaAdmission,
@@ -276,6 +285,13 @@ def _check_preconditions(served: ServedResource, pre: JsonDict, meta: JsonDict) 
     )
 
 
+# kube-controller-manager's root-ca publisher (rootcacertpublisher/publisher.go)
+_ROOT_CA_DESCRIPTION: Final = (
+    "Contains a CA bundle that can be used to verify the kube-apiserver when using internal "
+    "endpoints such as the internal service IP or kubernetes.default.svc. No other usage is "
+    "guaranteed across distributions of Kubernetes clusters."
+)
+
 FRESHNESS_TIMEOUT: Final = 3.0  # seconds a read at a future resourceVersion waits
 
 
@@ -417,6 +433,8 @@ class Rest:
         self.quota = quota
         self._validating = tuple(validating)
         self.on_crd_change: list[Callable[[], None]] = []
+        self._root_ca: rootca.RootCA | None = None  # made when first needed
+        self._root_ca_lock = threading.Lock()
         # Where each custom resource's watch cache begins: kube's cacher lists when the
         # resource is first served, and a watch from before that list is Expired.
         self._watch_floors: dict[str, int] = {}
@@ -1136,14 +1154,23 @@ class Rest:
             {
                 "metadata": {
                     "name": "kube-root-ca.crt",
-                    "annotations": {"kubernetes.io/description": "Contains a CA bundle"},
+                    "annotations": {"kubernetes.io/description": _ROOT_CA_DESCRIPTION},
                 },
-                "data": {
-                    "ca.crt": "-----BEGIN CERTIFICATE-----\nlocal\n-----END CERTIFICATE-----\n"
-                },
+                "data": {"ca.crt": self.root_ca().cert_pem},
             },
             manager="kube-controller-manager",
         )
+
+    def root_ca(self) -> rootca.RootCA:
+        """The cluster's CA, made on first use (the server's start).
+
+        Raises:
+            rootca.RootCAError: it could not be made (no ``openssl``).
+        """
+        with self._root_ca_lock:
+            if self._root_ca is None:
+                self._root_ca = rootca.generate()
+            return self._root_ca
 
     def _crd_accept(self, crd: JsonDict) -> JsonDict:
         spec = crd.get("spec") or {}

@@ -1605,9 +1605,24 @@ DEFAULTED_KINDS: Final = frozenset(
         ("Namespace", ""),
         ("Secret", ""),
         ("CustomResourceDefinition", "apiextensions.k8s.io"),
+        ("Event", ""),
     }
 )
 """The kinds :func:`default` changes (any other comes back as an unchanged copy)."""
+
+
+def _go_event_shape(event: dict[str, Any]) -> None:
+    """A core Event as kube stores it, decoded into its Go struct: the fields without
+    ``omitempty`` (or that are structs) are always there, zero when the client left them
+    out (``source: {}``, the three timestamps ``null``, the reporting strings ``""``)."""
+    event.setdefault("involvedObject", {})
+    if not isinstance(event.get("source"), dict):
+        event["source"] = {}
+    for key in ("firstTimestamp", "lastTimestamp", "eventTime"):
+        event.setdefault(key, None)
+    for key in ("reportingComponent", "reportingInstance"):
+        if event.get(key) is None:
+            event[key] = ""
 
 
 def default(
@@ -1658,6 +1673,9 @@ def default(
         _default_secret(out)
     elif builtin == ("CustomResourceDefinition", "apiextensions.k8s.io"):
         _default_crd(out)
+    elif builtin == ("Event", ""):
+        if plugins:
+            _go_event_shape(out)
     elif others is not None:  # the other built-in kinds (apiserver.registry.strategy)
         others(kind, group, out, creating=creating)
     return out

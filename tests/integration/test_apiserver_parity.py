@@ -10,12 +10,15 @@ Like the rest of the conformance suite, these run unchanged against a real clust
 from __future__ import annotations
 
 import json
+import shutil
+import ssl
+import subprocess
 import uuid
 from typing import Any
 
 import pytest
 
-from tests.integration.rawhttp import JSON_PATCH, http, ok, watching
+from tests.integration.rawhttp import JSON_PATCH, eventually, http, ok, watching
 from tests.integration.test_apiserver_crd import Crd, make_crd  # noqa: F401  (fixture)
 
 
@@ -298,3 +301,85 @@ def test_table_rows_carry_whole_objects_with_their_kind(api_client: Any, namespa
             assert row["object"]["metadata"]["namespace"] == namespace
     listed = ok(http(api_client, "GET", collection))
     assert all("kind" not in item for item in listed["items"])
+
+
+# --------------------------------------------------------------------------- objects
+
+ROOT_CA_DESCRIPTION = (
+    "Contains a CA bundle that can be used to verify the kube-apiserver when using internal "
+    "endpoints such as the internal service IP or kubernetes.default.svc. No other usage is "
+    "guaranteed across distributions of Kubernetes clusters."
+)
+
+
+def test_created_event_has_the_keys_of_the_go_type(api_client: Any, namespace: str) -> None:
+    """core/v1 Event serialised from its Go struct: ``source`` (a struct), the three
+    timestamps (null when unset) and ``reportingComponent``/``reportingInstance`` (no
+    omitempty) are always there; nothing is defaulted into them."""
+    body = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": _unique("ev")},
+        "involvedObject": {"kind": "ConfigMap", "name": "x", "namespace": namespace},
+        "reason": "Tested",
+        "message": "made by a test",
+        "type": "Normal",
+    }
+    path = f"/api/v1/namespaces/{namespace}/events"
+    created = ok(http(api_client, "POST", path, body=body), 201)
+    stored = ok(http(api_client, "GET", f"{path}/{created['metadata']['name']}"))
+    for event in (created, stored):
+        assert event["source"] == {}
+        assert event["firstTimestamp"] is None
+        assert event["lastTimestamp"] is None
+        assert event["eventTime"] is None
+        assert event["reportingComponent"] == ""
+        assert event["reportingInstance"] == ""
+        assert "count" not in event
+        assert "annotations" not in event["metadata"]
+
+
+def test_pod_update_adds_no_annotations(api_client: Any, namespace: str) -> None:
+    """The pod strategy's PrepareForUpdate copies status and bumps nothing into metadata:
+    what comes back has exactly the annotations the client wrote."""
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "annotated"},
+        "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]},
+    }
+    created = ok(http(api_client, "POST", pods, body=pod), 201)
+    assert "annotations" not in created["metadata"]
+    created["metadata"]["labels"] = {"changed": "yes"}
+    updated = ok(http(api_client, "PUT", f"{pods}/annotated", body=created))
+    assert "annotations" not in updated["metadata"]
+    updated["metadata"]["annotations"] = {"example.com/mine": "1"}
+    updated = ok(http(api_client, "PUT", f"{pods}/annotated", body=updated))
+    assert updated["metadata"]["annotations"] == {"example.com/mine": "1"}
+    ok(http(api_client, "DELETE", f"{pods}/annotated", query={"gracePeriodSeconds": 0}))
+
+
+def test_root_ca_config_map_holds_a_real_ca(api_client: Any, namespace: str) -> None:
+    """kube-controller-manager's root-ca publisher puts the cluster CA (PEM) in every
+    namespace, with kube's description."""
+    path = f"/api/v1/namespaces/{namespace}/configmaps/kube-root-ca.crt"
+    eventually(lambda: http(api_client, "GET", path).status == 200, 10, "kube-root-ca.crt")
+    cm = ok(http(api_client, "GET", path))
+    assert cm["metadata"]["annotations"] == {"kubernetes.io/description": ROOT_CA_DESCRIPTION}
+    bundle = cm["data"]["ca.crt"]
+    end = "-----END CERTIFICATE-----"
+    first = bundle[: bundle.index(end) + len(end)] + "\n"
+    assert len(ssl.PEM_cert_to_DER_cert(first)) > 100
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("openssl is not installed to read the certificate")
+    shown = subprocess.run(
+        [openssl, "x509", "-noout", "-ext", "basicConstraints"],
+        input=first,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
+    assert "CA:TRUE" in shown, shown

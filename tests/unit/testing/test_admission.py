@@ -700,7 +700,6 @@ def test_namespace_finalizer_is_added_on_create_only() -> None:
         ("Ingress", "networking.k8s.io"),
         ("Lease", "coordination.k8s.io"),
         ("ConfigMap", ""),
-        ("Event", ""),
     ],
 )
 def test_kinds_without_defaults_are_copied_unchanged(kind: str, group: str) -> None:
@@ -709,3 +708,22 @@ def test_kinds_without_defaults_are_copied_unchanged(kind: str, group: str) -> N
     assert out == obj
     out["spec"]["a"].append(2)
     assert obj["spec"]["a"] == [1]
+
+
+def test_a_core_event_is_stored_with_the_keys_of_its_go_struct() -> None:
+    sent = {"metadata": {"name": "e"}, "reason": "R", "source": {"component": "me"}}
+    out = _defaults("Event", "", sent)
+    assert out == {
+        "metadata": {"name": "e"},
+        "reason": "R",
+        "source": {"component": "me"},
+        "involvedObject": {},
+        "firstTimestamp": None,
+        "lastTimestamp": None,
+        "eventTime": None,
+        "reportingComponent": "",
+        "reportingInstance": "",
+    }
+    assert "involvedObject" not in sent
+    bare = _defaults("Event", "", {"metadata": {"name": "e"}, "reportingInstance": "i-1"})
+    assert (bare["source"], bare["reportingInstance"]) == ({}, "i-1")
