@@ -253,6 +253,11 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(code, body, headers)
 
     def _send_status(self, err: StatusError) -> None:
+        if self._custom_route:
+            # A custom resource's serializer has no protobuf: its errors are JSON (kube's
+            # WriteObjectNegotiated writes an error it cannot negotiate as raw JSON).
+            self._send_json(err.code, err.status(), err.headers)
+            return
         self._send_answer(err.code, err.status(), False, err.headers)
 
     def _not_found_page(self) -> None:
@@ -263,6 +268,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self, method: str) -> None:
         owner = self.server.owner
         self._warnings: list[str] = []  # Warning headers of this request's answer
+        self._custom_route = False  # a custom resource's route: errors in JSON only
         split = urlsplit(self.path)
         path = unquote(split.path).rstrip("/") or "/"
         query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
@@ -270,6 +276,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             self._who = self._authenticate()
             route = self._route(path)
+            self._custom_route = route is not None and route.served.custom
             if owner.authorizer is not None:
                 self._authorize(method, path, route, query)
             if self._serve_meta(method, path):
@@ -1088,7 +1095,10 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             storage.unsubscribe(served.key, watcher)
             owner._watch_closed(watcher)
-        self.close_connection = True
+        # A watch that ended cleanly is a complete chunked answer: like Go's server, keep
+        # the connection for the client's next request (closing it after the last chunk
+        # raced pooled clients into RemoteDisconnected); a stopping server closes it.
+        self.close_connection = owner.stopping or self.close_connection
 
     def _watch_transform(
         self, route: _Route, query: dict[str, str]

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.rawhttp import JSON_PATCH, eventually, http, ok, watching
+from tests.integration.rawhttp import JSON_PATCH, eventually, http, ok, stream, watching
 from tests.integration.test_apiserver_crd import Crd, make_crd  # noqa: F401  (fixture)
 
 
@@ -383,3 +383,50 @@ def test_root_ca_config_map_holds_a_real_ca(api_client: Any, namespace: str) -> 
         check=True,
     ).stdout
     assert "CA:TRUE" in shown, shown
+
+
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+MAGIC = b"k8s\x00"
+
+
+def _raw(api_client: Any, path: str, accept: str, **query: Any) -> tuple[int, str, bytes]:
+    resp = stream(api_client, "GET", path, query=query, headers={"Accept": accept})
+    try:
+        return resp.status, resp.headers.get("Content-Type", ""), resp.read()
+    finally:
+        resp.release_conn()
+
+
+def test_protobuf_where_kube_answers_protobuf(
+    api_client: Any, namespace: str, request: pytest.FixtureRequest
+) -> None:
+    """Built-in resources answer protobuf when asked: objects, lists, Status errors, watch
+    frames. Custom resources have no protobuf serializer: a Status error for one is
+    written as raw JSON (WriteObjectNegotiated keeps an error's code when negotiation
+    fails), and with JSON acceptable too, objects come back as JSON."""
+    name = _unique("cm")
+    _configmap(api_client, namespace, name)
+    collection = f"/api/v1/namespaces/{namespace}/configmaps"
+    for path in (collection, f"{collection}/{name}"):
+        status, ctype, data = _raw(api_client, path, PROTOBUF)
+        assert (status, ctype) == (200, PROTOBUF), data[:200]
+        assert data.startswith(MAGIC)
+    status, ctype, data = _raw(api_client, f"{collection}/absent", PROTOBUF)
+    assert (status, ctype) == (404, PROTOBUF), data[:200]
+    assert data.startswith(MAGIC) and b"NotFound" in data
+    status, ctype, data = _raw(api_client, collection, PROTOBUF, watch=True, timeoutSeconds=1)
+    assert status == 200
+    assert ctype == PROTOBUF + ";stream=watch"
+    assert data[4:].startswith(b"\n\x05ADDED")  # a length, then the WatchEvent message
+
+    crd: Crd = request.getfixturevalue("make_crd")()
+    path = f"{crd.collection(namespace)}/absent"
+    for accept in (PROTOBUF, f"{PROTOBUF}, application/json"):
+        status, ctype, data = _raw(api_client, path, accept)
+        assert status == 404
+        assert ctype == "application/json", (accept, data[:200])
+        assert json.loads(data)["reason"] == "NotFound"
+    status, ctype, data = _raw(
+        api_client, crd.collection(namespace), f"{PROTOBUF}, application/json"
+    )
+    assert (status, ctype) == (200, "application/json")
