@@ -301,12 +301,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if verb not in route.served.verbs and verb == "deletecollection":
                 # go-restful has no route for it: NewGenericServerResponse's 405
-                raise StatusError(
-                    405,
-                    "MethodNotAllowed",
-                    "the server does not allow this method on the requested resource",
-                    {},
-                )
+                raise _method_not_allowed()
             if verb == "patch" and not route.served.custom:
                 _restful_consumes(self.headers.get("Content-Type") or "")
             r = route.served.resource
@@ -651,11 +646,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._component_statuses(verb, name)
         if served.resource.kind in subresources.CREATE_ONLY_KINDS:
             if verb != "create" or name is not None:
-                raise StatusError(
-                    405,
-                    "MethodNotAllowed",
-                    "the server does not allow this method on the requested resource",
-                )
+                raise _method_not_allowed()
             return subresources.create_only(
                 rest,
                 self.server.owner.registry,
@@ -668,11 +659,7 @@ class _Handler(BaseHTTPRequestHandler):
             )
         if sub == "approval":
             if verb != "update":
-                raise StatusError(
-                    405,
-                    "MethodNotAllowed",
-                    "the server does not allow this method on the requested resource",
-                )
+                raise _method_not_allowed()
             route = _Route(served, ns, name, "status", route.watch_path)
             verb = "update"
         if verb == "get":
@@ -682,11 +669,7 @@ class _Handler(BaseHTTPRequestHandler):
             return 200, rest.list(served, ns, _list_options(query))
         if verb == "create":
             if name is not None:
-                raise StatusError(
-                    405,
-                    "MethodNotAllowed",
-                    "the server does not allow this method on the requested resource",
-                )
+                raise _method_not_allowed(custom=served.custom)
             if served.resource.namespaced and ns is None:
                 raise StatusError(
                     404, "NotFound", "the server could not find the requested resource"
@@ -704,11 +687,7 @@ class _Handler(BaseHTTPRequestHandler):
             return 201, obj
         if verb == "update":
             if name is None:
-                raise StatusError(
-                    405,
-                    "MethodNotAllowed",
-                    "the server does not allow this method on the requested resource",
-                )
+                raise _method_not_allowed(custom=served.custom)
             decoded, directive = self._decode_write(served, query, body)
             obj = rest.update(
                 served,
@@ -724,11 +703,7 @@ class _Handler(BaseHTTPRequestHandler):
             return 200, obj
         if verb == "patch":
             if name is None:
-                raise StatusError(
-                    405,
-                    "MethodNotAllowed",
-                    "the server does not allow this method on the requested resource",
-                )
+                raise _method_not_allowed(custom=served.custom)
             ctype = self.headers.get("Content-Type") or ""
             directive = Directive(mode=query.get("fieldValidation") or "Warn")
             self._warnings = directive.warnings
@@ -810,11 +785,7 @@ class _Handler(BaseHTTPRequestHandler):
         is healthy) and the other two are not running, which is what kube reports when
         their health endpoints refuse connections."""
         if verb not in ("get", "list"):
-            raise StatusError(
-                405,
-                "MethodNotAllowed",
-                "the server does not allow this method on the requested resource",
-            )
+            raise _method_not_allowed()
         ports = {"scheduler": 10259, "controller-manager": 10257}
 
         def status(component: str) -> JsonDict:
@@ -917,11 +888,7 @@ class _Handler(BaseHTTPRequestHandler):
             }
         if verb == "create":
             if name is not None or ns is None:
-                raise StatusError(
-                    405,
-                    "MethodNotAllowed",
-                    "the server does not allow this method on the requested resource",
-                )
+                raise _method_not_allowed()
             obj, directive = incoming()
             if view.check_create is not None:
                 view.check_create(
@@ -932,11 +899,7 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return 201, out(created)
         if name is None:
-            raise StatusError(
-                405,
-                "MethodNotAllowed",
-                "the server does not allow this method on the requested resource",
-            )
+            raise _method_not_allowed()
         if verb == "update":
             obj, directive = incoming()
             updated = rest.update(
@@ -1354,6 +1317,18 @@ def _watch_rv(text: str) -> int:
             f"{quote(text)}: invalid syntax",
         )
     return int(text)
+
+
+def _method_not_allowed(*, custom: bool = False) -> StatusError:
+    """go-restful's 405 for a method no route of the path has, as kube's service error
+    handler answers it (``NewGenericServerResponse``: details ``{}``). Custom resources
+    are not routed by go-restful; their 405 keeps no details."""
+    return StatusError(
+        405,
+        "MethodNotAllowed",
+        "the server does not allow this method on the requested resource",
+        None if custom else {},
+    )
 
 
 # What go-restful's PATCH routes of the built-in resources consume (endpoints/installer.go).

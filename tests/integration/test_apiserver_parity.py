@@ -37,7 +37,8 @@ def _configmap(api_client: Any, namespace: str, name: str) -> dict[str, Any]:
 def test_error_details_as_kube_builds_them(api_client: Any, namespace: str) -> None:
     """Each Status carries the details its constructor in apimachinery's errors.go gives:
     ``NewGenericServerResponse`` (JSON-patch failures in handlers/patch.go, go-restful's
-    415 for a PATCH media type the route does not consume) has empty details ``{}``;
+    415 for a PATCH media type the route does not consume, its 405 for a method no route
+    has) has empty details ``{}``;
     ``NewInvalid`` for DeleteOptions names ``meta.k8s.io``/``DeleteOptions``; the
     precondition conflicts of rest.BeforeDelete name the Kind."""
     created = _configmap(api_client, namespace, _unique("cm"))
@@ -56,6 +57,11 @@ def test_error_details_as_kube_builds_them(api_client: Any, namespace: str) -> N
     response = http(api_client, "PATCH", path, body=b"a=1", content_type="text/plain")
     assert response.status == 415, response.body
     assert response.body["reason"] == "UnsupportedMediaType"
+    assert response.body["details"] == {}
+
+    response = http(api_client, "POST", path, body={"metadata": {"name": name}})
+    assert response.status == 405, response.body  # go-restful: no POST route on an item
+    assert response.body["reason"] == "MethodNotAllowed"
     assert response.body["details"] == {}
 
     response = http(api_client, "DELETE", path, body={"propagationPolicy": "Sometimes"})
