@@ -732,7 +732,7 @@ class _Handler(BaseHTTPRequestHandler):
         self, route: _Route, verb: str, answer: JsonDict, query: dict[str, str]
     ) -> JsonDict:
         """The answer in the form the Accept header asks for (Table, metadata only)."""
-        target = negotiation.target(self.headers.get("Accept") or "")
+        target = negotiation.target(self.headers.get("Accept") or "", custom=route.served.custom)
         if target.as_kind == "Table":
             return self._table(route, verb, answer, query)
         if target.as_kind in ("PartialObjectMetadata", "PartialObjectMetadataList"):
@@ -1069,7 +1069,7 @@ class _Handler(BaseHTTPRequestHandler):
         """What each event's object becomes when the Accept header asks for a Table (one
         row per event; column definitions on the first only, as the watch server's
         Fixup sets NoHeaders) or for PartialObjectMetadata; None for plain objects."""
-        target = negotiation.target(self.headers.get("Accept") or "")
+        target = negotiation.target(self.headers.get("Accept") or "", custom=route.served.custom)
         render = _renderer(route.served)
         if target.as_kind == "PartialObjectMetadata":
             api_version = f"meta.k8s.io/{target.version}"

@@ -114,15 +114,24 @@ _TRANSFORMS: Final = {
 }
 
 
-def target(accept: str) -> Target:
-    """The first ``Accept`` entry this server can answer (JSON, maybe transformed).
+# `as=` transformations that have a protobuf form (meta/v1's generated.proto); a Table
+# does not, so a protobuf entry asking for one is skipped.
+_PROTOBUF_AS: Final = frozenset({"", "PartialObjectMetadata", "PartialObjectMetadataList"})
+
+
+def target(accept: str, *, custom: bool = False) -> Target:
+    """The first ``Accept`` entry this server can answer (JSON or, for the built-in
+    kinds, protobuf; maybe transformed): the entry :func:`answer_media` answers in.
 
     Entries asking for a transformation the server does not know are skipped, as
     kube-apiserver does; when none is left the plain object is the answer.
     """
     for entry in accept.split(","):
         media, params = _params(entry)
-        if media not in (JSON, "application/*", "*/*", "") and not media.endswith("+json"):
+        if media == PROTOBUF:
+            if custom or params.get("as", "") not in _PROTOBUF_AS:
+                continue
+        elif media not in (JSON, "application/*", "*/*", "") and not media.endswith("+json"):
             continue
         as_kind = params.get("as", "")
         if not as_kind:
@@ -131,11 +140,6 @@ def target(accept: str) -> Target:
         if version in _TRANSFORMS.get((as_kind, group), ()):
             return Target(as_kind, group, version)
     return Target()
-
-
-# `as=` transformations that have a protobuf form (meta/v1's generated.proto); a Table
-# does not, so a protobuf entry asking for one is skipped.
-_PROTOBUF_AS: Final = frozenset({"", "PartialObjectMetadata", "PartialObjectMetadataList"})
 
 
 def answer_media(accept: str, *, custom: bool = False) -> str:

@@ -407,9 +407,10 @@ def test_protobuf_where_kube_answers_protobuf(
     api_client: Any, namespace: str, request: pytest.FixtureRequest
 ) -> None:
     """Built-in resources answer protobuf when asked: objects, lists, Status errors, watch
-    frames. Custom resources have no protobuf serializer: a Status error for one is
-    written as raw JSON (WriteObjectNegotiated keeps an error's code when negotiation
-    fails), and with JSON acceptable too, objects come back as JSON."""
+    frames, and the metadata-only forms (``as=PartialObjectMetadata[List]``, what
+    metadata informers ask for). Custom resources have no protobuf serializer: a Status
+    error for one is written as raw JSON (WriteObjectNegotiated keeps an error's code
+    when negotiation fails), and with JSON acceptable too, objects come back as JSON."""
     name = _unique("cm")
     _configmap(api_client, namespace, name)
     collection = f"/api/v1/namespaces/{namespace}/configmaps"
@@ -420,6 +421,16 @@ def test_protobuf_where_kube_answers_protobuf(
     status, ctype, data = _raw(api_client, f"{collection}/absent", PROTOBUF)
     assert (status, ctype) == (404, PROTOBUF), data[:200]
     assert data.startswith(MAGIC) and b"NotFound" in data
+    for path, kind in (
+        (collection, b"PartialObjectMetadataList"),
+        (f"{collection}/{name}", b"PartialObjectMetadata"),
+    ):
+        accept = f"{PROTOBUF};as={kind.decode()};g=meta.k8s.io;v=v1, application/json"
+        status, ctype, data = _raw(api_client, path, accept)
+        assert (status, ctype.split(";")[0]) == (200, PROTOBUF), data[:200]
+        # runtime.Unknown's TypeMeta: apiVersion meta.k8s.io/v1, then the kind
+        assert data.startswith(MAGIC + b"\n") and b"\x12" + bytes([len(kind)]) + kind in data[:80]
+        assert b"ConfigMap" not in data[:80]
     status, ctype, data = _raw(api_client, collection, PROTOBUF, watch=True, timeoutSeconds=1)
     assert status == 200
     assert ctype == PROTOBUF + ";stream=watch"
