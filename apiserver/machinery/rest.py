@@ -255,6 +255,21 @@ def _invalid_delete_options(options: DeleteOptions) -> StatusError | None:
     return StatusError(422, "Invalid", exc.message, details)
 
 
+# ObjectMeta's maps and lists that Go's JSON omits when empty (``omitempty``)
+_OMITTED_WHEN_EMPTY: Final = ("labels", "annotations", "finalizers", "ownerReferences")
+
+
+def _drop_empty_meta(obj: JsonDict) -> None:
+    """Leave out the empty metadata maps and lists, as decoding into ObjectMeta and
+    encoding it again does (custom resources' metadata goes through ObjectMeta too):
+    ``annotations: {}``, or the map a patch emptied, is not in the stored object."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        for key in _OMITTED_WHEN_EMPTY:
+            if key in meta and not meta[key] and isinstance(meta[key], (dict, list)):
+                del meta[key]
+
+
 def _check_preconditions(served: ServedResource, pre: JsonDict, meta: JsonDict) -> None:
     """``rest.BeforeDelete``'s precondition checks: a ``NewConflict`` naming the Kind
     (``ConfigMap``, ``Deployment.apps``), not the resource."""
@@ -529,6 +544,7 @@ class Rest:
         directive: Directive | None = None,
     ) -> JsonDict:
         r = served.resource
+        _drop_empty_meta(obj)
         try:
             if served.custom:
                 self.strategy.validate(r.kind, r.group, obj, old)

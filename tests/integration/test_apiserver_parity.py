@@ -18,7 +18,15 @@ from typing import Any
 
 import pytest
 
-from tests.integration.rawhttp import JSON_PATCH, eventually, http, ok, stream, watching
+from tests.integration.rawhttp import (
+    JSON_PATCH,
+    eventually,
+    http,
+    merge_patch,
+    ok,
+    stream,
+    watching,
+)
 from tests.integration.test_apiserver_crd import Crd, make_crd  # noqa: F401  (fixture)
 
 
@@ -347,7 +355,8 @@ def test_created_event_has_the_keys_of_the_go_type(api_client: Any, namespace: s
 
 def test_pod_update_adds_no_annotations(api_client: Any, namespace: str) -> None:
     """The pod strategy's PrepareForUpdate copies status and bumps nothing into metadata:
-    what comes back has exactly the annotations the client wrote."""
+    what comes back has exactly the annotations the client wrote, and an empty map (sent,
+    or emptied by a patch) is no ``annotations`` key at all (ObjectMeta's omitempty)."""
     pods = f"/api/v1/namespaces/{namespace}/pods"
     pod = {
         "apiVersion": "v1",
@@ -360,9 +369,17 @@ def test_pod_update_adds_no_annotations(api_client: Any, namespace: str) -> None
     created["metadata"]["labels"] = {"changed": "yes"}
     updated = ok(http(api_client, "PUT", f"{pods}/annotated", body=created))
     assert "annotations" not in updated["metadata"]
+    updated["metadata"]["annotations"] = {}  # empty: ObjectMeta's omitempty leaves it out
+    updated = ok(http(api_client, "PUT", f"{pods}/annotated", body=updated))
+    assert "annotations" not in updated["metadata"]
     updated["metadata"]["annotations"] = {"example.com/mine": "1"}
     updated = ok(http(api_client, "PUT", f"{pods}/annotated", body=updated))
     assert updated["metadata"]["annotations"] == {"example.com/mine": "1"}
+    emptied = merge_patch(
+        api_client, f"{pods}/annotated", {"metadata": {"annotations": {"example.com/mine": None}}}
+    )
+    assert "annotations" not in emptied["metadata"]
+    assert "annotations" not in ok(http(api_client, "GET", f"{pods}/annotated"))["metadata"]
     ok(http(api_client, "DELETE", f"{pods}/annotated", query={"gracePeriodSeconds": 0}))
 
 
