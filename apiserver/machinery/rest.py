@@ -1740,10 +1740,12 @@ class Rest:
                     meta["finalizers"] = finalizers
                 if not meta.get("deletionTimestamp"):
                     meta["deletionTimestamp"] = _now()
-                    if not namespace_pending:  # the namespace registry sets no grace period
+                    # The namespace and CRD registries' own Delete sets only the timestamp;
+                    # the generic store's markAsDeleting adds grace 0 and a new generation.
+                    if not (namespace_pending or crd_first_delete):
                         meta["deletionGracePeriodSeconds"] = 0
-                    if meta.get("generation"):
-                        meta["generation"] = int(meta["generation"]) + 1
+                        if meta.get("generation"):
+                            meta["generation"] = int(meta["generation"]) + 1
                     changed = True
                 if namespace_pending:
                     new["status"] = {**(new.get("status") or {}), "phase": "Terminating"}

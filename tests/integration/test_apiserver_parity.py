@@ -219,7 +219,8 @@ def test_deletion_answers(api_client: Any, namespace: str, request: pytest.Fixtu
     pod strategy's CheckGracefulDelete makes an unscheduled pod's grace 0, so BeforeDelete
     marks it (deletionTimestamp, deletionGracePeriodSeconds 0) and the store deletes it at
     once, answering that last state; a namespaced custom resource has no cluster-scoped
-    item path: the apiextensions handler passes it on to the plain-text 404."""
+    item path: the apiextensions handler passes it on to the plain-text 404; the CRD
+    registry's Delete marks a CRD as the namespace registry marks a namespace."""
     name = _unique("gone")
     ok(http(api_client, "POST", "/api/v1/namespaces", body={"metadata": {"name": name}}))
     answer = ok(http(api_client, "DELETE", f"/api/v1/namespaces/{name}"), 200)
@@ -250,6 +251,16 @@ def test_deletion_answers(api_client: Any, namespace: str, request: pytest.Fixtu
     assert response.status == 404
     assert response.headers["Content-Type"].startswith("text/plain")
     assert response.body == "404 page not found\n"
+
+    # The CRD registry's Delete, like the namespace's: a timestamp, its cleanup finalizer,
+    # no grace period and no new generation (the instance makes it wait).
+    crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    before = ok(http(api_client, "GET", f"{crds}/{crd.name}"))
+    answer = ok(http(api_client, "DELETE", f"{crds}/{crd.name}"), 200)
+    assert answer["metadata"]["deletionTimestamp"]
+    assert "deletionGracePeriodSeconds" not in answer["metadata"]
+    assert answer["metadata"]["generation"] == before["metadata"]["generation"]
+    assert "customresourcecleanup.apiextensions.k8s.io" in answer["metadata"]["finalizers"]
 
 
 # --------------------------------------------------------------------------- discovery
