@@ -31,7 +31,7 @@ from typing import Any, Final
 import orjson
 
 from apiserver.api.errors import StatusError, status_object
-from apiserver.api.field import AdmissionError, Cause
+from apiserver.api.field import AdmissionError, Cause, str_list
 from apiserver.api.resources import Generation, ResourceRegistry, ServedResource
 from apiserver.machinery import fieldvalidation, managedfields, negotiation, patch, schema, typeinfo
 from apiserver.machinery.admission import (
@@ -170,7 +170,7 @@ def check_write_options(verb: str, query: dict[str, str], dry_run: list[str], ct
                 )
     bad = [d for d in dry_run if d != "All"]
     if bad:
-        shown = "[]string{" + ", ".join(_go_quote(d) for d in dry_run) + "}"
+        shown = str_list(list(dry_run)).text
         causes.append(
             (
                 "FieldValueNotSupported",

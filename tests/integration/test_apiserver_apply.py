@@ -277,7 +277,7 @@ def test_bad_dry_run_value_is_refused(api_client: Any, namespace: str) -> None:
     assert response.status == 422, response.body
     assert response.body["message"] == (
         'CreateOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: '
-        '[]string{"Yes"}: supported values: "All"'
+        '["Yes"]: supported values: "All"'
     )
     assert http(api_client, "GET", f"{base}/cm").status == 404
 

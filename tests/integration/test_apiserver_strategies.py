@@ -137,26 +137,34 @@ def test_service_gets_an_empty_load_balancer_status(api_client: Any, namespace: 
 
 
 def test_cluster_ip_outside_the_service_range_is_refused(api_client: Any, namespace: str) -> None:
+    # 192.0.2.0/24 is TEST-NET-1 (RFC 5737): in no cluster's service range. Why the IP is
+    # refused is worded by the cluster's allocator (1.36's ServiceCIDR allocator: "the
+    # provided network does not match the current range"; the legacy one names the range).
     base = f"/api/v1/namespaces/{namespace}/services"
     response = http(api_client, "POST", base, body=_service("s", clusterIP="192.0.2.10"))
     assert response.status == 422, response.body
-    assert response.body["message"].startswith(
-        'Service "s" is invalid: spec.clusterIPs: Invalid value: []string{"192.0.2.10"}: '
+    assert response.body["reason"] == "Invalid"
+    assert response.body["message"].startswith(  # service/storage/alloc.go allocIPs
+        'Service "s" is invalid: spec.clusterIPs: Invalid value: ["192.0.2.10"]: '
         "failed to allocate IP 192.0.2.10: "
     )
-    assert _causes(response.body) == ["spec.clusterIPs"]
+    causes = response.body["details"]["causes"]
+    assert [(c["reason"], c["field"]) for c in causes] == [("FieldValueInvalid", "spec.clusterIPs")]
 
 
 def test_a_cluster_ip_in_use_is_refused(api_client: Any, namespace: str) -> None:
     base = f"/api/v1/namespaces/{namespace}/services"
     first = ok(http(api_client, "POST", base, body=_service("a")))
-    ip = first["spec"]["clusterIP"]
+    ip = first["spec"]["clusterIP"]  # from the cluster's own range, whatever it is
     response = http(api_client, "POST", base, body=_service("b", clusterIP=ip))
     assert response.status == 422, response.body
+    assert response.body["reason"] == "Invalid"
+    # alloc.go allocIPs around ipallocator.ErrAllocated (the IPAddress already exists)
     assert response.body["message"] == (
-        f'Service "b" is invalid: spec.clusterIPs: Invalid value: []string{{"{ip}"}}: '
+        f'Service "b" is invalid: spec.clusterIPs: Invalid value: ["{ip}"]: '
         f"failed to allocate IP {ip}: provided IP is already allocated"
     )
+    assert _causes(response.body) == ["spec.clusterIPs"]
 
 
 @pytest.mark.parametrize("kind", ["NodePort", "LoadBalancer"])
