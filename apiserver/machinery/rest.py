@@ -1480,7 +1480,11 @@ class Rest:
         config = {**doc, "metadata": {**meta, "name": name}}
         undeclared = managedfields.undeclared(config, self._type(shown))
         if undeclared:
-            where = f"{namespace or ''}/{name}; {r.group}/{r.version}, Kind={r.kind}"
+            # structuredmerge.go objectGVKNN(patchObj): the configuration's own metadata
+            where = (
+                f"{meta.get('namespace') or ''}/{meta.get('name') or ''}; "
+                f"{r.group}/{r.version}, Kind={r.kind}"
+            )
             text = (
                 undeclared[0] if len(undeclared) == 1 else "errors:\n  " + "\n  ".join(undeclared)
             )
