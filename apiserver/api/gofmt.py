@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["go_json", "quote"]
+__all__ = ["go_json", "go_v", "quote"]
 
 
 def quote(s: str) -> str:
@@ -107,3 +107,47 @@ def go_json(value: Any) -> str:
     if isinstance(value, list | tuple):
         return "[" + ",".join(go_json(v) for v in value) + "]"
     return _json_string(str(value))
+
+
+def _go_float_v(f: float) -> str:
+    """``%v`` of a ``float64``: ``%g`` with the shortest digits, an exponent (two digits
+    at least) from 1e+06 or below 1e-4."""
+    if math.isinf(f):
+        return "+Inf" if f > 0 else "-Inf"
+    if math.isnan(f):
+        return "NaN"
+    if f == 0:
+        return "-0" if math.copysign(1.0, f) < 0 else "0"
+    sign, raw_digits, exponent = Decimal(repr(f)).as_tuple()
+    assert isinstance(exponent, int)
+    digits = "".join(map(str, raw_digits))
+    point = len(digits) + exponent  # where the decimal point falls in `digits`
+    digits = digits.rstrip("0")
+    neg = "-" if sign else ""
+    x = point - 1
+    if x < -4 or x >= 6:
+        mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        return f"{neg}{mantissa}e{'-' if x < 0 else '+'}{abs(x):02d}"
+    if point <= 0:
+        return f"{neg}0.{'0' * -point}{digits}"
+    if point >= len(digits):
+        return f"{neg}{digits}{'0' * (point - len(digits))}"
+    return f"{neg}{digits[:point]}.{digits[point:]}"
+
+
+def go_v(value: Any) -> str:
+    """Go's ``%v`` (and ``%+v``) of a value decoded from JSON into ``interface{}``:
+    ``map[a:1 b:[x y]]``, numbers as ``float64``, ``<nil>`` for null."""
+    if value is None:
+        return "<nil>"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return _go_float_v(float(value))
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        return "map[" + " ".join(f"{k}:{go_v(value[k])}" for k in sorted(value, key=str)) + "]"
+    if isinstance(value, list | tuple):
+        return "[" + " ".join(go_v(v) for v in value) + "]"
+    return str(value)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from apiserver.api.field import invalid, label_selector_value, not_supported, str_list, str_map
-from apiserver.api.gofmt import go_json
+from apiserver.api.gofmt import go_json, go_v
 
 
 @pytest.mark.parametrize(
@@ -55,3 +55,22 @@ def test_a_label_selector_renders_its_fields_in_struct_order_without_empty_ones(
     )
     assert label_selector_value({}).text == "{}"
     assert label_selector_value(None).text == "null"
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (
+            {"zeta": 1, "data": {"a": "2"}, "list": ["x", 2.5, None, True]},
+            "map[data:map[a:2] list:[x 2.5 <nil> true] zeta:1]",
+        ),
+        (123456, "123456"),
+        (1e6, "1e+06"),
+        (1234567, "1.234567e+06"),
+        (0.0001, "0.0001"),
+        (0.00001, "1e-05"),
+        (-2.5, "-2.5"),
+    ],
+)
+def test_go_v_prints_what_fmt_prints_for_decoded_json(value: Any, text: str) -> None:
+    assert go_v(value) == text
