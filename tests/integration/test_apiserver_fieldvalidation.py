@@ -22,8 +22,8 @@ DEPLOYMENT = """{
   "spec": {
     "unknown1": "val1",
     "replicas": 0,
-    "paused": true,
     "paused": false,
+    "paused": true,
     "selector": {"matchLabels": {"app": "web"}},
     "template": {
       "metadata": {"labels": {"app": "web"}},
@@ -93,7 +93,9 @@ def test_warn_and_the_default_answer_warnings(
     assert response.headers["warnings"] == PROBLEMS
     spec = response.body["spec"]
     assert "unknown1" not in spec
-    assert spec["paused"] is False  # the last duplicate wins
+    # the last duplicate wins (true: a false one would be left out, as Go's omitempty
+    # leaves out a false bool, and prove nothing)
+    assert spec["paused"] is True
     container = spec["template"]["spec"]["containers"][0]
     assert "unknownNested" not in container
     assert container["imagePullPolicy"] == "IfNotPresent"
