@@ -415,7 +415,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(len(data)))
             self._finish(data)
         elif path == "/openapi/v3":
-            self._send_json(200, openapi.root(owner.registry, self._crds()))
+            # kube-aggregator's handleDiscovery sets no Content-Type and http.ServeContent
+            # sniffs the JSON as text
+            root = openapi.root(owner.registry, self._crds())
+            self._send_json(200, root, content_type="text/plain; charset=utf-8")
         elif path.startswith("/openapi/v3/"):
             self._openapi(path.removeprefix("/openapi/v3/"))
         elif (
