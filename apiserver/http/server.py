@@ -226,6 +226,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_plain(self, code: int, text: str) -> None:
         data = text.encode()
         self.send_response(code)
+        if code == 204:  # StreamObject without a stream: the status alone
+            self.send_header("Cache-Control", "no-cache, private")
+            self._finish(b"")
+            return
         self.send_header("Content-Type", "text/plain")
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-cache, private")
