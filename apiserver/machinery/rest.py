@@ -1229,9 +1229,12 @@ class Rest:
                             f"deleted, found new finalizers []string{{{shown}}}",
                             "metadata.finalizers",
                         )
+                        # kube finds it twice: rest.BeforeUpdate's common checks and the
+                        # kind's own update validation both run ValidateObjectMetaUpdate
+                        # (the message says it once: ToAggregate drops repeats)
                         raise self._invalid(
                             served,
-                            AdmissionError(r.kind, r.group, name, [cause]),
+                            AdmissionError(r.kind, r.group, name, [cause, cause]),
                             new,
                         )
                 if "generation" in cur_meta and self._generation_changed(served, current, new):

@@ -279,22 +279,32 @@ def test_events_v1_requires_event_time(api_client: Any, namespace: str) -> None:
 def test_no_new_finalizers_on_an_object_being_deleted(api_client: Any, namespace: str) -> None:
     base = f"/api/v1/namespaces/{namespace}/configmaps"
     ok(http(api_client, "POST", base, body={"metadata": {"name": "cm", "finalizers": ["a.io/x"]}}))
-    ok(http(api_client, "DELETE", f"{base}/cm"), 200)
-    response = http(
-        api_client,
-        "PATCH",
-        f"{base}/cm",
-        body={"metadata": {"finalizers": ["a.io/x", "b.io/y"]}},
-        content_type=MERGE,
-    )
-    assert response.status == 422, response.body
-    assert response.body["message"] == (
-        'ConfigMap "cm" is invalid: metadata.finalizers: Forbidden: no new finalizers can be '
-        'added if the object is being deleted, found new finalizers []string{"b.io/y"}'
-    )
-    assert _causes(response.body) == ["metadata.finalizers"]
-    merge = {"metadata": {"finalizers": None}}
-    ok(http(api_client, "PATCH", f"{base}/cm", body=merge, content_type=MERGE), 200)
+    try:
+        ok(http(api_client, "DELETE", f"{base}/cm"), 200)
+        response = http(
+            api_client,
+            "PATCH",
+            f"{base}/cm",
+            body={"metadata": {"finalizers": ["a.io/x", "b.io/y"]}},
+            content_type=MERGE,
+        )
+        assert response.status == 422, response.body
+        assert response.body["reason"] == "Invalid"
+        # apimachinery's ValidateNoNewFinalizers (%#v of the new ones, in its detail)
+        assert response.body["message"] == (
+            'ConfigMap "cm" is invalid: metadata.finalizers: Forbidden: no new finalizers can '
+            'be added if the object is being deleted, found new finalizers []string{"b.io/y"}'
+        )
+        # once by rest.BeforeUpdate's common checks, once by ValidateConfigMapUpdate's own
+        # ValidateObjectMetaUpdate: kube reports the cause twice (the message once)
+        causes = response.body["details"]["causes"]
+        assert [(c["reason"], c["field"]) for c in causes] == [
+            ("FieldValueForbidden", "metadata.finalizers")
+        ] * 2
+    finally:
+        merge = {"metadata": {"finalizers": None}}
+        ok(http(api_client, "PATCH", f"{base}/cm", body=merge, content_type=MERGE), 200)
+    eventually(gone(api_client, f"{base}/cm"), 10.0, "the ConfigMap goes once its finalizer")
 
 
 def test_generate_name_leaves_room_for_the_suffix(api_client: Any, namespace: str) -> None:
