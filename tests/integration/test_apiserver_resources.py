@@ -427,7 +427,18 @@ def test_rolebinding_role_ref_is_immutable(api_client: Any, namespace: str) -> N
         api_client, "PATCH", f"{path}/rb", body={"roleRef": {"name": "b"}}, content_type=MERGE
     )
     assert response.status == 422, response.body
-    assert "cannot change roleRef" in response.body["message"]
+    assert response.body["reason"] == "Invalid"
+    # rbac validation: field.Invalid("roleRef", <the internal rbac.RoleRef>, ...): a struct
+    # without json tags, so json.Marshal names its Go fields
+    shown = '{"APIGroup":"rbac.authorization.k8s.io","Kind":"Role","Name":"b"}'
+    causes = response.body["details"]["causes"]
+    assert causes == [
+        {
+            "reason": "FieldValueInvalid",
+            "message": f"Invalid value: {shown}: cannot change roleRef",
+            "field": "roleRef",
+        }
+    ]
 
 
 def test_builtin_apiservices_are_available(api_client: Any) -> None:
