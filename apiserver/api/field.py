@@ -3,8 +3,10 @@
 A :class:`FieldError` is one problem at one path (``spec.replicas: Invalid value: -1: must
 be greater than or equal to 0``); :class:`AdmissionError` carries the ``Status`` answer of
 a refused object (422 Invalid with one :class:`Cause` per field error, or 400/403). Bad
-values print the way Go's fmt prints the typed field they came from (``%#v`` of maps and
-structs); the registry's validators build these.
+values print as kube-apiserver 1.36's ``field.Error.ErrorBody`` prints them: numbers and
+booleans with ``%v``, strings with ``%q``, anything else as ``json.Marshal`` writes the
+typed field it came from (``["Yes"]``, ``{"app":"web"}``); the registry's validators build
+these.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from apiserver.api.gofmt import quote
+from apiserver.api.gofmt import go_json, quote
 
 __all__ = [
     "NO_VALUE",
@@ -42,50 +44,54 @@ def _map(value: Any) -> Mapping[str, Any]:
 
 
 class GoValue:
-    """A value already rendered the way Go's fmt prints it (``%#v`` of a struct)."""
+    """A value already rendered the way ``field.Error`` prints it."""
 
     def __init__(self, text: str) -> None:
         self.text = text
 
 
 def str_map(value: Any) -> GoValue:
-    """``%#v`` of a ``map[string]string``."""
+    """A ``map[string]string`` as ``json.Marshal`` writes it (``null`` when absent)."""
     if not isinstance(value, Mapping):
-        return GoValue("map[string]string(nil)")
-    inner = ", ".join(f"{quote(str(k))}:{quote(str(v))}" for k, v in sorted(value.items()))
-    return GoValue(f"map[string]string{{{inner}}}")
+        return GoValue("null")
+    return GoValue(go_json({str(k): str(v) for k, v in value.items()}))
 
 
 def str_list(value: Any) -> GoValue:
-    """``%#v`` of a ``[]string``."""
+    """A ``[]string`` as ``json.Marshal`` writes it (``null`` when absent)."""
     if not isinstance(value, list):
-        return GoValue("[]string(nil)")
-    return GoValue("[]string{" + ", ".join(quote(str(v)) for v in value) + "}")
+        return GoValue("null")
+    return GoValue(go_json([str(v) for v in value]))
 
 
 def label_selector_value(sel: Any) -> GoValue:
-    """``%#v`` of a ``v1.LabelSelector``."""
-    sel = sel if isinstance(sel, Mapping) else {}
+    """A ``*metav1.LabelSelector`` as ``json.Marshal`` writes it: fields in the struct's
+    order, empty ones left out (``omitempty``), ``null`` for no selector."""
+    if not isinstance(sel, Mapping):
+        return GoValue("null")
+    parts: list[str] = []
+    labels = sel.get("matchLabels")
+    if isinstance(labels, Mapping) and labels:
+        parts.append(f'"matchLabels":{str_map(labels).text}')
     exprs = sel.get("matchExpressions")
-    if isinstance(exprs, list):
+    if isinstance(exprs, list) and exprs:
         items = []
         for raw_e in exprs:
             e = _map(raw_e)
-            items.append(
-                f"v1.LabelSelectorRequirement{{Key:{quote(str(e.get('key', '')))}, "
-                f"Operator:{quote(str(e.get('operator', '')))}, "
-                f"Values:{str_list(e.get('values')).text}}}"
+            item = (
+                f'"key":{go_json(str(e.get("key", "")))},'
+                f'"operator":{go_json(str(e.get("operator", "")))}'
             )
-        shown = "[]v1.LabelSelectorRequirement{" + ", ".join(items) + "}"
-    else:
-        shown = "[]v1.LabelSelectorRequirement(nil)"
-    return GoValue(
-        f"v1.LabelSelector{{MatchLabels:{str_map(sel.get('matchLabels')).text}, "
-        f"MatchExpressions:{shown}}}"
-    )
+            values = e.get("values")
+            if isinstance(values, list) and values:
+                item += f',"values":{str_list(values).text}'
+            items.append("{" + item + "}")
+        parts.append('"matchExpressions":[' + ",".join(items) + "]")
+    return GoValue("{" + ",".join(parts) + "}")
 
 
 def render(value: Any) -> str:
+    """``field.Error``'s rendering of a bad value (``ErrorBody``, apimachinery 1.36)."""
     if isinstance(value, GoValue):
         return value.text
     if value is None:
@@ -96,10 +102,8 @@ def render(value: Any) -> str:
         return str(value)
     if isinstance(value, str):
         return quote(value)
-    if isinstance(value, Mapping):
-        return str_map(value).text
-    if isinstance(value, list):
-        return str_list(value).text
+    if isinstance(value, Mapping | list):
+        return go_json(value)
     return quote(str(value))
 
 

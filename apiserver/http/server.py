@@ -226,6 +226,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_plain(self, code: int, text: str) -> None:
         data = text.encode()
         self.send_response(code)
+        if code == 204:  # StreamObject without a stream: the status alone
+            self.send_header("Cache-Control", "no-cache, private")
+            self._finish(b"")
+            return
         self.send_header("Content-Type", "text/plain")
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-cache, private")
@@ -432,7 +436,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(len(data)))
             self._finish(data)
         elif path == "/openapi/v3":
-            self._send_json(200, openapi.root(owner.registry, self._crds()))
+            # kube-aggregator's handleDiscovery sets no Content-Type and http.ServeContent
+            # sniffs the JSON as text
+            root = openapi.root(owner.registry, self._crds())
+            self._send_json(200, root, content_type="text/plain; charset=utf-8")
         elif path.startswith("/openapi/v3/"):
             self._openapi(path.removeprefix("/openapi/v3/"))
         elif (

@@ -6,7 +6,8 @@ dropped, a key given twice keeps its last value, and the ``fieldValidation`` que
 parameter decides what the client hears about it:
 
 * ``Strict``: 400 ``BadRequest``, ``strict decoding error: unknown field "spec.x",
-  duplicate field "metadata.name"`` (every problem, in kube's order);
+  duplicate field "metadata.name"`` (every problem, in kube's order); a patch is a 422
+  ``Invalid`` on the field ``patch`` with that text (``handlers/patch.go``);
 * ``Warn`` (the default since 1.27): the write succeeds with one ``Warning: 299``
   header per problem;
 * ``Ignore``: silence.
@@ -381,6 +382,9 @@ class Directive:
     issues: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)  # unknown paths, reported sorted
+    # a patch's bad value as its Strict refusal (a 422 on ``patch``) prints it; None for
+    # a create or update body (a 400)
+    patch_value: str | None = None
 
     def add_sorted_unknown(self, paths: Iterable[str]) -> None:
         self.issues.extend(f'unknown field "{p}"' for p in sorted(paths))

@@ -110,7 +110,8 @@ _TRANSFORMS: Final = {
     ("Table", "meta.k8s.io"): ("v1", "v1beta1"),
     ("PartialObjectMetadata", "meta.k8s.io"): ("v1", "v1beta1"),
     ("PartialObjectMetadataList", "meta.k8s.io"): ("v1", "v1beta1"),
-    ("APIGroupDiscoveryList", "apidiscovery.k8s.io"): ("v2", "v2beta1"),
+    # v2beta1 is gone: AggregatedDiscoveryRemoveBetaType is locked on since 1.35
+    ("APIGroupDiscoveryList", "apidiscovery.k8s.io"): ("v2",),
 }
 
 

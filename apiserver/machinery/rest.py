@@ -32,8 +32,9 @@ from typing import Any, Final
 import orjson
 
 from apiserver.api.errors import StatusError, status_object
-from apiserver.api.field import AdmissionError, Cause, FieldError, not_supported
+from apiserver.api.field import AdmissionError, Cause, FieldError, not_supported, str_list
 from apiserver.api.field import invalid as invalid_field
+from apiserver.api.gofmt import go_json, go_v, quote
 from apiserver.api.resources import Generation, ResourceRegistry, ServedResource
 from apiserver.machinery import (
     fieldvalidation,
@@ -115,6 +116,22 @@ def _bad_request(message: str) -> StatusError:
     return StatusError(400, "BadRequest", message)
 
 
+def _strict_refusal(directive: Directive, refused: str) -> StatusError:
+    """A Strict ``fieldValidation`` refusal: the decoder's 400 for a create or update
+    body; for a patch, handlers/patch.go's ``NewInvalid(GroupKind{}, "",
+    field.Invalid("patch", <value>, <strict decoding error>))``, a 422."""
+    if directive.patch_value is None:
+        return _bad_request(refused)
+    return _patch_invalid(directive.patch_value, refused)
+
+
+def _patch_invalid(value: str, detail: str) -> StatusError:
+    """patch.go's refusal of a patched object: a 422 on the field ``patch``."""
+    body = f"Invalid value: {value}: {detail}"
+    cause = {"reason": "FieldValueInvalid", "message": body, "field": "patch"}
+    return StatusError(422, "Invalid", f' "" is invalid: patch: {body}', {"causes": [cause]})
+
+
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -180,7 +197,7 @@ def check_write_options(verb: str, query: dict[str, str], dry_run: list[str], ct
                 )
     bad = [d for d in dry_run if d != "All"]
     if bad:
-        shown = "[]string{" + ", ".join(_go_quote(d) for d in dry_run) + "}"
+        shown = str_list(list(dry_run)).text
         causes.append(
             (
                 "FieldValueNotSupported",
@@ -644,7 +661,7 @@ class Rest:
             directive.pending = []
             refused = directive.finish()
             if refused is not None:
-                raise StatusError(400, "BadRequest", refused)
+                raise _strict_refusal(directive, refused)
         if causes:
             name = str((obj.get("metadata") or {}).get("name", ""))
             raise AdmissionError(served.resource.kind, served.resource.group, name, causes)
@@ -724,16 +741,13 @@ class Rest:
         try:
             cleaned = fieldvalidation.check_typed(obj, t, issues=None, unknown=unknown)
         except fieldvalidation.TypeError_ as exc:
-            raise StatusError(
-                422,
-                "Invalid",
-                f' "" is invalid: patch: Invalid value: "{orjson.dumps(obj).decode()}": {exc}',
-            ) from None
+            shown = directive.patch_value or quote(go_json(obj))
+            raise _patch_invalid(shown, str(exc)) from None
         if directive.mode != "Ignore":
             directive.add_sorted_unknown(unknown)
         refused = directive.finish()
         if refused is not None:
-            raise _bad_request(refused)
+            raise _strict_refusal(directive, refused)
         return dict(cleaned)
 
     def check_events_v1(self, core_event: JsonDict) -> None:
@@ -1321,9 +1335,12 @@ class Rest:
                             f"deleted, found new finalizers []string{{{shown}}}",
                             "metadata.finalizers",
                         )
+                        # kube finds it twice: rest.BeforeUpdate's common checks and the
+                        # kind's own update validation both run ValidateObjectMetaUpdate
+                        # (the message says it once: ToAggregate drops repeats)
                         raise self._invalid(
                             served,
-                            AdmissionError(r.kind, r.group, name, [cause]),
+                            AdmissionError(r.kind, r.group, name, [cause, cause]),
                             new,
                         )
                 if "generation" in cur_meta and self._generation_changed(served, current, new):
@@ -1510,6 +1527,11 @@ class Rest:
                 raise StatusError(exc.status, exc.reason, exc.message, exc.details) from None
             if not isinstance(new, dict):
                 raise _bad_request("the patched object is not an object")
+            if directive is not None:
+                # what patch.go shows as the bad value of a Strict refusal: the patched
+                # object's JSON (merge and JSON patch), or the patch map (strategic)
+                shown = go_v(doc) if kind == "strategic" else go_json(new)
+                directive.patch_value = quote(shown)
             new = self._validate_fields(served, new, directive)
             new_meta = new.get("metadata") or {}
             if not isinstance(new_meta, dict):
@@ -1586,7 +1608,11 @@ class Rest:
         config = {**doc, "metadata": {**meta, "name": name}}
         undeclared = managedfields.undeclared(config, self._type(shown))
         if undeclared:
-            where = f"{namespace or ''}/{name}; {r.group}/{r.version}, Kind={r.kind}"
+            # structuredmerge.go objectGVKNN(patchObj): the configuration's own metadata
+            where = (
+                f"{meta.get('namespace') or ''}/{meta.get('name') or ''}; "
+                f"{r.group}/{r.version}, Kind={r.kind}"
+            )
             text = (
                 undeclared[0] if len(undeclared) == 1 else "errors:\n  " + "\n  ".join(undeclared)
             )

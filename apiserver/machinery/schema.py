@@ -48,7 +48,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from apiserver.api.field import Cause, FieldError
-from apiserver.api.gofmt import quote
+from apiserver.api.gofmt import go_json, quote
 
 __all__ = ["apply_schema", "structural_errors", "version_schema"]
 
@@ -64,7 +64,7 @@ _ROOT_META: Final = ("apiVersion", "kind", "metadata")
 _TYPES: Final = ("array", "boolean", "integer", "number", "object", "string")
 
 
-# --- Go-style rendering (fmt %v / %#v / %q of decoded JSON) -----------------------------
+# --- Go-style rendering (fmt %v / %q, json.Marshal of decoded JSON) ------------------
 
 
 def _float(f: float) -> str:
@@ -83,26 +83,9 @@ def _num(v: Any) -> str:
     return _float(v) if isinstance(v, float) else str(v)
 
 
-def _go_sharp(v: Any) -> str:
-    """Go's ``%#v`` of a value decoded into ``interface{}``."""
-    if v is None:
-        return "interface {}(nil)"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int | float):
-        return _num(v)
-    if isinstance(v, str):
-        return quote(v)
-    if isinstance(v, Mapping):
-        inner = ", ".join(f"{quote(str(k))}:{_go_sharp(v[k])}" for k in sorted(v))
-        return f"map[string]interface {{}}{{{inner}}}"
-    if isinstance(v, list):
-        return "[]interface {}{" + ", ".join(_go_sharp(x) for x in v) + "}"
-    return quote(str(v))
-
-
 def _bad_value(v: Any) -> str:
-    """How ``field.Error`` prints its ``BadValue``."""
+    """How ``field.Error`` prints its ``BadValue`` (1.36: ``json.Marshal`` of a map or a
+    list)."""
     if v is None:
         return "null"
     if isinstance(v, bool):
@@ -111,7 +94,7 @@ def _bad_value(v: Any) -> str:
         return _num(v)
     if isinstance(v, str):
         return quote(v)
-    return _go_sharp(v)
+    return go_json(v)
 
 
 # --- field errors (k8s.io/apimachinery/pkg/util/validation/field) ---------------------

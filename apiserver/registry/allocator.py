@@ -19,7 +19,7 @@ import ipaddress
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from apiserver.api.field import AdmissionError, Cause
+from apiserver.api.field import AdmissionError, Cause, str_list
 
 __all__ = ["NODE_PORTS", "SERVICE_RANGE", "ServiceAllocator"]
 
@@ -114,9 +114,7 @@ class ServiceAllocator:
             elif ip in used_ips:
                 problem = "provided IP is already allocated"
             if problem is not None:
-                shown = (
-                    "[]string{" + ", ".join(f'"{i}"' for i in spec.get("clusterIPs") or [ip]) + "}"
-                )
+                shown = str_list(spec.get("clusterIPs") or [ip]).text
                 message = f"failed to allocate IP {ip}: {problem}"
                 raise AdmissionError(
                     "Service",

@@ -12,8 +12,8 @@ same for the built-in kinds the local API server serves:
 * :func:`service_update_keeps` carries a Service's allocated ``clusterIP`` across a PUT.
 
 Field errors are rendered the way ``k8s.io/apimachinery/pkg/util/validation/field`` does
-(``Invalid value: "A": ...``, Go ``%#v`` for maps and structs), and the name checks return
-the messages of ``k8s.io/apimachinery/pkg/util/validation``.
+(``Invalid value: "A": ...``, ``json.Marshal`` of maps, lists and structs), and the name
+checks return the messages of ``k8s.io/apimachinery/pkg/util/validation``.
 
 Thread-safety: pure functions (``default`` calls the allocators it is given); safe to share
 between threads.

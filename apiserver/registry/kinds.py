@@ -33,6 +33,7 @@ from apiserver.api.field import (
     str_list,
     str_map,
 )
+from apiserver.api.gofmt import go_json
 from apiserver.registry import admissionpolicy
 from apiserver.registry import core as a
 
@@ -610,7 +611,12 @@ def _binding(
     if not ref.get("name"):
         errs.append(required("roleRef.name"))
     if old is not None and ref != a._map(old.get("roleRef")):
-        errs.append(invalid("roleRef", GoValue("rbac.RoleRef{...}"), "cannot change roleRef"))
+        # the internal rbac.RoleRef has no json tags: json.Marshal names its Go fields
+        shown = ",".join(
+            f'"{go_field}":{go_json(str(ref.get(key) or ""))}'
+            for go_field, key in (("APIGroup", "apiGroup"), ("Kind", "kind"), ("Name", "name"))
+        )
+        errs.append(invalid("roleRef", GoValue("{" + shown + "}"), "cannot change roleRef"))
     for i, raw in enumerate(obj.get("subjects") or []):
         subject = a._map(raw)
         path = f"subjects[{i}]"

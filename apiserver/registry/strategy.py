@@ -66,29 +66,9 @@ class BuiltinStrategy:
     def defaults(self, kind: str, group: str) -> bool:
         return (kind, group) in DEFAULTED
 
-    def default(
-        self,
-        kind: str,
-        group: str,
-        obj: JsonDict,
-        *,
-        allocate_cluster_ip: Callable[[], str],
-        token_volume_suffix: Callable[[], str],
-        old: JsonDict | None = None,
-        plugins: bool = True,
-    ) -> JsonDict:
-        return default(
-            kind,
-            group,
-            obj,
-            allocate_cluster_ip=allocate_cluster_ip,
-            token_volume_suffix=token_volume_suffix,
-            old=old,
-            plugins=plugins,
-        )
-
-    def validate(self, kind: str, group: str, obj: JsonDict, old: JsonDict | None) -> None:
-        validate(kind, group, obj, old)
+    # the module's functions: the Strategy protocol's default and validate
+    default = staticmethod(default)
+    validate = staticmethod(validate)
 
     def prepare_update(self, kind: str, group: str, old: JsonDict, obj: JsonDict) -> JsonDict:
         if (kind, group) == ("Service", ""):

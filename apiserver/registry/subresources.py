@@ -11,9 +11,9 @@
   terminating are evicted without looking at budgets; more than one matching budget
   is a 500; a budget that its controller has not observed, or that allows no
   disruption, is a 429.
-* ``pods/log``: a pod without a node answers an empty ``text/plain`` body (the
-  ``LocationStreamer`` with no location); a pod on a node answers as the kubelet does
-  for containers that never started.
+* ``pods/log``: a pod without a node answers 204 No Content (the ``LocationStreamer``
+  with no location gives no stream); a pod on a node answers as the kubelet does for
+  containers that never started.
 * ``serviceaccounts/token``: a ``TokenRequest`` answered with a signed-looking JWT and
   its ``expirationTimestamp``; the server's :class:`~apiserver.machinery.authenticator.
   Authenticator` remembers it, so it authenticates requests and TokenReviews.
@@ -442,7 +442,7 @@ def pod_log(pod: JsonDict, query: dict[str, str]) -> str:
     elif container not in containers and container not in others:
         raise StatusError(400, "BadRequest", f"container {container} is not valid for pod {name}")
     if not spec.get("nodeName"):
-        return ""  # kube: no host assigned, an empty stream
+        return ""  # kube: no host assigned, no stream (the caller answers 204)
     raise StatusError(
         400,
         "BadRequest",
@@ -806,7 +806,8 @@ def handle(
     if subresource == "log":
         if verb != "get":
             raise not_allowed
-        return 200, pod_log(rest.get(served, ns, name), query)
+        text = pod_log(rest.get(served, ns, name), query)
+        return (200 if text else 204), text
     if subresource == "token":
         if verb != "create":
             raise not_allowed

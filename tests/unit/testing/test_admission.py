@@ -141,7 +141,7 @@ def test_many_causes_are_bracketed_and_group_qualifies_kind() -> None:
     err = _errors("Deployment", "apps", obj)
     assert err.message == (
         'Deployment.apps "web" is invalid: [spec.selector: Required value, '
-        'spec.template.metadata.labels: Invalid value: map[string]string{"app":"web"}: '
+        'spec.template.metadata.labels: Invalid value: {"app":"web"}: '
         "`selector` does not match template `labels`]"
     )
     assert (err.kind, err.group, err.name) == ("Deployment", "apps", "web")
@@ -265,8 +265,7 @@ def test_deployment_template_must_match_selector() -> None:
     assert err.causes == [
         Cause(
             "FieldValueInvalid",
-            'Invalid value: map[string]string{"app":"web"}: '
-            "`selector` does not match template `labels`",
+            'Invalid value: {"app":"web"}: `selector` does not match template `labels`',
             "spec.template.metadata.labels",
         )
     ]
@@ -291,9 +290,8 @@ def test_deployment_selector_is_immutable() -> None:
     new["spec"]["template"]["metadata"]["labels"]["x"] = "y"
     err = _errors("Deployment", "apps", new, old)
     assert _fields(err) == ["spec.selector"]
-    assert err.causes[0].message.endswith(": field is immutable")
-    assert err.causes[0].message.startswith(
-        'Invalid value: v1.LabelSelector{MatchLabels:map[string]string{"app":"web", "x":"y"}'
+    assert err.causes[0].message == (
+        'Invalid value: {"matchLabels":{"app":"web","x":"y"}}: field is immutable'
     )
     validate("Deployment", "apps", _deployment(replicas=3), old)
 
@@ -356,7 +354,7 @@ def test_service_cluster_ip_is_immutable_once_set() -> None:
     assert err.causes == [
         Cause(
             "FieldValueInvalid",
-            'Invalid value: []string{"10.96.0.9"}: may not change once set',
+            'Invalid value: ["10.96.0.9"]: may not change once set',
             "spec.clusterIPs[0]",
         )
     ]

@@ -379,7 +379,7 @@ VALIDATION_CASES: list[tuple[str, dict[str, Any], Any, list[tuple[str, str, str]
             (
                 "spec.ports[1]",
                 "FieldValueDuplicate",
-                'Duplicate value: map[string]interface {}{"name":"http"}',
+                'Duplicate value: {"name":"http"}',
             )
         ],
     ),
@@ -404,7 +404,7 @@ VALIDATION_CASES: list[tuple[str, dict[str, Any], Any, list[tuple[str, str, str]
             (
                 "spec.ports[2]",
                 "FieldValueDuplicate",
-                'Duplicate value: map[string]interface {}{"port":80, "protocol":"TCP"}',
+                'Duplicate value: {"port":80,"protocol":"TCP"}',
             )
         ],
     ),
