@@ -189,6 +189,10 @@ with `worker_limit` {WORKERS} an idle per-object worker holds its slot for `idle
 All three create the Service and the Ingress (the URL as an annotation on the Ingress);
 Overseer also posts one `Exposed` Event per Deployment (its default; it writes nothing to
 the Deployment), kopf patches its own bookkeeping annotations onto the Deployment.
+**overseer-noevent** is Overseer with `exposedEvent: false`, in the same run:
+**overseer_event_cpu_ms_per_object** is the difference, what the Event costs (with
+`BENCH_BASELINE=<checkout>`, **baseline** and **baseline-noevent** run another checkout's
+code the same way, for before/after figures in one session).
 The subject first exposes a canary Deployment (it is up and synced), then the burst starts.
 The harness observes with raw watches on Services and Ingresses: **exposed_seconds** from
 the generator's start to the moment the last Deployment had both; **exposed_per_s** =
@@ -213,8 +217,26 @@ breaks them down by verb and resource. The subjects take turns first.
         **{f"{s}_peak_rss_mb": "MB" for s in EXPOSERS},
         **{f"{s}_create_seconds": "s" for s in EXPOSERS},
         **{f"{s}_cpu_ms_per_object": "ms" for s in EXPOSERS},
+        **{f"{s}_event_cpu_ms_per_object": "ms" for s in ("overseer", "baseline")},
     },
     ratios=[
+        Ratio(
+            "CPU per Deployment, Overseer with the Event / without",
+            "overseer_cpu_ms_per_object",
+            "overseer-noevent_cpu_ms_per_object",
+            "<= 1.15",
+        ),
+        Ratio(
+            "CPU per Deployment, Overseer / baseline (another checkout, same run)",
+            "overseer_cpu_ms_per_object",
+            "baseline_cpu_ms_per_object",
+            "<= 0.8",
+        ),
+        Ratio(
+            "CPU per Deployment, baseline with the Event / without",
+            "baseline_cpu_ms_per_object",
+            "baseline-noevent_cpu_ms_per_object",
+        ),
         _ratio("throughput", "exposed_per_s", "official", ">= 1.1"),
         _ratio("throughput", "exposed_per_s", "kopf", ">= 1.6"),
         _ratio("CPU seconds", "cpu_seconds", "official", "<= 0.7"),
@@ -237,11 +259,22 @@ breaks them down by verb and resource. The subjects take turns first.
 )
 def exposure_burst(run: Run) -> Metrics:
     count = DEPLOYMENTS
-    order = EXPOSERS[run.index % 3 :] + EXPOSERS[: run.index % 3]
+    turn = run.index % len(EXPOSERS)
+    order = EXPOSERS[turn:] + EXPOSERS[:turn]
     metrics: Metrics = {}
     for kind in order:
         metrics.update(_one(run, kind, count))
-        print(f"[exposure-burst]   {kind}: {metrics[f'{kind}_exposed_per_s']:.1f}/s", flush=True)
+        print(
+            f"[exposure-burst]   {kind}: {metrics[f'{kind}_exposed_per_s']:.1f}/s, "
+            f"{metrics[f'{kind}_cpu_ms_per_object']:.2f} ms CPU per Deployment",
+            flush=True,
+        )
+    for on, off in (("overseer", "overseer-noevent"), ("baseline", "baseline-noevent")):
+        if f"{on}_cpu_ms_per_object" in metrics and f"{off}_cpu_ms_per_object" in metrics:
+            # the same run with and without the Event: its share of the CPU
+            metrics[f"{on}_event_cpu_ms_per_object"] = (
+                metrics[f"{on}_cpu_ms_per_object"] - metrics[f"{off}_cpu_ms_per_object"]
+            )
     return {k: metrics[k] for k in sorted(metrics, key=_order)}
 
 

@@ -244,6 +244,24 @@ own writes to the Deployments: their revision annotation).
         **{f"{s}_peak_rss_mb": "MB" for s in EXPOSERS},
     },
     ratios=[
+        Ratio(
+            f"p99 at {RATES[0]}/s, Overseer / overseer-noevent",
+            f"overseer_r{RATES[0]}_p99_ms",
+            f"overseer-noevent_r{RATES[0]}_p99_ms",
+            "<= 1.2",
+        ),
+        Ratio(
+            f"p99 at {RATES[0]}/s, Overseer / baseline",
+            f"overseer_r{RATES[0]}_p99_ms",
+            f"baseline_r{RATES[0]}_p99_ms",
+        ),
+        Ratio(
+            "CPU seconds, Overseer / baseline",
+            "overseer_cpu_seconds",
+            "baseline_cpu_seconds",
+        ),
+    ]
+    + [
         Ratio(f"p99 at {r}/s, Overseer / {p}", f"overseer_r{r}_p99_ms", f"{p}_r{r}_p99_ms")
         for r in RATES[:2]
         for p in ("official", "kopf")
@@ -258,7 +276,8 @@ own writes to the Deployments: their revision annotation).
     ],
 )
 def steady_events(run: Run) -> Metrics:
-    order = EXPOSERS[run.index % 3 :] + EXPOSERS[: run.index % 3]
+    turn = run.index % len(EXPOSERS)
+    order = EXPOSERS[turn:] + EXPOSERS[:turn]
     metrics: Metrics = {}
     for kind in order:
         metrics.update(_one(run, kind))
