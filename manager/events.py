@@ -9,11 +9,18 @@ Contract:
 
 * :meth:`EventRecorder.event` validates its arguments (``ValueError`` for a type other
   than ``Normal``/``Warning``, an empty reason, an object without ``kind``,
-  ``apiVersion`` or ``metadata.name``), builds the Event and puts it on a bounded queue.
-  It never blocks and never raises for anything that happens later: a full queue drops
-  the event (``overseer_events_dropped_total{reason="queue_full"}``).
-* One sender thread (``events/sender``, started by :meth:`EventBroadcaster.start`)
-  takes the events in order and runs each through the :class:`EventCorrelator`:
+  ``apiVersion`` or ``metadata.name``), takes the object's reference and appends the call
+  to a bounded queue (a deque: no lock; an idle sender is woken). It never blocks and
+  never raises for anything that happens later: a full queue drops the event
+  (``overseer_events_dropped_total{reason="queue_full"}``).
+* One sender thread (``events/sender``, started by :meth:`EventBroadcaster.start`) works
+  in batches by time: it lets events gather for ``batch_interval`` seconds (a flush or a
+  stop ends the wait), then builds each Event (its timestamps and name from the time it
+  was recorded), runs it through the :class:`EventCorrelator` and writes it, in order,
+  one after the other on one held connection (:meth:`KubeClient.write_session`: the
+  request head built once per batch, one ``orjson.dumps`` per body, a minimal answer
+  parser), which costs a fraction of an ordinary request's CPU. The correlator's rules
+  are client-go's:
 
   - *Aggregation*: events that differ only by message (same involved object, type,
     reason, source) are tracked per object for ``aggregate_window`` seconds (sliding:
@@ -61,6 +68,16 @@ for a cluster-scoped object), with ``involvedObject``, ``reason``, ``message``
 ``lastTimestamp`` (RFC 3339, seconds), ``count``, ``reportingComponent`` and
 ``reportingInstance``; ``eventTime`` stays unset (the legacy core Event shape).
 
+Why core ``v1`` Events and not ``events.k8s.io/v1`` with ``series`` (client-go
+``tools/events``): the rules kept here — aggregation of similar messages, the per-object
+spam filter, a count increment per repeat — are ``tools/record``'s; ``tools/events``
+replaces them with series whose count is written at most every 6 minutes (a repeat
+costs no request until then) and no aggregation. A repeat here costs one small merge
+PATCH, already correlated in memory, so series would only save requests for hot
+repeats, which the spam filter bounds anyway (25 per object, then one per 5 minutes);
+the costly Events are first occurrences (the exposer's ``Exposed``), one create each
+under either API. ``kubectl describe`` shows both kinds.
+
 Time: windows, buckets and retry waits read the injected :class:`~manager.clock.Clock`;
 timestamps written into Events are wall-clock UTC.
 
@@ -95,7 +112,7 @@ from manager.errors import (
 from manager.fencing import Fence, current_fence, fenced
 from manager.flowcontrol import TokenBucket
 from manager.keys import JsonDict, meta_namespace_key
-from manager.kube import KubeClient
+from manager.kube import KubeClient, WriteSession
 from manager.metrics import REGISTRY
 from manager.resources import builtin
 
@@ -182,6 +199,9 @@ class EventOptions:
     """Entries of each correlator LRU cache (default 4096 entries)."""
     max_attempts: int = 3
     """Writes tried per event, the first included (default 3 attempts)."""
+    batch_interval: float = 0.05
+    """How long the sender lets events gather before it writes them (default 0.05 seconds;
+    0: write as they come)."""
     retry_interval: float = 10.0
     """Wait between attempts; the first is jittered down to half (default 10.0 seconds)."""
     terminating_namespace_ttl: float = 60.0
@@ -200,6 +220,8 @@ class EventOptions:
             problems.append(f"spam_qps: must be positive, got {self.spam_qps}")
         if self.aggregate_window <= 0:
             problems.append(f"aggregate_window: must be positive, got {self.aggregate_window}")
+        if self.batch_interval < 0:
+            problems.append(f"batch_interval: must not be negative, got {self.batch_interval}")
         if self.retry_interval < 0:
             problems.append(f"retry_interval: must not be negative, got {self.retry_interval}")
         if self.terminating_namespace_ttl < 0:
@@ -264,27 +286,52 @@ _suffix_lock = threading.Lock()
 _last_suffix = 0
 
 
-def _unique_nanos() -> int:
-    """Wall-clock nanoseconds, strictly increasing within the process."""
+def _unique_nanos(at: int | None = None) -> int:
+    """``at`` (default: now), in wall-clock nanoseconds, made strictly increasing within
+    the process."""
     global _last_suffix
     with _suffix_lock:
-        _last_suffix = max(time.time_ns(), _last_suffix + 1)
+        _last_suffix = max(time.time_ns() if at is None else at, _last_suffix + 1)
         return _last_suffix
 
 
-def _event_name(object_name: str) -> str:
+def _event_name(object_name: str, at: int | None = None) -> str:
     """client-go's ``<name>.<hex UnixNano>``, shortened to stay a DNS subdomain."""
-    suffix = f".{_unique_nanos():x}"
+    suffix = f".{_unique_nanos(at):x}"
     prefix = object_name[: _NAME_LIMIT - len(suffix)].rstrip(".-")
     return prefix + suffix
 
 
-def _make_event(
-    obj: JsonDict, type_: str, reason: str, message: str, *, component: str, host: str
+class _Stamps:
+    """RFC 3339 seconds of wall-clock nanoseconds, the last one remembered (events come
+    in bursts within one second). One thread: the sender's."""
+
+    __slots__ = ("_second", "_text")
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._text = ""
+
+    def __call__(self, nanos: int) -> str:
+        second = nanos // 1_000_000_000
+        if second != self._second:
+            self._text = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
+            self._second = second
+        return self._text
+
+
+def _build_event(
+    ref: JsonDict,
+    type_: str,
+    reason: str,
+    message: str,
+    *,
+    component: str,
+    host: str,
+    at: int,
+    stamp: str,
 ) -> JsonDict:
-    _check(type_, reason)
-    ref = _involved_object(obj)
-    now = _rfc3339(datetime.now(UTC))
+    """The core v1 Event for a recorded call (``at``: when, in wall-clock nanoseconds)."""
     source: JsonDict = {"component": component}
     if host:
         source["host"] = host
@@ -292,7 +339,7 @@ def _make_event(
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {
-            "name": _event_name(ref["name"]),
+            "name": _event_name(ref["name"], at),
             "namespace": ref.get("namespace") or "default",
         },
         "involvedObject": ref,
@@ -300,8 +347,8 @@ def _make_event(
         "message": _truncate(message),
         "type": type_,
         "source": source,
-        "firstTimestamp": now,
-        "lastTimestamp": now,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
         "count": 1,
         "reportingComponent": component,
         "reportingInstance": host,
@@ -493,17 +540,24 @@ class EventCorrelator:
 # -- the broadcaster ---------------------------------------------------------------------
 
 
+# What a recorder queues: (involved object reference, type, reason, message, wall-clock
+# nanoseconds, component, the recording context's fence). A flush queues a barrier.
+_Recorded = tuple[JsonDict, str, str, str, int, str, "Fence | None"]
+
+
 class _Recorder:
     """An :class:`EventRecorder` that queues on its broadcaster."""
 
-    def __init__(self, broadcaster: EventBroadcaster, component: str, host: str) -> None:
+    def __init__(self, broadcaster: EventBroadcaster, component: str) -> None:
         self._broadcaster = broadcaster
         self._component = component
-        self._host = host
 
     def event(self, obj: JsonDict, type_: str, reason: str, message: str) -> None:
-        event = _make_event(obj, type_, reason, message, component=self._component, host=self._host)
-        self._broadcaster._enqueue(event)
+        _check(type_, reason)
+        ref = _involved_object(obj)
+        self._broadcaster._enqueue(
+            (ref, type_, reason, message, time.time_ns(), self._component, current_fence())
+        )
 
     def __repr__(self) -> str:
         return f"EventRecorder(component={self._component!r})"
@@ -513,13 +567,19 @@ class EventBroadcaster:
     """The queue and the sender thread behind every recorder of a manager (client-go
     ``EventBroadcaster`` + ``StartRecordingToSink``).
 
+    Recording costs the caller a few microseconds and no lock: the reference to the
+    object is taken, the call is appended to a deque, and only a sender that sleeps for
+    want of work is woken. The sender wakes by time: it lets events gather for
+    ``batch_interval`` seconds, then builds, correlates and writes them one after the
+    other on one held connection (:meth:`KubeClient.write_session`).
+
     Args:
         client: where Events are written.
         component: ``source.component`` / ``reportingComponent`` of the recorders
             (``"overseer"``); a recorder may name its own.
         host: ``source.host`` / ``reportingInstance`` (the pod or node name), may be "".
         clock: time for aggregation windows, spam buckets and retry waits.
-        options: queue size, correlation and retry settings.
+        options: queue size, batching, correlation and retry settings.
     """
 
     def __init__(
@@ -539,10 +599,14 @@ class EventBroadcaster:
         self._clock: Clock = clock if clock is not None else RealClock()
         self._options = options if options is not None else EventOptions()
         self._correlator = EventCorrelator(self._clock, self._options)
-        self._cond = threading.Condition()
-        self._queue: deque[tuple[JsonDict, Fence | None]] = deque()
-        self._enqueued = 0  # events ever accepted into the queue
-        self._handled = 0  # of those, written or dropped
+        self._stamps = _Stamps()
+        # appended by any thread, popped by the sender: deque operations are atomic
+        self._queue: deque[_Recorded | threading.Event] = deque()
+        self._wake = threading.Event()  # set to wake an idle sender
+        self._hurry = threading.Event()  # set to end the batch interval now
+        self._idle = False  # the sender sleeps for want of work: the next event wakes it
+        self._lock = threading.Lock()  # start/shutdown only, never taken by a recorder
+        self._retry_cond = threading.Condition()  # retry waits; shutdown cuts them short
         self._closed = False  # no more events accepted
         self._abandon = False  # drop what is queued instead of sending it
         self._stop: threading.Event | None = None
@@ -552,7 +616,7 @@ class EventBroadcaster:
 
     def recorder(self, component: str | None = None) -> EventRecorder:
         """A recorder whose events come from ``component`` (default: the broadcaster's)."""
-        return _Recorder(self, component or self._component, self._host)
+        return _Recorder(self, component or self._component)
 
     def start(self, stop: threading.Event) -> None:
         """Start the sender thread (``events/sender``) and return. It runs until ``stop``
@@ -561,7 +625,7 @@ class EventBroadcaster:
         Raises:
             RuntimeError: started before, or shut down.
         """
-        with self._cond:
+        with self._lock:
             if self._thread is not None or self._closed:
                 raise RuntimeError("EventBroadcaster: start may be called once, before shutdown")
             self._stop = stop
@@ -580,9 +644,18 @@ class EventBroadcaster:
             True when done, False if ``timeout`` passed first (as it does when the
             sender was never started).
         """
-        with self._cond:
-            target = self._enqueued
-            return self._cond.wait_for(lambda: self._handled >= target, timeout)
+        barrier = threading.Event()
+        self._queue.append(barrier)
+        self._hurry.set()  # no need to wait for the batch interval
+        self._wake.set()
+        deadline = time.monotonic() + timeout
+        while not barrier.wait(min(max(deadline - time.monotonic(), 0.0), _POLL)):
+            thread = self._thread
+            if thread is not None and not thread.is_alive():
+                return True  # the sender has ended: it wrote or dropped what it had
+            if time.monotonic() >= deadline:
+                return False
+        return True
 
     def shutdown(self, timeout: float = 10.0) -> bool:
         """Refuse new events, let the sender write what is queued, and join it.
@@ -594,20 +667,24 @@ class EventBroadcaster:
         Returns:
             True if every queued event was handled and the sender has exited.
         """
-        with self._cond:
+        with self._lock:
             self._closed = True
-            self._cond.notify_all()
             thread = self._thread
+        self._hurry.set()
+        self._wake.set()
+        with self._retry_cond:
+            self._retry_cond.notify_all()
         if thread is None:
-            with self._cond:
-                self._drop_queued()
+            self._drop_queued()
             return True
         thread.join(timeout)
         flushed = not thread.is_alive()
         if not flushed:
-            with self._cond:
-                self._abandon = True
-                self._cond.notify_all()
+            self._abandon = True
+            self._hurry.set()
+            self._wake.set()
+            with self._retry_cond:
+                self._retry_cond.notify_all()
             thread.join(timeout)
             if thread.is_alive():
                 logger.warning(
@@ -618,59 +695,94 @@ class EventBroadcaster:
 
     # -- internals ----------------------------------------------------------------------
 
-    def _enqueue(self, event: JsonDict) -> None:
-        fence = current_fence()  # the recording reconcile's; None: the client's own
-        with self._cond:
-            stopped = self._closed or (self._stop is not None and self._stop.is_set())
-            if not stopped and len(self._queue) < self._options.queue_size:
-                self._queue.append((event, fence))
-                self._enqueued += 1
-                self._cond.notify_all()
-                return
+    def _enqueue(self, recorded: _Recorded) -> None:
+        # Any thread; no lock: a length check, an append, and a wake-up only when the
+        # sender sleeps idle (the first event of a quiet period).
+        stopped = self._closed or (self._stop is not None and self._stop.is_set())
+        if not stopped and len(self._queue) < self._options.queue_size:
+            self._queue.append(recorded)
+            if self._idle:
+                self._wake.set()
+            return
         reason = "shutdown" if stopped else "queue_full"
         _DROPPED.labels(reason).inc()
-        logger.debug("event dropped", extra={"reason": reason, **_describe(event)})
+        logger.debug("event dropped", extra={"reason": reason, **_describe_recorded(recorded)})
 
     def _stopping(self, stop: threading.Event) -> bool:
         return self._closed or stop.is_set()
 
     def _drop_queued(self) -> None:
-        # Caller holds the lock.
-        if self._queue:
-            _DROPPED.labels("shutdown").inc(len(self._queue))
-            logger.warning("events dropped at shutdown", extra={"events": len(self._queue)})
-            self._handled += len(self._queue)
-            self._queue.clear()
-            self._cond.notify_all()
+        dropped = 0
+        while self._queue:
+            item = self._queue.popleft()
+            if isinstance(item, threading.Event):
+                item.set()
+            else:
+                dropped += 1
+        if dropped:
+            _DROPPED.labels("shutdown").inc(dropped)
+            logger.warning("events dropped at shutdown", extra={"events": dropped})
 
     def _run(self, stop: threading.Event) -> None:
-        while True:
-            with self._cond:
-                while not self._queue and not self._stopping(stop):
-                    self._cond.wait(_POLL)  # real time: only to notice ``stop``
-                if self._abandon or (not self._queue and self._stopping(stop)):
-                    self._closed = True
-                    self._drop_queued()
-                    return
-                event, fence = self._queue.popleft()
-            try:
-                if fence is None:
-                    self._send(event, stop)
-                else:
-                    with fenced(fence):
-                        self._send(event, stop)
-            except WriteFenced:
-                _DROPPED.labels("fenced").inc()
-                logger.debug("event dropped", extra={"reason": "fenced", **_describe(event)})
-            except Exception:  # never let one event kill the sender
-                _DROPPED.labels("api_error").inc()
-                logger.exception("event could not be sent", extra=_describe(event))
-            finally:
-                with self._cond:
-                    self._handled += 1
-                    self._cond.notify_all()
+        interval = self._options.batch_interval
+        try:
+            while True:
+                if self._abandon:
+                    break
+                if not self._queue:
+                    if self._stopping(stop):
+                        break
+                    self._wake.clear()
+                    self._idle = True  # before looking again: an enqueue sees it or we do
+                    if not self._queue:
+                        self._wake.wait(_POLL)  # real time: only to notice ``stop``
+                    self._idle = False
+                    continue
+                if interval > 0 and not self._stopping(stop):
+                    # a batch by time: what else arrives within the interval goes too
+                    # (a flush or a shutdown cuts it short)
+                    self._hurry.wait(interval)
+                self._hurry.clear()
+                self._send_batch(stop)
+        finally:
+            self._closed = True
+            self._drop_queued()
 
-    def _send(self, event: JsonDict, stop: threading.Event) -> None:
+    def _send_batch(self, stop: threading.Event) -> None:
+        """Build, correlate and write what is queued, on one held connection."""
+        with self._client.write_session() as session:
+            for _ in range(len(self._queue)):
+                if self._abandon:
+                    return
+                item = self._queue.popleft()
+                if isinstance(item, threading.Event):
+                    item.set()  # a flush: everything before it is handled
+                    continue
+                ref, type_, reason, message, at, component, fence = item
+                event = _build_event(
+                    ref,
+                    type_,
+                    reason,
+                    message,
+                    component=component,
+                    host=self._host,
+                    at=at,
+                    stamp=self._stamps(at),
+                )
+                try:
+                    if fence is None:
+                        self._send(event, stop, session)
+                    else:
+                        with fenced(fence):
+                            self._send(event, stop, session)
+                except WriteFenced:
+                    _DROPPED.labels("fenced").inc()
+                    logger.debug("event dropped", extra={"reason": "fenced", **_describe(event)})
+                except Exception:  # never let one event kill the sender
+                    _DROPPED.labels("api_error").inc()
+                    logger.exception("event could not be sent", extra=_describe(event))
+
+    def _send(self, event: JsonDict, stop: threading.Event, session: WriteSession) -> None:
         """client-go ``recordToSink``: correlate, then write with bounded retries."""
         correlation = self._correlator.correlate(event)
         if correlation is None:
@@ -688,7 +800,7 @@ class EventBroadcaster:
         while True:
             attempt += 1
             try:
-                written = self._write(correlation)
+                written = self._write(correlation, session)
             except NamespaceTerminating:
                 self._terminating[namespace] = (
                     self._clock.now() + self._options.terminating_namespace_ttl
@@ -722,7 +834,7 @@ class EventBroadcaster:
         _DROPPED.labels("namespace_terminating").inc()
         logger.debug("event dropped", extra={"reason": "namespace_terminating", **_describe(event)})
 
-    def _write(self, correlation: Correlation) -> JsonDict:
+    def _write(self, correlation: Correlation, session: WriteSession) -> JsonDict:
         """client-go ``recordEvent``: PATCH the existing Event, else (or if it is gone)
         create it."""
         event = correlation.event
@@ -730,14 +842,14 @@ class EventBroadcaster:
         namespace = event["metadata"]["namespace"]
         if correlation.patch is not None:
             try:
-                return self._client.patch(
-                    EVENTS, name, correlation.patch, namespace=namespace, patch_type="merge"
-                )
+                return session.patch(EVENTS, name, correlation.patch, namespace=namespace)
             except NotFound:
                 logger.debug("event to update is gone, creating it", extra=_describe(event))
-        body = dict(event)
-        body["metadata"] = {k: v for k, v in event["metadata"].items() if k != "resourceVersion"}
-        return self._client.create(EVENTS, body, namespace=namespace)
+        metadata = event["metadata"]
+        if "resourceVersion" in metadata:
+            event = dict(event)
+            event["metadata"] = {k: v for k, v in metadata.items() if k != "resourceVersion"}
+        return session.create(EVENTS, event, namespace=namespace)
 
     def _backoff(self, attempt: int, stop: threading.Event) -> bool:
         """Wait before the next attempt on the clock; False if stopping cut it short."""
@@ -745,13 +857,24 @@ class EventBroadcaster:
         if attempt == 1:  # spread clients that all failed at once (client-go)
             delay *= random.uniform(0.5, 1.0)
         deadline = self._clock.now() + delay
-        with self._cond:
-            while not self._stopping(stop):
+        with self._retry_cond:
+            while not self._stopping(stop) and not self._abandon:
                 remaining = deadline - self._clock.now()
                 if remaining <= 0:
                     return True
-                self._clock.wait(self._cond, min(remaining, _POLL))
+                self._clock.wait(self._retry_cond, min(remaining, _POLL))
         return False
+
+
+def _describe_recorded(recorded: _Recorded) -> dict[str, str]:
+    ref, type_, reason = recorded[0], recorded[1], recorded[2]
+    return {
+        "event_type": type_,
+        "event_reason": reason,
+        "object_kind": _str(ref, "kind"),
+        "object_namespace": _str(ref, "namespace"),
+        "object_name": _str(ref, "name"),
+    }
 
 
 def _describe(event: JsonDict) -> dict[str, str]:

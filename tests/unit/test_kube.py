@@ -1077,3 +1077,90 @@ def test_requests_are_counted_and_timed(
         dead.get(PODS, "a", "default")
     labels = {"code": "<error>", "method": "GET", "host": f"127.0.0.1:{dead_port}"}
     assert sample(requests, labels) == 1
+
+
+# -- the write session (the Event sender's cheap writes) -----------------------------------
+
+
+def test_a_write_session_posts_and_patches_on_one_connection_with_the_clients_headers(
+    client: KubeClient, stub: StubApiServer
+) -> None:
+    stub.reply("POST", "/api/v1/namespaces/team/pods", Reply(201, pod("a", "team")))
+    stub.reply("PATCH", "/api/v1/namespaces/team/pods/a", Reply(200, pod("a", "team", x=1)))
+    ports = set()
+    with client.write_session() as session:
+        assert session.create(PODS, pod("a", "team")) == pod("a", "team")
+        ports.add(session._conn.sock.getsockname()[1])
+        assert session.patch(PODS, "a", {"x": 1}, namespace="team")["x"] == 1
+        ports.add(session._conn.sock.getsockname()[1])
+    assert len(ports) == 1  # the second write went on the connection of the first
+    post, patch = stub.requests()
+    assert post.json() == pod("a", "team")
+    assert post.headers["content-type"] == "application/json"
+    assert post.headers["authorization"] == "Bearer stub-token"
+    assert post.headers["user-agent"].startswith("overseer/")
+    assert (patch.method, patch.json()) == ("PATCH", {"x": 1})
+    assert patch.headers["content-type"] == "application/merge-patch+json"
+    counted = REGISTRY.get_sample_value(
+        "rest_client_requests_total",
+        {"code": "201", "method": "POST", "host": f"127.0.0.1:{stub.port}"},
+    )
+    assert counted is not None and counted >= 1
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        (404, status_body(404, "NotFound", "gone"), NotFound),
+        (409, status_body(409, "AlreadyExists", "exists"), AlreadyExists),
+        (500, status_body(500, "InternalError", "boom"), ServerError),
+        (429, status_body(429, "TooManyRequests", "slow down"), TooManyRequests),
+    ],
+    ids=lambda case: str(case[0]),
+)
+def test_a_write_session_maps_errors_and_never_retries(
+    client: KubeClient,
+    stub: StubApiServer,
+    sleeps: list[float],
+    case: tuple[int, dict[str, Any], type[ApiError]],
+) -> None:
+    status, body, expected = case
+    stub.reply("POST", "/api/v1/namespaces/team/pods", Reply(status, body), Reply(201, pod("b")))
+    with client.write_session() as session:
+        with pytest.raises(expected) as info:
+            session.create(PODS, pod("a", "team"))
+        assert info.value.message == body["message"]
+        # the connection is still good for the next write
+        assert session.create(PODS, pod("b", "team"))["metadata"]["name"] == "b"
+    assert len(stub.requests("POST")) == 2 and sleeps == []
+
+
+def test_a_write_session_reads_a_chunked_answer(client: KubeClient, stub: StubApiServer) -> None:
+    whole = json.dumps(pod("a", "team")).encode()
+    reply = Reply(201, chunks=[whole[:7], whole[7:]])
+    stub.reply("POST", "/api/v1/namespaces/team/pods", reply)
+    stub.reply("POST", "/api/v1/namespaces/team/pods", Reply(201, pod("b", "team")))
+    with client.write_session() as session:
+        assert session.create(PODS, pod("a", "team")) == pod("a", "team")
+        assert session.create(PODS, pod("b", "team")) == pod("b", "team")
+
+
+def test_a_write_session_to_an_unreachable_server_is_unavailable(
+    make_client: Callable[..., KubeClient], tmp_path: Path
+) -> None:
+    dead = make_client(write_kubeconfig(tmp_path / "dead", f"http://127.0.0.1:{free_port()}"))
+    with dead.write_session() as session, pytest.raises(Unavailable) as info:
+        session.create(PODS, pod("a", "team"))
+    assert info.value.status == 0 and "127.0.0.1" in info.value.message
+
+
+def test_a_fenced_write_session_sends_nothing_when_the_fence_is_closed(
+    client: KubeClient, stub: StubApiServer
+) -> None:
+    from manager.errors import WriteFenced
+    from manager.fencing import ValidityFence
+
+    closed = ValidityFence(lambda: 0.0, reason="unit_session", message="not ours")
+    with client.with_fence(closed).write_session() as session, pytest.raises(WriteFenced):
+        session.create(PODS, pod("a", "team"))
+    assert stub.requests() == []
