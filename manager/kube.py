@@ -507,6 +507,15 @@ class KubeClient:
         self._retry_sleep = retry_sleep if retry_sleep is not None else time.sleep
         self._discovery_lock = threading.Lock()
         self._discovered: dict[str, dict[str, Resource]] = {}
+        # The pool of the API server's connections, for requests sent without urllib3's
+        # request machinery (None behind a proxy: those go through urllib3).
+        pool_manager = self._api.rest_client.pool_manager
+        self._pool: Any = None
+        if not isinstance(pool_manager, urllib3.ProxyManager):
+            self._pool = pool_manager.connection_from_url(self._host)
+        origin = urlsplit(self._host)
+        self._origin = f"{origin.scheme}://{origin.netloc}"
+        self._host_header = f"Host: {origin.netloc}"
         # (method, code) -> the rest_client_* children of this client's host
         self._metric_children: dict[tuple[str, str], tuple[Any, Any]] = {}
 
@@ -1178,14 +1187,21 @@ class KubeClient:
             url = f"{url}{'&' if '?' in url else '?'}{urlencode(auth_query)}"
         start = time.monotonic()
         response: urllib3.BaseHTTPResponse | None = None
+        answer_headers: Mapping[str, str]
         outgoing = _OUTGOING.set(flight)
         try:
-            response = self._send(method, url, headers, body, timeout)
-            status = int(response.status)
-            if stream and 200 <= status < 300:
-                self._observe(method, str(status), start)
-                return response
-            data = response.data
+            if not stream and self._pool is not None and isinstance(timeout, float | int):
+                status, answer_headers, data = self._exchange(
+                    method, url, headers, body, float(timeout)
+                )
+            else:
+                response = self._send(method, url, headers, body, timeout)
+                status = int(response.status)
+                if stream and 200 <= status < 300:
+                    self._observe(method, str(status), start)
+                    return response
+                data = response.data
+                answer_headers = response.headers
         except (urllib3.exceptions.HTTPError, k8s_client.ApiException, OSError) as exc:
             if response is not None:
                 response.close()
@@ -1203,7 +1219,59 @@ class KubeClient:
         self._observe(method, str(status), start)
         if 200 <= status < 300:
             return data
-        raise _error_from_response(status, response.headers, data, method, urlsplit(url).path)
+        raise _error_from_response(status, answer_headers, data, method, urlsplit(url).path)
+
+    def _exchange(
+        self, method: str, url: str, headers: dict[str, str], body: Any, timeout: float
+    ) -> tuple[int, Mapping[str, str], bytes]:
+        """One request and its whole answer on a connection of the client's pool, without
+        urllib3's and http.client's per-request machinery (URL parsing, header objects,
+        the email-based header parser: half of a write's Python time): the request is
+        one buffer, the answer is read by :func:`_read_response`. The connection (TLS
+        as the kubeconfig set it up) comes from and goes back to the pool; the fence's
+        last check happens right before the bytes go out, as in
+        :class:`_FencedHTTPConnection`. A kept-alive connection the server had closed
+        while idle is replaced once (nothing was handled on it)."""
+        payload = _encode_body(body)
+        lines = [f"{method} {url[len(self._origin) :] or '/'} HTTP/1.1", self._host_header]
+        lines.extend(f"{name}: {value}" for name, value in headers.items())
+        if payload is not None:
+            lines.append(f"Content-Length: {len(payload)}")
+        request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        if payload:
+            request += payload
+        pool = self._pool
+        conn = pool._get_conn(timeout=timeout)
+        keep = False
+        reader: Any = None
+        try:
+            for attempt in (1, 2):
+                reused = conn.sock is not None
+                if not reused:
+                    conn.timeout = timeout
+                    conn.connect()
+                _check_outgoing(conn)
+                conn.sock.settimeout(timeout)
+                reader = conn.sock.makefile("rb")
+                try:
+                    conn.sock.sendall(request)
+                    status, retry_after, data, close = _read_response(reader)
+                    break
+                except (BrokenPipeError, ConnectionResetError, _ClosedEarly):
+                    if attempt == 2 or not reused:
+                        raise
+                    reader.close()
+                    reader = None
+                    conn.close()
+            keep = not close
+        finally:
+            if reader is not None:
+                with contextlib.suppress(OSError):
+                    reader.close()
+            if not keep:
+                conn.close()
+            pool._put_conn(conn)
+        return status, ({"Retry-After": retry_after} if retry_after else {}), data
 
     def _write_fence(self, method: str) -> Fence | None:
         """The fence a request must pass: writes of a fenced client only."""
@@ -1227,15 +1295,7 @@ class KubeClient:
             t = urllib3.Timeout(connect=timeout[0], read=timeout[1])
         else:
             t = urllib3.Timeout(total=timeout)
-        payload: bytes | None
-        if body is None:
-            payload = None
-        elif isinstance(body, bytes):
-            payload = body
-        elif isinstance(body, str):
-            payload = body.encode()
-        else:
-            payload = orjson.dumps(body)
+        payload = _encode_body(body)
         pool = self._api.rest_client.pool_manager
         return cast(
             urllib3.BaseHTTPResponse,
@@ -1471,30 +1531,60 @@ class WriteSession:
 _MAX_LINE: Final = 65536
 
 
+def _encode_body(body: Any) -> bytes | None:
+    if body is None:
+        return None
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, str):
+        return body.encode()
+    return orjson.dumps(body)
+
+
 class _ClosedEarly(ConnectionError):
     """The server closed the connection before the first byte of its answer."""
 
 
 def _read_response(reader: Any) -> tuple[int, str, bytes, bool]:
-    """Read one HTTP/1.1 answer: (status, Retry-After, body, connection closes)."""
+    """Read one HTTP/1.1 answer: (status, Retry-After, body, connection closes).
+
+    Raises:
+        ConnectionError: the connection ended inside the answer (``_ClosedEarly``:
+            before its first byte).
+        urllib3.exceptions.ProtocolError: not an HTTP answer.
+    """
+    try:
+        return _parse_response(reader)
+    except ValueError as exc:  # a number that is none: the answer is garbled
+        raise urllib3.exceptions.ProtocolError(f"not an HTTP answer: {exc}") from None
+
+
+def _line(reader: Any) -> bytes:
+    line = reader.readline(_MAX_LINE + 1)
+    if not line:
+        raise ConnectionError("the server closed the connection inside its answer")
+    if len(line) > _MAX_LINE:
+        raise urllib3.exceptions.ProtocolError("an answer line longer than 64 KiB")
+    return bytes(line)
+
+
+def _parse_response(reader: Any) -> tuple[int, str, bytes, bool]:
     while True:
         line = reader.readline(_MAX_LINE + 1)
         if not line:
             raise _ClosedEarly("the server closed the connection before answering")
         parts = line.split(None, 2)
         if len(parts) < 2 or not parts[0].startswith(b"HTTP/"):
-            raise ValueError(f"not an HTTP status line: {line[:80]!r}")
+            raise urllib3.exceptions.ProtocolError(f"not an HTTP status line: {line[:80]!r}")
         status = int(parts[1])
         length: int | None = None
         chunked = False
         close = parts[0] == b"HTTP/1.0"
         retry_after = ""
         while True:
-            header = reader.readline(_MAX_LINE + 1)
+            header = _line(reader)
             if header in (b"\r\n", b"\n"):
                 break
-            if not header:
-                raise ConnectionError("the server closed the connection inside a header")
             name, _, value = header.partition(b":")
             name = name.strip().lower()
             if name == b"content-length":
@@ -1510,13 +1600,13 @@ def _read_response(reader: Any) -> tuple[int, str, bytes, bool]:
         if chunked:
             pieces = []
             while True:
-                size = int(reader.readline(_MAX_LINE + 1).split(b";", 1)[0], 16)
+                size = int(_line(reader).split(b";", 1)[0], 16)
                 if size == 0:
-                    while reader.readline(_MAX_LINE + 1) not in (b"\r\n", b"\n", b""):
+                    while _line(reader) not in (b"\r\n", b"\n"):
                         pass  # trailers
                     break
                 pieces.append(_read_exactly(reader, size))
-                reader.readline(_MAX_LINE + 1)
+                _line(reader)
             return status, retry_after, b"".join(pieces), close
         if length is not None:
             return status, retry_after, _read_exactly(reader, length), close

@@ -1164,3 +1164,68 @@ def test_a_fenced_write_session_sends_nothing_when_the_fence_is_closed(
     with client.with_fence(closed).write_session() as session, pytest.raises(WriteFenced):
         session.create(PODS, pod("a", "team"))
     assert stub.requests() == []
+
+
+# -- the answer parser of the lean request path ---------------------------------------------
+
+
+def _answer(raw: bytes) -> tuple[int, str, bytes, bool]:
+    import io
+
+    from manager.kube import _read_response
+
+    return _read_response(io.BufferedReader(io.BytesIO(raw)))  # type: ignore[arg-type]
+
+
+def test_answers_with_a_length_chunks_an_interim_status_or_a_close_are_read_whole() -> None:
+    assert _answer(b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}tail") == (
+        201,
+        "",
+        b"{}",
+        False,
+    )
+    chunked = (
+        b"HTTP/1.1 100 Continue\r\n\r\n"
+        b"HTTP/1.1 429 Too Many Requests\r\nTransfer-Encoding: chunked\r\nRetry-After: 3\r\n\r\n"
+        b'3;ext=1\r\n{"a\r\n4\r\n":1}\r\n0\r\nX-Trailer: t\r\n\r\n'
+    )
+    assert _answer(chunked) == (429, "3", b'{"a":1}', False)
+    assert _answer(b'HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n{"b":2}') == (
+        200,
+        "",
+        b'{"b":2}',
+        True,
+    )
+    assert _answer(b"HTTP/1.0 204 No Content\r\n\r\n") == (204, "", b"", True)
+
+
+@pytest.mark.parametrize(
+    ("raw", "error"),
+    [
+        (b"", ConnectionError),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}", ConnectionError),
+        (b"HTTP/1.1 200 OK\r\nContent-Le", ConnectionError),
+        (b"SSH-2.0-OpenSSH\r\n\r\n", Exception),
+        (b"HTTP/1.1 abc OK\r\n\r\n", Exception),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", Exception),
+    ],
+    ids=["nothing", "short-body", "cut-header", "not-http", "bad-status", "bad-chunk"],
+)
+def test_a_broken_or_garbled_answer_is_a_connection_or_protocol_error(
+    raw: bytes, error: type[Exception]
+) -> None:
+    import urllib3
+
+    with pytest.raises(error) as info:
+        _answer(raw)
+    assert isinstance(info.value, ConnectionError | urllib3.exceptions.ProtocolError)
+
+
+def test_after_an_answer_that_closes_the_connection_the_next_request_goes_through(
+    client: KubeClient, stub: StubApiServer
+) -> None:
+    closing = Reply(201, pod("a", "team"), {"Connection": "close"})
+    stub.reply("POST", "/api/v1/namespaces/team/pods", closing, Reply(201, pod("b", "team")))
+    assert client.create(PODS, pod("a", "team"))["metadata"]["name"] == "a"
+    assert client.create(PODS, pod("b", "team"))["metadata"]["name"] == "b"
+    assert len(stub.requests("POST")) == 2
