@@ -88,6 +88,7 @@ too. An :class:`EventCorrelator` belongs to one thread (the sender).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import threading
@@ -112,7 +113,7 @@ from manager.errors import (
 from manager.fencing import Fence, current_fence, fenced
 from manager.flowcontrol import TokenBucket
 from manager.keys import JsonDict, meta_namespace_key
-from manager.kube import KubeClient, WriteSession
+from manager.kube import KubeClient, Write, WriteSession
 from manager.metrics import REGISTRY
 from manager.resources import builtin
 
@@ -141,6 +142,7 @@ MESSAGE_LIMIT: Final = 1024  # bytes of UTF-8, as the API server accepts
 COMBINED_PREFIX: Final = "(combined from similar events): "
 _NAME_LIMIT: Final = 253  # a DNS subdomain
 _POLL: Final = 0.2  # real seconds: how often an idle sender looks at ``stop``
+_PIPELINE_DEPTH: Final = 64  # writes sent back to back at most (what one broken connection costs)
 
 _SENT = Counter(
     "overseer_events_sent_total",
@@ -422,15 +424,17 @@ def _object_key(event: JsonDict) -> CorrelationKey:
     )
 
 
-def _aggregate_key(event: JsonDict) -> CorrelationKey:
+def _aggregate_key(event: JsonDict, object_key: CorrelationKey | None = None) -> CorrelationKey:
     fields = ("type", "reason", "reportingComponent", "reportingInstance")
-    return ("aggregate", *_object_key(event), *(_str(event, f) for f in fields))
+    okey = object_key if object_key is not None else _object_key(event)
+    return ("aggregate", *okey, *(_str(event, f) for f in fields))
 
 
-def _event_key(event: JsonDict) -> CorrelationKey:
+def _event_key(event: JsonDict, object_key: CorrelationKey | None = None) -> CorrelationKey:
     ref = event.get("involvedObject")
     fields = ("type", "reason", "message")
-    return ("event", *_object_key(event), _str(ref, "fieldPath"), *(_str(event, f) for f in fields))
+    okey = object_key if object_key is not None else _object_key(event)
+    return ("event", *okey, _str(ref, "fieldPath"), *(_str(event, f) for f in fields))
 
 
 class EventCorrelator:
@@ -451,30 +455,42 @@ class EventCorrelator:
     def correlate(self, event: JsonDict) -> Correlation | None:
         """The write to make for ``event`` (a new dict), or ``None`` when the spam filter
         drops it. Records the observation either way, as client-go does."""
-        event, key = self._aggregate(event)
+        object_key = _object_key(event)  # the same for the event and its combined form
+        event, key = self._aggregate(event, object_key)
         correlation = self._observe(event, key)
-        if not self._allow(event):
+        if not self._allow(object_key):
             return None
         return correlation
 
     def update_state(self, key: CorrelationKey, written: JsonDict) -> None:
-        """Remember what the API server answered for the write of ``key``."""
+        """Remember what the API server answered for the write of ``key``.
+
+        The count kept is the larger of the answer's and the one observed since: writes
+        go out in pipelined batches, so later occurrences of ``key`` (those the spam
+        filter kept back included) may have been correlated before this answer came,
+        and the next write must count them, as client-go's does."""
         meta = written.get("metadata")
         count = written.get("count")
+        count = count if isinstance(count, int) and count > 0 else 1
+        last = self._observed.get(key)
+        if last is not None and last.name == _str(meta, "name"):
+            count = max(count, last.count)
         self._observed.put(
             key,
             _Observation(
-                count=count if isinstance(count, int) and count > 0 else 1,
+                count=count,
                 first_timestamp=_str(written, "firstTimestamp"),
                 name=_str(meta, "name"),
                 resource_version=_str(meta, "resourceVersion"),
             ),
         )
 
-    def _aggregate(self, event: JsonDict) -> tuple[JsonDict, CorrelationKey]:
+    def _aggregate(
+        self, event: JsonDict, object_key: CorrelationKey
+    ) -> tuple[JsonDict, CorrelationKey]:
         """client-go ``EventAggregator.EventAggregate``."""
         now = self._clock.now()
-        key = _aggregate_key(event)
+        key = _aggregate_key(event, object_key)
         record = self._aggregates.get(key)
         if record is None or now - record.last > self._options.aggregate_window:
             record = _AggregateRecord(set(), now)
@@ -482,7 +498,7 @@ class EventCorrelator:
         record.last = now
         self._aggregates.put(key, record)
         if len(record.messages) < self._options.aggregate_max_events:
-            return event, _event_key(event)
+            return event, _event_key(event, object_key)
         record.messages.pop()  # do not grow beyond the limit
         stamp = _rfc3339(datetime.now(UTC))
         combined = dict(event)
@@ -525,9 +541,9 @@ class EventCorrelator:
         )
         return Correlation(event, key, patch)
 
-    def _allow(self, event: JsonDict) -> bool:
-        """client-go ``EventSourceObjectSpamFilter.Filter`` (inverted: True lets it pass)."""
-        key = _object_key(event)
+    def _allow(self, key: CorrelationKey) -> bool:
+        """client-go ``EventSourceObjectSpamFilter.Filter`` (inverted: True lets it pass);
+        ``key``: the event's object key."""
         bucket = self._buckets.get(key)
         if bucket is None:
             bucket = TokenBucket(
@@ -750,85 +766,168 @@ class EventBroadcaster:
 
     def _send_batch(self, stop: threading.Event) -> None:
         """Build, correlate and write what is queued, on one held connection."""
+        items = [self._queue.popleft() for _ in range(len(self._queue))]
+        pending: list[_Pending] = []
         with self._client.write_session() as session:
-            for _ in range(len(self._queue)):
-                if self._abandon:
+            for i, item in enumerate(items):
+                if self._abandon:  # back in front, to be dropped at the shutdown
+                    self._queue.extendleft(reversed(items[i:]))
                     return
-                item = self._queue.popleft()
                 if isinstance(item, threading.Event):
+                    self._write_pending(pending, session, stop)
+                    pending = []
                     item.set()  # a flush: everything before it is handled
                     continue
-                ref, type_, reason, message, at, component, fence = item
-                event = _build_event(
-                    ref,
-                    type_,
-                    reason,
-                    message,
-                    component=component,
-                    host=self._host,
-                    at=at,
-                    stamp=self._stamps(at),
-                )
                 try:
-                    if fence is None:
-                        self._send(event, stop, session)
-                    else:
-                        with fenced(fence):
-                            self._send(event, stop, session)
-                except WriteFenced:
-                    _DROPPED.labels("fenced").inc()
-                    logger.debug("event dropped", extra={"reason": "fenced", **_describe(event)})
+                    prepared = self._prepare(item)
                 except Exception:  # never let one event kill the sender
                     _DROPPED.labels("api_error").inc()
-                    logger.exception("event could not be sent", extra=_describe(event))
+                    logger.exception("event could not be sent", extra=_describe_recorded(item))
+                    continue
+                if prepared is not None:
+                    pending.append(prepared)
+            self._write_pending(pending, session, stop)
 
-    def _send(self, event: JsonDict, stop: threading.Event, session: WriteSession) -> None:
-        """client-go ``recordToSink``: correlate, then write with bounded retries."""
+    def _prepare(self, item: _Recorded) -> _Pending | None:
+        """client-go ``recordToSink``'s first half: build and correlate; None when the
+        spam filter or a terminating namespace drops the event."""
+        ref, type_, reason, message, at, component, fence = item
+        event = _build_event(
+            ref,
+            type_,
+            reason,
+            message,
+            component=component,
+            host=self._host,
+            at=at,
+            stamp=self._stamps(at),
+        )
         correlation = self._correlator.correlate(event)
         if correlation is None:
             _DROPPED.labels("spam").inc()
             logger.debug("event dropped", extra={"reason": "spam", **_describe(event)})
-            return
-        namespace = str((event.get("metadata") or {}).get("namespace") or "")
+            return None
+        if self._namespace_terminating(_namespace_of(event)):
+            self._drop_terminating(event)
+            return None
+        return correlation, fence
+
+    def _namespace_terminating(self, namespace: str) -> bool:
         until = self._terminating.get(namespace)
-        if until is not None:
-            if self._clock.now() < until:
-                self._drop_terminating(event)
-                return
-            del self._terminating[namespace]
-        attempt = 0
-        while True:
-            attempt += 1
+        if until is None:
+            return False
+        if self._clock.now() < until:
+            return True
+        del self._terminating[namespace]
+        return False
+
+    def _write_pending(
+        self, pending: list[_Pending], session: WriteSession, stop: threading.Event
+    ) -> None:
+        """Write ``pending`` pipelined, by runs of one fence: first the first Event of
+        each namespace, then the others of the namespaces that did not refuse (a
+        namespace being deleted costs one refused request, not one per Event)."""
+        start = 0
+        while start < len(pending):
+            fence = pending[start][1]
+            end = start
+            while end < len(pending) and pending[end][1] is fence:
+                end += 1
+            run = pending[start:end]
+            start = end
+            seen: set[str] = set()
+            first: list[_Pending] = []
+            rest: list[_Pending] = []
+            for entry in run:
+                namespace = _namespace_of(entry[0].event)
+                (rest if namespace in seen else first).append(entry)
+                seen.add(namespace)
+            with fenced(fence) if fence is not None else contextlib.nullcontext():
+                self._pipeline(first, session, stop)
+                kept = []
+                for entry in rest:
+                    if self._namespace_terminating(_namespace_of(entry[0].event)):
+                        self._drop_terminating(entry[0].event)
+                    else:
+                        kept.append(entry)
+                self._pipeline(kept, session, stop)
+
+    def _pipeline(
+        self, entries: list[_Pending], session: WriteSession, stop: threading.Event
+    ) -> None:
+        if not entries:
+            return
+        results: list[JsonDict | ApiError | WriteFenced] = []
+        for at in range(0, len(entries), _PIPELINE_DEPTH):
+            chunk = entries[at : at + _PIPELINE_DEPTH]
+            results += session.pipeline([_write_of(correlation) for correlation, _ in chunk])
+        for (correlation, _), result in zip(entries, results, strict=True):
             try:
-                written = self._write(correlation, session)
-            except NamespaceTerminating:
+                self._complete(correlation, result, session, stop)
+            except Exception:  # never let one event kill the sender
+                _DROPPED.labels("api_error").inc()
+                logger.exception("event could not be sent", extra=_describe(correlation.event))
+
+    def _complete(
+        self,
+        correlation: Correlation,
+        result: JsonDict | ApiError | WriteFenced,
+        session: WriteSession,
+        stop: threading.Event,
+    ) -> None:
+        """client-go ``recordToSink``'s second half: the answer's consequences, with
+        bounded retries (one after the other, on the clock) for what may be retried."""
+        event = correlation.event
+        attempt = 1
+        while True:
+            if isinstance(result, dict):
+                self._correlator.update_state(correlation.key, result)
+                _SENT.labels(_str(event, "type")).inc()
+                return
+            if isinstance(result, WriteFenced):
+                _DROPPED.labels("fenced").inc()
+                logger.debug("event dropped", extra={"reason": "fenced", **_describe(event)})
+                return
+            if isinstance(result, NotFound) and correlation.patch is not None:
+                # client-go recordEvent: the Event to update is gone: create it anew
+                logger.debug("event to update is gone, creating it", extra=_describe(event))
+                correlation = Correlation(event, correlation.key, None)
+                result = self._write_one(correlation, session)
+                continue
+            if isinstance(result, NamespaceTerminating):
+                namespace = _namespace_of(event)
                 self._terminating[namespace] = (
                     self._clock.now() + self._options.terminating_namespace_ttl
                 )
                 self._drop_terminating(event)
                 return
-            except ApiError as exc:
-                retryable = isinstance(exc, ServerError | TooManyRequests)
-                if (
-                    not retryable
-                    or attempt >= self._options.max_attempts
-                    or self._stopping(stop)
-                    or not self._backoff(attempt, stop)
-                ):
-                    _DROPPED.labels("api_error").inc()
-                    logger.warning(
-                        "event dropped after API error",
-                        extra={"attempts": attempt, "error": str(exc), **_describe(event)},
-                    )
-                    return
-                logger.info(
-                    "retrying event write",
-                    extra={"attempt": attempt, "error": str(exc), **_describe(event)},
+            retryable = isinstance(result, ServerError | TooManyRequests)
+            if (
+                not retryable
+                or attempt >= self._options.max_attempts
+                or self._stopping(stop)
+                or not self._backoff(attempt, stop)
+            ):
+                _DROPPED.labels("api_error").inc()
+                logger.warning(
+                    "event dropped after API error",
+                    extra={"attempts": attempt, "error": str(result), **_describe(event)},
                 )
-                continue
-            self._correlator.update_state(correlation.key, written)
-            _SENT.labels(_str(correlation.event, "type")).inc()
-            return
+                return
+            logger.info(
+                "retrying event write",
+                extra={"attempt": attempt, "error": str(result), **_describe(event)},
+            )
+            attempt += 1
+            result = self._write_one(correlation, session)
+
+    def _write_one(
+        self, correlation: Correlation, session: WriteSession
+    ) -> JsonDict | ApiError | WriteFenced:
+        try:
+            return self._write(correlation, session)
+        except (ApiError, WriteFenced) as exc:
+            return exc
 
     def _drop_terminating(self, event: JsonDict) -> None:
         _DROPPED.labels("namespace_terminating").inc()
@@ -845,11 +944,7 @@ class EventBroadcaster:
                 return session.patch(EVENTS, name, correlation.patch, namespace=namespace)
             except NotFound:
                 logger.debug("event to update is gone, creating it", extra=_describe(event))
-        metadata = event["metadata"]
-        if "resourceVersion" in metadata:
-            event = dict(event)
-            event["metadata"] = {k: v for k, v in metadata.items() if k != "resourceVersion"}
-        return session.create(EVENTS, event, namespace=namespace)
+        return session.create(EVENTS, _create_body(event), namespace=namespace)
 
     def _backoff(self, attempt: int, stop: threading.Event) -> bool:
         """Wait before the next attempt on the clock; False if stopping cut it short."""
@@ -864,6 +959,33 @@ class EventBroadcaster:
                     return True
                 self._clock.wait(self._retry_cond, min(remaining, _POLL))
         return False
+
+
+# An event ready to be written: its correlation and the fence it is written under.
+_Pending = tuple[Correlation, "Fence | None"]
+
+
+def _namespace_of(event: JsonDict) -> str:
+    return str((event.get("metadata") or {}).get("namespace") or "")
+
+
+def _write_of(correlation: Correlation) -> Write:
+    """The first write for a correlated event: the PATCH of the Event it repeats, or its
+    create (client-go ``recordEvent``)."""
+    event = correlation.event
+    metadata = event["metadata"]
+    if correlation.patch is not None:
+        return Write.patch(EVENTS, metadata["name"], correlation.patch, metadata["namespace"])
+    return Write.create(EVENTS, _create_body(event), metadata["namespace"])
+
+
+def _create_body(event: JsonDict) -> JsonDict:
+    metadata = event["metadata"]
+    if "resourceVersion" not in metadata:
+        return event
+    body = dict(event)
+    body["metadata"] = {k: v for k, v in metadata.items() if k != "resourceVersion"}
+    return body
 
 
 def _describe_recorded(recorded: _Recorded) -> dict[str, str]:

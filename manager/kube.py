@@ -99,6 +99,7 @@ __all__ = [
     "RetryAbandoned",
     "StopAwareSleep",
     "WatchStream",
+    "Write",
     "WriteSession",
 ]
 
@@ -1336,6 +1337,40 @@ class KubeClient:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Write:
+    """One write of a :meth:`WriteSession.pipeline`: POST ``body`` to a collection or
+    merge-PATCH an object with it (build it with :meth:`create` or :meth:`patch`)."""
+
+    method: str
+    path: str
+    body: JsonDict
+    content_type: str
+
+    @classmethod
+    def create(cls, resource: Resource, body: JsonDict, namespace: str | None = None) -> Write:
+        path = resource.path(_namespace_for(resource, namespace, body))
+        return cls("POST", path, body, "application/json")
+
+    @classmethod
+    def patch(cls, resource: Resource, name: str, patch: JsonDict, namespace: str | None) -> Write:
+        path = _object_path(resource, namespace, name)
+        return cls("PATCH", path, patch, _PATCH_CONTENT_TYPES["merge"])
+
+
+def _request_bytes(write: Write, prefix: str, head: bytes) -> bytes:
+    payload = orjson.dumps(write.body)
+    return b"".join(
+        (
+            f"{write.method} {prefix}{write.path} HTTP/1.1\r\n".encode(),
+            head,
+            f"Content-Type: {write.content_type}\r\n"
+            f"Content-Length: {len(payload)}\r\n\r\n".encode(),
+            payload,
+        )
+    )
+
+
 class WriteSession:
     """Writes (POST, merge PATCH) sent one after the other on one connection this session
     holds, without urllib3's and http.client's per-request machinery: the request head is
@@ -1394,11 +1429,118 @@ class WriteSession:
         path = _object_path(resource, namespace, name)
         return self._write("PATCH", path, patch, _PATCH_CONTENT_TYPES["merge"])
 
+    def pipeline(self, writes: Sequence[Write]) -> builtins.list[JsonDict | ApiError | WriteFenced]:
+        """Send ``writes`` back to back (HTTP/1.1 pipelining: one buffer, one send) and
+        read their answers in order: the result of each, a decoded object or the
+        :class:`~manager.errors.ApiError` it met (``Unavailable`` for one that got no
+        answer because the connection broke; ``WriteFenced`` for every write of a
+        pipeline the fence refused or abandoned). Nothing raises, nothing is retried,
+        except that writes the server did not answer because it closed the connection
+        (after a ``Connection: close`` answer, or an idle kept-alive connection) go out
+        again on a new one. One fence check and one flight for the whole pipeline;
+        every write takes its token from the rate limiter. The API server handles a
+        connection's requests one after the other, in order.
+        """
+        results: builtins.list[JsonDict | ApiError | WriteFenced] = []
+        if not writes:
+            return results
+        client = self._client
+        head = self._head if self._head is not None else self._build_head()
+        if self._pool is None or head is None:  # a proxy or query auth: one by one
+            for w in writes:
+                try:
+                    results.append(self._write(w.method, w.path, w.body, w.content_type))
+                except ApiError as exc:
+                    results.append(exc)
+            return results
+        fence = client._write_fence(writes[0].method)
+        timeout = client._options.timeout
+        try:
+            if fence is not None:
+                fence.check()
+            for _ in writes:
+                client._limiter.accept()
+            if fence is not None:
+                valid_for = fence.check()
+                if valid_for is not None:
+                    timeout = min(timeout, valid_for)
+        except WriteFenced as exc:
+            return [exc] * len(writes)
+        requests = [_request_bytes(w, self._prefix, head) for w in writes]
+        flight = IN_FLIGHT.begin(fence) if fence is not None else None
+        start = time.monotonic()
+        try:
+            pending = 0  # index of the first write without an answer
+            reopened = 0
+            while pending < len(writes):
+                conn = self._connection(timeout)
+                reused = self._used
+                if flight is not None:
+                    flight.fence.check()
+                    IN_FLIGHT.sending(flight, conn)
+                conn.sock.sendall(b"".join(requests[pending:]))
+                self._used = True
+                answered_here = 0
+                try:
+                    while pending < len(writes):
+                        status, retry_after, data, close = _read_response(self._reader)
+                        results.append(self._result(writes[pending], status, retry_after, data))
+                        pending += 1
+                        answered_here += 1
+                        if close:
+                            break
+                except (BrokenPipeError, ConnectionResetError, _ClosedEarly):
+                    if answered_here == 0 and (not reused or reopened):
+                        raise  # a new connection broke: not a stale one
+                if pending < len(writes):
+                    # the server closed the connection: what it did not answer it did
+                    # not handle; again on a new connection
+                    self._release(keep=False)
+                    reopened += 1
+                    if reopened > len(writes):
+                        raise _ClosedEarly("the server keeps closing the connection")
+        except (OSError, urllib3.exceptions.HTTPError, WriteFenced) as exc:
+            self._release(keep=False)
+            error: ApiError | WriteFenced
+            if isinstance(exc, WriteFenced):
+                error = exc
+            elif flight is not None and flight.aborted:
+                error = WriteFenced(f"writes abandoned: {flight.aborted}", reason="abandoned")
+            else:
+                error = client._connection_error(exc, writes[pending].method, writes[pending].path)
+            for w in writes[pending:]:
+                client._observe(w.method, "<error>", start)
+            results.extend([error] * (len(writes) - pending))
+        finally:
+            if flight is not None:
+                IN_FLIGHT.end(flight)
+        return results
+
     def close(self) -> None:
         """Give the connection back to the client's pool (or close it if it is broken)."""
         self._release(keep=True)
 
     # -- internals ----------------------------------------------------------------------
+
+    def _result(
+        self, write: Write, status: int, retry_after: str, data: bytes
+    ) -> JsonDict | ApiError:
+        self._client._observe(write.method, str(status), time.monotonic())
+        if not 200 <= status < 300:
+            headers = {"Retry-After": retry_after} if retry_after else {}
+            return _error_from_response(status, headers, data, write.method, write.path)
+        try:
+            decoded = orjson.loads(data) if data.strip() else {}
+        except orjson.JSONDecodeError:
+            decoded = None
+        if not isinstance(decoded, dict):
+            text = data[:_ERROR_TEXT_LIMIT].decode("utf-8", "replace")
+            return ApiError(
+                f"{write.method} {write.path}: the answer is not a JSON object: {text!r}",
+                status=0,
+                reason="InvalidResponse",
+            )
+        return decoded
 
     def _write(self, method: str, path: str, body: JsonDict, content_type: str) -> JsonDict:
         client = self._client

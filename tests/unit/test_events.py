@@ -10,12 +10,13 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
 
 from manager.clock import FakeClock
+from manager.errors import ApiError, WriteFenced
 from manager.events import (
     COMBINED_PREFIX,
     NORMAL,
@@ -28,7 +29,7 @@ from manager.events import (
 )
 from manager.fencing import UNFENCED, ValidityFence, fenced
 from manager.keys import JsonDict
-from manager.kube import ClientOptions, KubeClient, WriteSession
+from manager.kube import ClientOptions, KubeClient, Write, WriteSession
 from manager.metrics import REGISTRY
 from manager.resources import builtin
 
@@ -75,6 +76,12 @@ class GatedSession(WriteSession):
         self.gated.entered.set()
         assert self.gated.release.wait(WAIT), "test never released the gate"
         return super().create(resource, body, namespace)
+
+    def pipeline(self, writes: Sequence[Write]) -> list[JsonDict | ApiError | WriteFenced]:
+        if any(w.method == "POST" for w in writes):
+            self.gated.entered.set()
+            assert self.gated.release.wait(WAIT), "test never released the gate"
+        return super().pipeline(writes)
 
 
 @pytest.fixture
@@ -525,6 +532,10 @@ class CountingSession(WriteSession):
     def create(self, resource: Any, body: JsonDict, namespace: str | None = None) -> JsonDict:
         self.counting.creates += 1
         return super().create(resource, body, namespace)
+
+    def pipeline(self, writes: Sequence[Write]) -> list[JsonDict | ApiError | WriteFenced]:
+        self.counting.creates += sum(1 for w in writes if w.method == "POST")
+        return super().pipeline(writes)
 
 
 def test_a_terminating_namespace_costs_one_refused_event_then_none_for_a_while(

@@ -1229,3 +1229,61 @@ def test_after_an_answer_that_closes_the_connection_the_next_request_goes_throug
     assert client.create(PODS, pod("a", "team"))["metadata"]["name"] == "a"
     assert client.create(PODS, pod("b", "team"))["metadata"]["name"] == "b"
     assert len(stub.requests("POST")) == 2
+
+
+def test_a_pipeline_sends_writes_back_to_back_and_returns_each_answer_in_order(
+    client: KubeClient, stub: StubApiServer
+) -> None:
+    from manager.kube import Write
+
+    stub.reply(
+        "POST",
+        "/api/v1/namespaces/team/pods",
+        Reply(201, pod("a", "team")),
+        Reply(409, status_body(409, "AlreadyExists", "exists")),
+    )
+    stub.reply("PATCH", "/api/v1/namespaces/team/pods/a", Reply(200, pod("a", "team", x=1)))
+    writes = [
+        Write.create(PODS, pod("a", "team")),
+        Write.patch(PODS, "a", {"x": 1}, "team"),
+        Write.create(PODS, pod("a", "team")),
+    ]
+    with client.write_session() as session:
+        first, second, third = session.pipeline(writes)
+    assert first == pod("a", "team")
+    assert second == pod("a", "team", x=1)
+    assert isinstance(third, AlreadyExists)
+    assert [s.method for s in stub.requests()] == ["POST", "PATCH", "POST"]
+
+
+def test_writes_a_closing_server_did_not_answer_go_again_on_a_new_connection(
+    client: KubeClient, stub: StubApiServer
+) -> None:
+    from manager.kube import Write
+
+    closing = Reply(201, pod("a", "team"), {"Connection": "close"})
+    stub.reply(
+        "POST",
+        "/api/v1/namespaces/team/pods",
+        closing,
+        Reply(201, pod("b", "team")),
+        Reply(201, pod("c", "team")),
+    )
+    with client.write_session() as session:
+        results = session.pipeline([Write.create(PODS, pod(n, "team")) for n in "abc"])
+    assert [r["metadata"]["name"] for r in results if isinstance(r, dict)] == ["a", "b", "c"]
+    assert [s.json()["metadata"]["name"] for s in stub.requests()] == ["a", "b", "c"]
+
+
+def test_a_pipeline_through_a_closed_fence_sends_nothing(
+    client: KubeClient, stub: StubApiServer
+) -> None:
+    from manager.errors import WriteFenced
+    from manager.fencing import ValidityFence
+    from manager.kube import Write
+
+    closed = ValidityFence(lambda: 0.0, reason="unit_pipeline", message="not ours")
+    with client.with_fence(closed).write_session() as session:
+        results = session.pipeline([Write.create(PODS, pod(n, "team")) for n in "ab"])
+    assert all(isinstance(r, WriteFenced) for r in results) and len(results) == 2
+    assert stub.requests() == []
