@@ -158,6 +158,18 @@ _DROPPED = Counter(
 )
 
 
+_SENT_BY_TYPE: dict[str, Counter] = {}
+
+
+def _sent(type_: str) -> Counter:
+    """``overseer_events_sent_total{type}``, its child looked up once per type
+    (``labels`` takes the metric's lock)."""
+    child = _SENT_BY_TYPE.get(type_)
+    if child is None:
+        child = _SENT_BY_TYPE[type_] = _SENT.labels(type_)
+    return child
+
+
 class EventRecorder(Protocol):
     """Records Events about objects (client-go ``record.EventRecorder``).
 
@@ -882,7 +894,7 @@ class EventBroadcaster:
         while True:
             if isinstance(result, dict):
                 self._correlator.update_state(correlation.key, result)
-                _SENT.labels(_str(event, "type")).inc()
+                _sent(_str(event, "type")).inc()
                 return
             if isinstance(result, WriteFenced):
                 _DROPPED.labels("fenced").inc()
