@@ -63,6 +63,34 @@ def _exposers() -> tuple[str, ...]:
 
 
 EXPOSERS = _exposers()
+PAIRS = (("overseer", "overseer-noevent"), ("baseline", "baseline-noevent"))
+
+
+def turn_order(index: int) -> list[str]:
+    """The subjects of run ``index``: each takes its turn first, but the two halves of a
+    pair (with and without the Event) run back to back, in alternating order, so that
+    their ratio compares neighbours on a machine whose load drifts."""
+    units: list[tuple[str, ...]] = []
+    for name in EXPOSERS:
+        pair = next((p for p in PAIRS if name in p), None)
+        if pair is None:
+            units.append((name,))
+        elif all(n in EXPOSERS for n in pair):
+            if pair not in units:
+                units.append(pair)
+        else:
+            units.append((name,))
+    turn = index % len(units)
+    ordered = units[turn:] + units[:turn]
+    return [n for unit in ordered for n in (unit if index % 2 == 0 else unit[::-1])]
+
+
+def per_run_ratio(metrics: dict[str, float], metric: str, on: str, off: str) -> float | None:
+    """``on``'s ``metric`` over ``off``'s, in one run (None: one of them did not run)."""
+    a, b = metrics.get(f"{on}_{metric}"), metrics.get(f"{off}_{metric}")
+    return a / b if a is not None and b else None
+
+
 QPS = 1000.0
 BURST = 2000
 
