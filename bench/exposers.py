@@ -5,6 +5,13 @@
     enabled (4 workers), leader election off, metrics and probes off (``"0"``),
     ``watchNamespace`` the benchmark's namespace, client limit 1000 QPS / burst 2000 (the
     default 20 QPS would make the figure the limiter's; the peers have no client limit).
+``overseer-noevent``
+    the same with ``exposedEvent: false`` (no first-exposure ``Exposed`` Event): the
+    difference between the two is what the Event costs, measured in the same run.
+``baseline``, ``baseline-noevent``
+    the same two, run from another checkout of Overseer (``$BENCH_BASELINE``: a work tree
+    with its own ``.venv``), so that old and new code are measured side by side in one
+    session; only when ``BENCH_BASELINE`` is set.
 ``official``
     ``python -m bench.peers.official_exposer`` (:mod:`bench.peers.official_exposer`).
 ``kopf``
@@ -32,7 +39,58 @@ from bench.target import stop_process
 
 ROOT = Path(__file__).resolve().parent.parent
 DOMAIN = "bench.example.test"
-EXPOSERS = ("overseer", "official", "kopf")
+OVERSEERS = ("overseer", "overseer-noevent")
+PEERS = ("official", "kopf")
+BASELINES = ("baseline", "baseline-noevent")
+ALL_EXPOSERS = (*OVERSEERS, *PEERS, *BASELINES)
+
+
+def _exposers() -> tuple[str, ...]:
+    """The subjects of this session: ``$BENCH_EXPOSERS`` (comma-separated) if set, else
+    Overseer with and without the Event, the peers, and the baselines if
+    ``$BENCH_BASELINE`` names a checkout."""
+    chosen = os.environ.get("BENCH_EXPOSERS", "")
+    if chosen:
+        names = tuple(n.strip() for n in chosen.split(",") if n.strip())
+        unknown = [n for n in names if n not in ALL_EXPOSERS]
+        if unknown:
+            raise ValueError(
+                f"BENCH_EXPOSERS: unknown subject(s) {', '.join(unknown)}; "
+                f"known: {', '.join(ALL_EXPOSERS)}"
+            )
+        return names
+    return (*OVERSEERS, *PEERS, *(BASELINES if os.environ.get("BENCH_BASELINE") else ()))
+
+
+EXPOSERS = _exposers()
+PAIRS = (("overseer", "overseer-noevent"), ("baseline", "baseline-noevent"))
+
+
+def turn_order(index: int) -> list[str]:
+    """The subjects of run ``index``: each takes its turn first, but the two halves of a
+    pair (with and without the Event) run back to back, in alternating order, so that
+    their ratio compares neighbours on a machine whose load drifts."""
+    units: list[tuple[str, ...]] = []
+    for name in EXPOSERS:
+        pair = next((p for p in PAIRS if name in p), None)
+        if pair is None:
+            units.append((name,))
+        elif all(n in EXPOSERS for n in pair):
+            if pair not in units:
+                units.append(pair)
+        else:
+            units.append((name,))
+    turn = index % len(units)
+    ordered = units[turn:] + units[:turn]
+    return [n for unit in ordered for n in (unit if index % 2 == 0 else unit[::-1])]
+
+
+def per_run_ratio(metrics: dict[str, float], metric: str, on: str, off: str) -> float | None:
+    """``on``'s ``metric`` over ``off``'s, in one run (None: one of them did not run)."""
+    a, b = metrics.get(f"{on}_{metric}"), metrics.get(f"{off}_{metric}")
+    return a / b if a is not None and b else None
+
+
 QPS = 1000.0
 BURST = 2000
 
@@ -73,13 +131,23 @@ class Subject:
     """One controller process under test."""
 
     def __init__(
-        self, name: str, cmd: list[str], log: Path, env: dict[str, str] | None = None
+        self,
+        name: str,
+        cmd: list[str],
+        log: Path,
+        env: dict[str, str] | None = None,
+        *,
+        cwd: Path | None = None,
     ) -> None:
         self.name = name
         self.log = log
         with log.open("wb") as out:
             self.proc = subprocess.Popen(
-                cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+                cmd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **(env or {})},
+                cwd=cwd,
             )
         self.sampler = ProcessSampler(self.proc.pid)
 
@@ -104,13 +172,21 @@ def start_exposer(
     """Start exposer ``kind`` (one of :data:`EXPOSERS`) scoped to ``namespace``."""
     scratch.mkdir(parents=True, exist_ok=True)
     log = scratch / f"{kind}-{namespace}.log"
-    if kind == "overseer":
-        section = {"workers": workers, "domain": DOMAIN}
+    if kind in OVERSEERS or kind in BASELINES:
+        section: dict[str, Any] = {"workers": workers, "domain": DOMAIN}
+        if kind.endswith("-noevent"):
+            section["exposedEvent"] = False
         config = overseer_config(
-            scratch / f"overseer-{namespace}.yaml", namespace, enable={"exposer": section}
+            scratch / f"{kind}-{namespace}.yaml", namespace, enable={"exposer": section}
         )
-        cmd = [sys.executable, "-m", "manager", "run", "--kubeconfig", kubeconfig]
-        return Subject(kind, [*cmd, "--config", str(config)], log)
+        python, cwd = sys.executable, None
+        if kind in BASELINES:
+            tree = Path(os.environ.get("BENCH_BASELINE", ""))
+            python, cwd = str(tree / ".venv" / "bin" / "python"), tree
+            if not tree.name or not Path(python).exists():
+                raise ValueError(f"BENCH_BASELINE={tree}: not a checkout with a .venv")
+        cmd = [python, "-m", "manager", "run", "--kubeconfig", kubeconfig]
+        return Subject(kind, [*cmd, "--config", str(config)], log, cwd=cwd)
     if kind == "official":
         cmd = [
             sys.executable,

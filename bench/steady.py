@@ -22,7 +22,7 @@ from typing import Any
 from bench import requests
 from bench.child import Child
 from bench.deployments import BASE_PORT, deployment, port_of
-from bench.exposers import EXPOSERS, Subject, start_exposer
+from bench.exposers import EXPOSERS, PAIRS, Subject, per_run_ratio, start_exposer, turn_order
 from bench.exposure import Exposures, wait_exposed
 from bench.latency import percentile, summary_ms
 from bench.registry import Goal, Metrics, Ratio, Run, benchmark
@@ -229,6 +229,11 @@ after the figures): the API server's counts on Deployments, Services, Ingresses 
 from before the ladder until the subject has settled after it, less the generator's own
 PATCHes, divided by the updates (on a real cluster they include kube-controller-manager's
 own writes to the Deployments: their revision annotation).
+**overseer-noevent** (`exposedEvent: false`, no `Exposed` Event) runs back to back with
+**overseer**; **r50_p99_event_ratio** is the p99 at the lowest rate of the one over the
+other, taken inside each run. Both still post an `Updated` Event per changed Service (a
+PATCH of one Event per Deployment, count + 1), so this compares the Event machinery's
+load, not Events against none.
 """,
     units={
         **{
@@ -242,8 +247,27 @@ own writes to the Deployments: their revision annotation).
         **{f"{s}_cpu_seconds": "s" for s in EXPOSERS},
         **{f"{s}_cpu_ms_per_update": "ms" for s in EXPOSERS},
         **{f"{s}_peak_rss_mb": "MB" for s in EXPOSERS},
+        **{f"{s}_r{RATES[0]}_p99_event_ratio": "x" for s in ("overseer", "baseline")},
     },
     ratios=[
+        Ratio(
+            f"p99 at {RATES[0]}/s, Overseer / overseer-noevent",
+            f"overseer_r{RATES[0]}_p99_ms",
+            f"overseer-noevent_r{RATES[0]}_p99_ms",
+            "<= 1.2",
+        ),
+        Ratio(
+            f"p99 at {RATES[0]}/s, Overseer / baseline",
+            f"overseer_r{RATES[0]}_p99_ms",
+            f"baseline_r{RATES[0]}_p99_ms",
+        ),
+        Ratio(
+            "CPU seconds, Overseer / baseline",
+            "overseer_cpu_seconds",
+            "baseline_cpu_seconds",
+        ),
+    ]
+    + [
         Ratio(f"p99 at {r}/s, Overseer / {p}", f"overseer_r{r}_p99_ms", f"{p}_r{r}_p99_ms")
         for r in RATES[:2]
         for p in ("official", "kopf")
@@ -255,13 +279,18 @@ own writes to the Deployments: their revision annotation).
     goals=[
         Goal("overseer_r50_p99_ms", "<=", 25),
         Goal("overseer_r100_kept_up", ">=", 1),
+        Goal(f"overseer_r{RATES[0]}_p99_event_ratio", "<=", 1.2),
     ],
 )
 def steady_events(run: Run) -> Metrics:
-    order = EXPOSERS[run.index % 3 :] + EXPOSERS[: run.index % 3]
     metrics: Metrics = {}
-    for kind in order:
+    for kind in turn_order(run.index):
         metrics.update(_one(run, kind))
+    for on, off in PAIRS:
+        # p99 at the lowest rate with and without the Event, back to back in this run
+        ratio = per_run_ratio(metrics, f"r{RATES[0]}_p99_ms", on, off)
+        if ratio is not None:
+            metrics[f"{on}_r{RATES[0]}_p99_event_ratio"] = ratio
     return {k: metrics[k] for k in sorted(metrics, key=_order)}
 
 

@@ -9,11 +9,18 @@ Contract:
 
 * :meth:`EventRecorder.event` validates its arguments (``ValueError`` for a type other
   than ``Normal``/``Warning``, an empty reason, an object without ``kind``,
-  ``apiVersion`` or ``metadata.name``), builds the Event and puts it on a bounded queue.
-  It never blocks and never raises for anything that happens later: a full queue drops
-  the event (``overseer_events_dropped_total{reason="queue_full"}``).
-* One sender thread (``events/sender``, started by :meth:`EventBroadcaster.start`)
-  takes the events in order and runs each through the :class:`EventCorrelator`:
+  ``apiVersion`` or ``metadata.name``), takes the object's reference and appends the call
+  to a bounded queue (a deque: no lock; an idle sender is woken). It never blocks and
+  never raises for anything that happens later: a full queue drops the event
+  (``overseer_events_dropped_total{reason="queue_full"}``).
+* One sender thread (``events/sender``, started by :meth:`EventBroadcaster.start`) works
+  in batches by time: it lets events gather for ``batch_interval`` seconds (a flush or a
+  stop ends the wait), then builds each Event (its timestamps and name from the time it
+  was recorded), runs it through the :class:`EventCorrelator` and writes it, in order,
+  one after the other on one held connection (:meth:`KubeClient.write_session`: the
+  request head built once per batch, one ``orjson.dumps`` per body, a minimal answer
+  parser), which costs a fraction of an ordinary request's CPU. The correlator's rules
+  are client-go's:
 
   - *Aggregation*: events that differ only by message (same involved object, type,
     reason, source) are tracked per object for ``aggregate_window`` seconds (sliding:
@@ -61,6 +68,16 @@ for a cluster-scoped object), with ``involvedObject``, ``reason``, ``message``
 ``lastTimestamp`` (RFC 3339, seconds), ``count``, ``reportingComponent`` and
 ``reportingInstance``; ``eventTime`` stays unset (the legacy core Event shape).
 
+Why core ``v1`` Events and not ``events.k8s.io/v1`` with ``series`` (client-go
+``tools/events``): the rules kept here — aggregation of similar messages, the per-object
+spam filter, a count increment per repeat — are ``tools/record``'s; ``tools/events``
+replaces them with series whose count is written at most every 6 minutes (a repeat
+costs no request until then) and no aggregation. A repeat here costs one small merge
+PATCH, already correlated in memory, so series would only save requests for hot
+repeats, which the spam filter bounds anyway (25 per object, then one per 5 minutes);
+the costly Events are first occurrences (the exposer's ``Exposed``), one create each
+under either API. ``kubectl describe`` shows both kinds.
+
 Time: windows, buckets and retry waits read the injected :class:`~manager.clock.Clock`;
 timestamps written into Events are wall-clock UTC.
 
@@ -71,6 +88,7 @@ too. An :class:`EventCorrelator` belongs to one thread (the sender).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import threading
@@ -95,7 +113,7 @@ from manager.errors import (
 from manager.fencing import Fence, current_fence, fenced
 from manager.flowcontrol import TokenBucket
 from manager.keys import JsonDict, meta_namespace_key
-from manager.kube import KubeClient
+from manager.kube import KubeClient, Write, WriteSession
 from manager.metrics import REGISTRY
 from manager.resources import builtin
 
@@ -124,6 +142,7 @@ MESSAGE_LIMIT: Final = 1024  # bytes of UTF-8, as the API server accepts
 COMBINED_PREFIX: Final = "(combined from similar events): "
 _NAME_LIMIT: Final = 253  # a DNS subdomain
 _POLL: Final = 0.2  # real seconds: how often an idle sender looks at ``stop``
+_PIPELINE_DEPTH: Final = 64  # writes sent back to back at most (what one broken connection costs)
 
 _SENT = Counter(
     "overseer_events_sent_total",
@@ -137,6 +156,18 @@ _DROPPED = Counter(
     ["reason"],
     registry=REGISTRY,
 )
+
+
+_SENT_BY_TYPE: dict[str, Counter] = {}
+
+
+def _sent(type_: str) -> Counter:
+    """``overseer_events_sent_total{type}``, its child looked up once per type
+    (``labels`` takes the metric's lock)."""
+    child = _SENT_BY_TYPE.get(type_)
+    if child is None:
+        child = _SENT_BY_TYPE[type_] = _SENT.labels(type_)
+    return child
 
 
 class EventRecorder(Protocol):
@@ -182,6 +213,9 @@ class EventOptions:
     """Entries of each correlator LRU cache (default 4096 entries)."""
     max_attempts: int = 3
     """Writes tried per event, the first included (default 3 attempts)."""
+    batch_interval: float = 0.05
+    """How long the sender lets events gather before it writes them (default 0.05 seconds;
+    0: write as they come)."""
     retry_interval: float = 10.0
     """Wait between attempts; the first is jittered down to half (default 10.0 seconds)."""
     terminating_namespace_ttl: float = 60.0
@@ -200,6 +234,8 @@ class EventOptions:
             problems.append(f"spam_qps: must be positive, got {self.spam_qps}")
         if self.aggregate_window <= 0:
             problems.append(f"aggregate_window: must be positive, got {self.aggregate_window}")
+        if self.batch_interval < 0:
+            problems.append(f"batch_interval: must not be negative, got {self.batch_interval}")
         if self.retry_interval < 0:
             problems.append(f"retry_interval: must not be negative, got {self.retry_interval}")
         if self.terminating_namespace_ttl < 0:
@@ -264,27 +300,52 @@ _suffix_lock = threading.Lock()
 _last_suffix = 0
 
 
-def _unique_nanos() -> int:
-    """Wall-clock nanoseconds, strictly increasing within the process."""
+def _unique_nanos(at: int | None = None) -> int:
+    """``at`` (default: now), in wall-clock nanoseconds, made strictly increasing within
+    the process."""
     global _last_suffix
     with _suffix_lock:
-        _last_suffix = max(time.time_ns(), _last_suffix + 1)
+        _last_suffix = max(time.time_ns() if at is None else at, _last_suffix + 1)
         return _last_suffix
 
 
-def _event_name(object_name: str) -> str:
+def _event_name(object_name: str, at: int | None = None) -> str:
     """client-go's ``<name>.<hex UnixNano>``, shortened to stay a DNS subdomain."""
-    suffix = f".{_unique_nanos():x}"
+    suffix = f".{_unique_nanos(at):x}"
     prefix = object_name[: _NAME_LIMIT - len(suffix)].rstrip(".-")
     return prefix + suffix
 
 
-def _make_event(
-    obj: JsonDict, type_: str, reason: str, message: str, *, component: str, host: str
+class _Stamps:
+    """RFC 3339 seconds of wall-clock nanoseconds, the last one remembered (events come
+    in bursts within one second). One thread: the sender's."""
+
+    __slots__ = ("_second", "_text")
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._text = ""
+
+    def __call__(self, nanos: int) -> str:
+        second = nanos // 1_000_000_000
+        if second != self._second:
+            self._text = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
+            self._second = second
+        return self._text
+
+
+def _build_event(
+    ref: JsonDict,
+    type_: str,
+    reason: str,
+    message: str,
+    *,
+    component: str,
+    host: str,
+    at: int,
+    stamp: str,
 ) -> JsonDict:
-    _check(type_, reason)
-    ref = _involved_object(obj)
-    now = _rfc3339(datetime.now(UTC))
+    """The core v1 Event for a recorded call (``at``: when, in wall-clock nanoseconds)."""
     source: JsonDict = {"component": component}
     if host:
         source["host"] = host
@@ -292,7 +353,7 @@ def _make_event(
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {
-            "name": _event_name(ref["name"]),
+            "name": _event_name(ref["name"], at),
             "namespace": ref.get("namespace") or "default",
         },
         "involvedObject": ref,
@@ -300,8 +361,8 @@ def _make_event(
         "message": _truncate(message),
         "type": type_,
         "source": source,
-        "firstTimestamp": now,
-        "lastTimestamp": now,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
         "count": 1,
         "reportingComponent": component,
         "reportingInstance": host,
@@ -375,15 +436,17 @@ def _object_key(event: JsonDict) -> CorrelationKey:
     )
 
 
-def _aggregate_key(event: JsonDict) -> CorrelationKey:
+def _aggregate_key(event: JsonDict, object_key: CorrelationKey | None = None) -> CorrelationKey:
     fields = ("type", "reason", "reportingComponent", "reportingInstance")
-    return ("aggregate", *_object_key(event), *(_str(event, f) for f in fields))
+    okey = object_key if object_key is not None else _object_key(event)
+    return ("aggregate", *okey, *(_str(event, f) for f in fields))
 
 
-def _event_key(event: JsonDict) -> CorrelationKey:
+def _event_key(event: JsonDict, object_key: CorrelationKey | None = None) -> CorrelationKey:
     ref = event.get("involvedObject")
     fields = ("type", "reason", "message")
-    return ("event", *_object_key(event), _str(ref, "fieldPath"), *(_str(event, f) for f in fields))
+    okey = object_key if object_key is not None else _object_key(event)
+    return ("event", *okey, _str(ref, "fieldPath"), *(_str(event, f) for f in fields))
 
 
 class EventCorrelator:
@@ -404,30 +467,42 @@ class EventCorrelator:
     def correlate(self, event: JsonDict) -> Correlation | None:
         """The write to make for ``event`` (a new dict), or ``None`` when the spam filter
         drops it. Records the observation either way, as client-go does."""
-        event, key = self._aggregate(event)
+        object_key = _object_key(event)  # the same for the event and its combined form
+        event, key = self._aggregate(event, object_key)
         correlation = self._observe(event, key)
-        if not self._allow(event):
+        if not self._allow(object_key):
             return None
         return correlation
 
     def update_state(self, key: CorrelationKey, written: JsonDict) -> None:
-        """Remember what the API server answered for the write of ``key``."""
+        """Remember what the API server answered for the write of ``key``.
+
+        The count kept is the larger of the answer's and the one observed since: writes
+        go out in pipelined batches, so later occurrences of ``key`` (those the spam
+        filter kept back included) may have been correlated before this answer came,
+        and the next write must count them, as client-go's does."""
         meta = written.get("metadata")
         count = written.get("count")
+        count = count if isinstance(count, int) and count > 0 else 1
+        last = self._observed.get(key)
+        if last is not None and last.name == _str(meta, "name"):
+            count = max(count, last.count)
         self._observed.put(
             key,
             _Observation(
-                count=count if isinstance(count, int) and count > 0 else 1,
+                count=count,
                 first_timestamp=_str(written, "firstTimestamp"),
                 name=_str(meta, "name"),
                 resource_version=_str(meta, "resourceVersion"),
             ),
         )
 
-    def _aggregate(self, event: JsonDict) -> tuple[JsonDict, CorrelationKey]:
+    def _aggregate(
+        self, event: JsonDict, object_key: CorrelationKey
+    ) -> tuple[JsonDict, CorrelationKey]:
         """client-go ``EventAggregator.EventAggregate``."""
         now = self._clock.now()
-        key = _aggregate_key(event)
+        key = _aggregate_key(event, object_key)
         record = self._aggregates.get(key)
         if record is None or now - record.last > self._options.aggregate_window:
             record = _AggregateRecord(set(), now)
@@ -435,7 +510,7 @@ class EventCorrelator:
         record.last = now
         self._aggregates.put(key, record)
         if len(record.messages) < self._options.aggregate_max_events:
-            return event, _event_key(event)
+            return event, _event_key(event, object_key)
         record.messages.pop()  # do not grow beyond the limit
         stamp = _rfc3339(datetime.now(UTC))
         combined = dict(event)
@@ -478,9 +553,9 @@ class EventCorrelator:
         )
         return Correlation(event, key, patch)
 
-    def _allow(self, event: JsonDict) -> bool:
-        """client-go ``EventSourceObjectSpamFilter.Filter`` (inverted: True lets it pass)."""
-        key = _object_key(event)
+    def _allow(self, key: CorrelationKey) -> bool:
+        """client-go ``EventSourceObjectSpamFilter.Filter`` (inverted: True lets it pass);
+        ``key``: the event's object key."""
         bucket = self._buckets.get(key)
         if bucket is None:
             bucket = TokenBucket(
@@ -493,17 +568,24 @@ class EventCorrelator:
 # -- the broadcaster ---------------------------------------------------------------------
 
 
+# What a recorder queues: (involved object reference, type, reason, message, wall-clock
+# nanoseconds, component, the recording context's fence). A flush queues a barrier.
+_Recorded = tuple[JsonDict, str, str, str, int, str, "Fence | None"]
+
+
 class _Recorder:
     """An :class:`EventRecorder` that queues on its broadcaster."""
 
-    def __init__(self, broadcaster: EventBroadcaster, component: str, host: str) -> None:
+    def __init__(self, broadcaster: EventBroadcaster, component: str) -> None:
         self._broadcaster = broadcaster
         self._component = component
-        self._host = host
 
     def event(self, obj: JsonDict, type_: str, reason: str, message: str) -> None:
-        event = _make_event(obj, type_, reason, message, component=self._component, host=self._host)
-        self._broadcaster._enqueue(event)
+        _check(type_, reason)
+        ref = _involved_object(obj)
+        self._broadcaster._enqueue(
+            (ref, type_, reason, message, time.time_ns(), self._component, current_fence())
+        )
 
     def __repr__(self) -> str:
         return f"EventRecorder(component={self._component!r})"
@@ -513,13 +595,19 @@ class EventBroadcaster:
     """The queue and the sender thread behind every recorder of a manager (client-go
     ``EventBroadcaster`` + ``StartRecordingToSink``).
 
+    Recording costs the caller a few microseconds and no lock: the reference to the
+    object is taken, the call is appended to a deque, and only a sender that sleeps for
+    want of work is woken. The sender wakes by time: it lets events gather for
+    ``batch_interval`` seconds, then builds, correlates and writes them one after the
+    other on one held connection (:meth:`KubeClient.write_session`).
+
     Args:
         client: where Events are written.
         component: ``source.component`` / ``reportingComponent`` of the recorders
             (``"overseer"``); a recorder may name its own.
         host: ``source.host`` / ``reportingInstance`` (the pod or node name), may be "".
         clock: time for aggregation windows, spam buckets and retry waits.
-        options: queue size, correlation and retry settings.
+        options: queue size, batching, correlation and retry settings.
     """
 
     def __init__(
@@ -539,10 +627,14 @@ class EventBroadcaster:
         self._clock: Clock = clock if clock is not None else RealClock()
         self._options = options if options is not None else EventOptions()
         self._correlator = EventCorrelator(self._clock, self._options)
-        self._cond = threading.Condition()
-        self._queue: deque[tuple[JsonDict, Fence | None]] = deque()
-        self._enqueued = 0  # events ever accepted into the queue
-        self._handled = 0  # of those, written or dropped
+        self._stamps = _Stamps()
+        # appended by any thread, popped by the sender: deque operations are atomic
+        self._queue: deque[_Recorded | threading.Event] = deque()
+        self._wake = threading.Event()  # set to wake an idle sender
+        self._hurry = threading.Event()  # set to end the batch interval now
+        self._idle = False  # the sender sleeps for want of work: the next event wakes it
+        self._lock = threading.Lock()  # start/shutdown only, never taken by a recorder
+        self._retry_cond = threading.Condition()  # retry waits; shutdown cuts them short
         self._closed = False  # no more events accepted
         self._abandon = False  # drop what is queued instead of sending it
         self._stop: threading.Event | None = None
@@ -552,7 +644,7 @@ class EventBroadcaster:
 
     def recorder(self, component: str | None = None) -> EventRecorder:
         """A recorder whose events come from ``component`` (default: the broadcaster's)."""
-        return _Recorder(self, component or self._component, self._host)
+        return _Recorder(self, component or self._component)
 
     def start(self, stop: threading.Event) -> None:
         """Start the sender thread (``events/sender``) and return. It runs until ``stop``
@@ -561,7 +653,7 @@ class EventBroadcaster:
         Raises:
             RuntimeError: started before, or shut down.
         """
-        with self._cond:
+        with self._lock:
             if self._thread is not None or self._closed:
                 raise RuntimeError("EventBroadcaster: start may be called once, before shutdown")
             self._stop = stop
@@ -580,9 +672,18 @@ class EventBroadcaster:
             True when done, False if ``timeout`` passed first (as it does when the
             sender was never started).
         """
-        with self._cond:
-            target = self._enqueued
-            return self._cond.wait_for(lambda: self._handled >= target, timeout)
+        barrier = threading.Event()
+        self._queue.append(barrier)
+        self._hurry.set()  # no need to wait for the batch interval
+        self._wake.set()
+        deadline = time.monotonic() + timeout
+        while not barrier.wait(min(max(deadline - time.monotonic(), 0.0), _POLL)):
+            thread = self._thread
+            if thread is not None and not thread.is_alive():
+                return True  # the sender has ended: it wrote or dropped what it had
+            if time.monotonic() >= deadline:
+                return False
+        return True
 
     def shutdown(self, timeout: float = 10.0) -> bool:
         """Refuse new events, let the sender write what is queued, and join it.
@@ -594,20 +695,24 @@ class EventBroadcaster:
         Returns:
             True if every queued event was handled and the sender has exited.
         """
-        with self._cond:
+        with self._lock:
             self._closed = True
-            self._cond.notify_all()
             thread = self._thread
+        self._hurry.set()
+        self._wake.set()
+        with self._retry_cond:
+            self._retry_cond.notify_all()
         if thread is None:
-            with self._cond:
-                self._drop_queued()
+            self._drop_queued()
             return True
         thread.join(timeout)
         flushed = not thread.is_alive()
         if not flushed:
-            with self._cond:
-                self._abandon = True
-                self._cond.notify_all()
+            self._abandon = True
+            self._hurry.set()
+            self._wake.set()
+            with self._retry_cond:
+                self._retry_cond.notify_all()
             thread.join(timeout)
             if thread.is_alive():
                 logger.warning(
@@ -618,111 +723,229 @@ class EventBroadcaster:
 
     # -- internals ----------------------------------------------------------------------
 
-    def _enqueue(self, event: JsonDict) -> None:
-        fence = current_fence()  # the recording reconcile's; None: the client's own
-        with self._cond:
-            stopped = self._closed or (self._stop is not None and self._stop.is_set())
-            if not stopped and len(self._queue) < self._options.queue_size:
-                self._queue.append((event, fence))
-                self._enqueued += 1
-                self._cond.notify_all()
-                return
+    def _enqueue(self, recorded: _Recorded) -> None:
+        # Any thread; no lock: a length check, an append, and a wake-up only when the
+        # sender sleeps idle (the first event of a quiet period).
+        stopped = self._closed or (self._stop is not None and self._stop.is_set())
+        if not stopped and len(self._queue) < self._options.queue_size:
+            self._queue.append(recorded)
+            if self._idle:
+                self._wake.set()
+            return
         reason = "shutdown" if stopped else "queue_full"
         _DROPPED.labels(reason).inc()
-        logger.debug("event dropped", extra={"reason": reason, **_describe(event)})
+        logger.debug("event dropped", extra={"reason": reason, **_describe_recorded(recorded)})
 
     def _stopping(self, stop: threading.Event) -> bool:
         return self._closed or stop.is_set()
 
     def _drop_queued(self) -> None:
-        # Caller holds the lock.
-        if self._queue:
-            _DROPPED.labels("shutdown").inc(len(self._queue))
-            logger.warning("events dropped at shutdown", extra={"events": len(self._queue)})
-            self._handled += len(self._queue)
-            self._queue.clear()
-            self._cond.notify_all()
+        dropped = 0
+        while self._queue:
+            item = self._queue.popleft()
+            if isinstance(item, threading.Event):
+                item.set()
+            else:
+                dropped += 1
+        if dropped:
+            _DROPPED.labels("shutdown").inc(dropped)
+            logger.warning("events dropped at shutdown", extra={"events": dropped})
 
     def _run(self, stop: threading.Event) -> None:
-        while True:
-            with self._cond:
-                while not self._queue and not self._stopping(stop):
-                    self._cond.wait(_POLL)  # real time: only to notice ``stop``
-                if self._abandon or (not self._queue and self._stopping(stop)):
-                    self._closed = True
-                    self._drop_queued()
-                    return
-                event, fence = self._queue.popleft()
-            try:
-                if fence is None:
-                    self._send(event, stop)
-                else:
-                    with fenced(fence):
-                        self._send(event, stop)
-            except WriteFenced:
-                _DROPPED.labels("fenced").inc()
-                logger.debug("event dropped", extra={"reason": "fenced", **_describe(event)})
-            except Exception:  # never let one event kill the sender
-                _DROPPED.labels("api_error").inc()
-                logger.exception("event could not be sent", extra=_describe(event))
-            finally:
-                with self._cond:
-                    self._handled += 1
-                    self._cond.notify_all()
+        interval = self._options.batch_interval
+        try:
+            while True:
+                if self._abandon:
+                    break
+                if not self._queue:
+                    if self._stopping(stop):
+                        break
+                    self._wake.clear()
+                    self._idle = True  # before looking again: an enqueue sees it or we do
+                    if not self._queue:
+                        self._wake.wait(_POLL)  # real time: only to notice ``stop``
+                    self._idle = False
+                    continue
+                if interval > 0 and not self._stopping(stop):
+                    # a batch by time: what else arrives within the interval goes too
+                    # (a flush or a shutdown cuts it short)
+                    self._hurry.wait(interval)
+                self._hurry.clear()
+                self._send_batch(stop)
+        finally:
+            self._closed = True
+            self._drop_queued()
 
-    def _send(self, event: JsonDict, stop: threading.Event) -> None:
-        """client-go ``recordToSink``: correlate, then write with bounded retries."""
+    def _send_batch(self, stop: threading.Event) -> None:
+        """Build, correlate and write what is queued, on one held connection."""
+        items = [self._queue.popleft() for _ in range(len(self._queue))]
+        pending: list[_Pending] = []
+        with self._client.write_session() as session:
+            for i, item in enumerate(items):
+                if self._abandon:  # back in front, to be dropped at the shutdown
+                    self._queue.extendleft(reversed(items[i:]))
+                    return
+                if isinstance(item, threading.Event):
+                    self._write_pending(pending, session, stop)
+                    pending = []
+                    item.set()  # a flush: everything before it is handled
+                    continue
+                try:
+                    prepared = self._prepare(item)
+                except Exception:  # never let one event kill the sender
+                    _DROPPED.labels("api_error").inc()
+                    logger.exception("event could not be sent", extra=_describe_recorded(item))
+                    continue
+                if prepared is not None:
+                    pending.append(prepared)
+            self._write_pending(pending, session, stop)
+
+    def _prepare(self, item: _Recorded) -> _Pending | None:
+        """client-go ``recordToSink``'s first half: build and correlate; None when the
+        spam filter or a terminating namespace drops the event."""
+        ref, type_, reason, message, at, component, fence = item
+        event = _build_event(
+            ref,
+            type_,
+            reason,
+            message,
+            component=component,
+            host=self._host,
+            at=at,
+            stamp=self._stamps(at),
+        )
         correlation = self._correlator.correlate(event)
         if correlation is None:
             _DROPPED.labels("spam").inc()
             logger.debug("event dropped", extra={"reason": "spam", **_describe(event)})
-            return
-        namespace = str((event.get("metadata") or {}).get("namespace") or "")
+            return None
+        if self._namespace_terminating(_namespace_of(event)):
+            self._drop_terminating(event)
+            return None
+        return correlation, fence
+
+    def _namespace_terminating(self, namespace: str) -> bool:
         until = self._terminating.get(namespace)
-        if until is not None:
-            if self._clock.now() < until:
-                self._drop_terminating(event)
-                return
-            del self._terminating[namespace]
-        attempt = 0
-        while True:
-            attempt += 1
+        if until is None:
+            return False
+        if self._clock.now() < until:
+            return True
+        del self._terminating[namespace]
+        return False
+
+    def _write_pending(
+        self, pending: list[_Pending], session: WriteSession, stop: threading.Event
+    ) -> None:
+        """Write ``pending`` pipelined, by runs of one fence: first the first Event of
+        each namespace, then the others of the namespaces that did not refuse (a
+        namespace being deleted costs one refused request, not one per Event)."""
+        start = 0
+        while start < len(pending):
+            fence = pending[start][1]
+            end = start
+            while end < len(pending) and pending[end][1] is fence:
+                end += 1
+            run = pending[start:end]
+            start = end
+            seen: set[str] = set()
+            first: list[_Pending] = []
+            rest: list[_Pending] = []
+            for entry in run:
+                namespace = _namespace_of(entry[0].event)
+                (rest if namespace in seen else first).append(entry)
+                seen.add(namespace)
+            with fenced(fence) if fence is not None else contextlib.nullcontext():
+                self._pipeline(first, session, stop)
+                kept = []
+                for entry in rest:
+                    if self._namespace_terminating(_namespace_of(entry[0].event)):
+                        self._drop_terminating(entry[0].event)
+                    else:
+                        kept.append(entry)
+                self._pipeline(kept, session, stop)
+
+    def _pipeline(
+        self, entries: list[_Pending], session: WriteSession, stop: threading.Event
+    ) -> None:
+        if not entries:
+            return
+        results: list[JsonDict | ApiError | WriteFenced] = []
+        for at in range(0, len(entries), _PIPELINE_DEPTH):
+            chunk = entries[at : at + _PIPELINE_DEPTH]
+            results += session.pipeline([_write_of(correlation) for correlation, _ in chunk])
+        for (correlation, _), result in zip(entries, results, strict=True):
             try:
-                written = self._write(correlation)
-            except NamespaceTerminating:
+                self._complete(correlation, result, session, stop)
+            except Exception:  # never let one event kill the sender
+                _DROPPED.labels("api_error").inc()
+                logger.exception("event could not be sent", extra=_describe(correlation.event))
+
+    def _complete(
+        self,
+        correlation: Correlation,
+        result: JsonDict | ApiError | WriteFenced,
+        session: WriteSession,
+        stop: threading.Event,
+    ) -> None:
+        """client-go ``recordToSink``'s second half: the answer's consequences, with
+        bounded retries (one after the other, on the clock) for what may be retried."""
+        event = correlation.event
+        attempt = 1
+        while True:
+            if isinstance(result, dict):
+                self._correlator.update_state(correlation.key, result)
+                _sent(_str(event, "type")).inc()
+                return
+            if isinstance(result, WriteFenced):
+                _DROPPED.labels("fenced").inc()
+                logger.debug("event dropped", extra={"reason": "fenced", **_describe(event)})
+                return
+            if isinstance(result, NotFound) and correlation.patch is not None:
+                # client-go recordEvent: the Event to update is gone: create it anew
+                logger.debug("event to update is gone, creating it", extra=_describe(event))
+                correlation = Correlation(event, correlation.key, None)
+                result = self._write_one(correlation, session)
+                continue
+            if isinstance(result, NamespaceTerminating):
+                namespace = _namespace_of(event)
                 self._terminating[namespace] = (
                     self._clock.now() + self._options.terminating_namespace_ttl
                 )
                 self._drop_terminating(event)
                 return
-            except ApiError as exc:
-                retryable = isinstance(exc, ServerError | TooManyRequests)
-                if (
-                    not retryable
-                    or attempt >= self._options.max_attempts
-                    or self._stopping(stop)
-                    or not self._backoff(attempt, stop)
-                ):
-                    _DROPPED.labels("api_error").inc()
-                    logger.warning(
-                        "event dropped after API error",
-                        extra={"attempts": attempt, "error": str(exc), **_describe(event)},
-                    )
-                    return
-                logger.info(
-                    "retrying event write",
-                    extra={"attempt": attempt, "error": str(exc), **_describe(event)},
+            retryable = isinstance(result, ServerError | TooManyRequests)
+            if (
+                not retryable
+                or attempt >= self._options.max_attempts
+                or self._stopping(stop)
+                or not self._backoff(attempt, stop)
+            ):
+                _DROPPED.labels("api_error").inc()
+                logger.warning(
+                    "event dropped after API error",
+                    extra={"attempts": attempt, "error": str(result), **_describe(event)},
                 )
-                continue
-            self._correlator.update_state(correlation.key, written)
-            _SENT.labels(_str(correlation.event, "type")).inc()
-            return
+                return
+            logger.info(
+                "retrying event write",
+                extra={"attempt": attempt, "error": str(result), **_describe(event)},
+            )
+            attempt += 1
+            result = self._write_one(correlation, session)
+
+    def _write_one(
+        self, correlation: Correlation, session: WriteSession
+    ) -> JsonDict | ApiError | WriteFenced:
+        try:
+            return self._write(correlation, session)
+        except (ApiError, WriteFenced) as exc:
+            return exc
 
     def _drop_terminating(self, event: JsonDict) -> None:
         _DROPPED.labels("namespace_terminating").inc()
         logger.debug("event dropped", extra={"reason": "namespace_terminating", **_describe(event)})
 
-    def _write(self, correlation: Correlation) -> JsonDict:
+    def _write(self, correlation: Correlation, session: WriteSession) -> JsonDict:
         """client-go ``recordEvent``: PATCH the existing Event, else (or if it is gone)
         create it."""
         event = correlation.event
@@ -730,14 +953,10 @@ class EventBroadcaster:
         namespace = event["metadata"]["namespace"]
         if correlation.patch is not None:
             try:
-                return self._client.patch(
-                    EVENTS, name, correlation.patch, namespace=namespace, patch_type="merge"
-                )
+                return session.patch(EVENTS, name, correlation.patch, namespace=namespace)
             except NotFound:
                 logger.debug("event to update is gone, creating it", extra=_describe(event))
-        body = dict(event)
-        body["metadata"] = {k: v for k, v in event["metadata"].items() if k != "resourceVersion"}
-        return self._client.create(EVENTS, body, namespace=namespace)
+        return session.create(EVENTS, _create_body(event), namespace=namespace)
 
     def _backoff(self, attempt: int, stop: threading.Event) -> bool:
         """Wait before the next attempt on the clock; False if stopping cut it short."""
@@ -745,13 +964,51 @@ class EventBroadcaster:
         if attempt == 1:  # spread clients that all failed at once (client-go)
             delay *= random.uniform(0.5, 1.0)
         deadline = self._clock.now() + delay
-        with self._cond:
-            while not self._stopping(stop):
+        with self._retry_cond:
+            while not self._stopping(stop) and not self._abandon:
                 remaining = deadline - self._clock.now()
                 if remaining <= 0:
                     return True
-                self._clock.wait(self._cond, min(remaining, _POLL))
+                self._clock.wait(self._retry_cond, min(remaining, _POLL))
         return False
+
+
+# An event ready to be written: its correlation and the fence it is written under.
+_Pending = tuple[Correlation, "Fence | None"]
+
+
+def _namespace_of(event: JsonDict) -> str:
+    return str((event.get("metadata") or {}).get("namespace") or "")
+
+
+def _write_of(correlation: Correlation) -> Write:
+    """The first write for a correlated event: the PATCH of the Event it repeats, or its
+    create (client-go ``recordEvent``)."""
+    event = correlation.event
+    metadata = event["metadata"]
+    if correlation.patch is not None:
+        return Write.patch(EVENTS, metadata["name"], correlation.patch, metadata["namespace"])
+    return Write.create(EVENTS, _create_body(event), metadata["namespace"])
+
+
+def _create_body(event: JsonDict) -> JsonDict:
+    metadata = event["metadata"]
+    if "resourceVersion" not in metadata:
+        return event
+    body = dict(event)
+    body["metadata"] = {k: v for k, v in metadata.items() if k != "resourceVersion"}
+    return body
+
+
+def _describe_recorded(recorded: _Recorded) -> dict[str, str]:
+    ref, type_, reason = recorded[0], recorded[1], recorded[2]
+    return {
+        "event_type": type_,
+        "event_reason": reason,
+        "object_kind": _str(ref, "kind"),
+        "object_namespace": _str(ref, "namespace"),
+        "object_name": _str(ref, "name"),
+    }
 
 
 def _describe(event: JsonDict) -> dict[str, str]:

@@ -502,6 +502,11 @@ def test_a_graceful_stop_abandons_an_event_in_flight_before_releasing_the_lease(
     b = setup.replica("rep-b", ring=None, lease_name=lease, hold=0.0, timings=timings).start()
     setup.tick()
     _until(lambda: setup.journal.written_by(a.identity) > 0, "A at work")
+    # A's Events go out in batches, a little after the reconciles that record them
+    _until(
+        lambda: any(rec.resource == "events" for rec in setup.server.audit.records("rep-a")),
+        "an Event of A written",
+    )
     slow = a.proxy.delay_requests(rb"(POST|PATCH) /api/v1/namespaces/[^/]+/events", 2.0)
     _until(lambda: slow.matched > 0, "an Event on the slow path")
     assert a.running is not None

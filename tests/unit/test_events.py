@@ -10,12 +10,13 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
 
 from manager.clock import FakeClock
+from manager.errors import ApiError, WriteFenced
 from manager.events import (
     COMBINED_PREFIX,
     NORMAL,
@@ -28,7 +29,7 @@ from manager.events import (
 )
 from manager.fencing import UNFENCED, ValidityFence, fenced
 from manager.keys import JsonDict
-from manager.kube import ClientOptions, KubeClient
+from manager.kube import ClientOptions, KubeClient, Write, WriteSession
 from manager.metrics import REGISTRY
 from manager.resources import builtin
 
@@ -54,17 +55,33 @@ def events_about(kube: KubeClient, namespace: str, name: str) -> list[JsonDict]:
 
 
 class GatedClient(KubeClient):
-    """A KubeClient whose creates wait for ``release``; ``entered`` says one is waiting."""
+    """A KubeClient whose Event creates (the sender's write session) wait for ``release``;
+    ``entered`` says one is waiting."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.entered = threading.Event()
         self.release = threading.Event()
 
+    def write_session(self) -> WriteSession:
+        return GatedSession(self)
+
+
+class GatedSession(WriteSession):
+    def __init__(self, client: GatedClient) -> None:
+        super().__init__(client)
+        self.gated = client
+
     def create(self, resource: Any, body: JsonDict, namespace: str | None = None) -> JsonDict:
-        self.entered.set()
-        assert self.release.wait(WAIT), "test never released the gate"
+        self.gated.entered.set()
+        assert self.gated.release.wait(WAIT), "test never released the gate"
         return super().create(resource, body, namespace)
+
+    def pipeline(self, writes: Sequence[Write]) -> list[JsonDict | ApiError | WriteFenced]:
+        if any(w.method == "POST" for w in writes):
+            self.gated.entered.set()
+            assert self.gated.release.wait(WAIT), "test never released the gate"
+        return super().pipeline(writes)
 
 
 @pytest.fixture
@@ -497,15 +514,28 @@ def test_client_errors_are_dropped_without_retrying(
 
 
 class CountingCreates(KubeClient):
-    """A KubeClient that counts its creates (sent requests, whatever the answer)."""
+    """A KubeClient that counts its Event creates (sent requests, whatever the answer)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.creates = 0
 
+    def write_session(self) -> WriteSession:
+        return CountingSession(self)
+
+
+class CountingSession(WriteSession):
+    def __init__(self, client: CountingCreates) -> None:
+        super().__init__(client)
+        self.counting = client
+
     def create(self, resource: Any, body: JsonDict, namespace: str | None = None) -> JsonDict:
-        self.creates += 1
+        self.counting.creates += 1
         return super().create(resource, body, namespace)
+
+    def pipeline(self, writes: Sequence[Write]) -> list[JsonDict | ApiError | WriteFenced]:
+        self.counting.creates += sum(1 for w in writes if w.method == "POST")
+        return super().pipeline(writes)
 
 
 def test_a_terminating_namespace_costs_one_refused_event_then_none_for_a_while(
@@ -648,3 +678,38 @@ def test_an_event_goes_out_under_the_fence_where_it_was_recorded(
     assert dropped("fenced") == before + 1
     reasons = sorted(e["reason"] for e in events_about(kube, namespace, name))
     assert reasons == ["Elsewhere", "Leading"]
+
+
+# -- batching -------------------------------------------------------------------------
+
+
+class CountingSessions(KubeClient):
+    """A KubeClient that counts the write sessions the sender opens."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.sessions = 0
+
+    def write_session(self) -> WriteSession:
+        self.sessions += 1
+        return super().write_session()
+
+
+def test_events_recorded_together_are_written_in_one_batch_on_one_connection(
+    kubeconfig_path: str, kube: KubeClient, namespace: str, running: Callable[..., Running]
+) -> None:
+    objects = [make_configmap(kube, namespace) for _ in range(20)]
+    with CountingSessions.from_kubeconfig(
+        kubeconfig_path, options=ClientOptions(qps=0)
+    ) as counting:
+        # a long interval: every event below is recorded well within it
+        r = running(counting, batch_interval=5.0).start()
+        for obj in objects:
+            r.recorder.event(obj, NORMAL, "Batched", "one of twenty")
+        r.recorder.event(objects[0], NORMAL, "Batched", "one of twenty")  # a repeat: PATCH
+        r.flush()  # a flush does not wait for the interval
+        assert counting.sessions == 1
+        for obj in objects:
+            [event] = events_about(kube, namespace, obj["metadata"]["name"])
+            assert event["reason"] == "Batched"
+            assert event["count"] == (2 if obj is objects[0] else 1)

@@ -1077,3 +1077,213 @@ def test_requests_are_counted_and_timed(
         dead.get(PODS, "a", "default")
     labels = {"code": "<error>", "method": "GET", "host": f"127.0.0.1:{dead_port}"}
     assert sample(requests, labels) == 1
+
+
+# -- the write session (the Event sender's cheap writes) -----------------------------------
+
+
+def test_a_write_session_posts_and_patches_on_one_connection_with_the_clients_headers(
+    client: KubeClient, stub: StubApiServer
+) -> None:
+    stub.reply("POST", "/api/v1/namespaces/team/pods", Reply(201, pod("a", "team")))
+    stub.reply("PATCH", "/api/v1/namespaces/team/pods/a", Reply(200, pod("a", "team", x=1)))
+    ports = set()
+    with client.write_session() as session:
+        assert session.create(PODS, pod("a", "team")) == pod("a", "team")
+        ports.add(session._conn.sock.getsockname()[1])
+        assert session.patch(PODS, "a", {"x": 1}, namespace="team")["x"] == 1
+        ports.add(session._conn.sock.getsockname()[1])
+    assert len(ports) == 1  # the second write went on the connection of the first
+    post, patch = stub.requests()
+    assert post.json() == pod("a", "team")
+    assert post.headers["content-type"] == "application/json"
+    assert post.headers["authorization"] == "Bearer stub-token"
+    assert post.headers["user-agent"].startswith("overseer/")
+    assert (patch.method, patch.json()) == ("PATCH", {"x": 1})
+    assert patch.headers["content-type"] == "application/merge-patch+json"
+    counted = REGISTRY.get_sample_value(
+        "rest_client_requests_total",
+        {"code": "201", "method": "POST", "host": f"127.0.0.1:{stub.port}"},
+    )
+    assert counted is not None and counted >= 1
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        (404, status_body(404, "NotFound", "gone"), NotFound),
+        (409, status_body(409, "AlreadyExists", "exists"), AlreadyExists),
+        (500, status_body(500, "InternalError", "boom"), ServerError),
+        (429, status_body(429, "TooManyRequests", "slow down"), TooManyRequests),
+    ],
+    ids=lambda case: str(case[0]),
+)
+def test_a_write_session_maps_errors_and_never_retries(
+    client: KubeClient,
+    stub: StubApiServer,
+    sleeps: list[float],
+    case: tuple[int, dict[str, Any], type[ApiError]],
+) -> None:
+    status, body, expected = case
+    stub.reply("POST", "/api/v1/namespaces/team/pods", Reply(status, body), Reply(201, pod("b")))
+    with client.write_session() as session:
+        with pytest.raises(expected) as info:
+            session.create(PODS, pod("a", "team"))
+        assert info.value.message == body["message"]
+        # the connection is still good for the next write
+        assert session.create(PODS, pod("b", "team"))["metadata"]["name"] == "b"
+    assert len(stub.requests("POST")) == 2 and sleeps == []
+
+
+def test_a_write_session_reads_a_chunked_answer(client: KubeClient, stub: StubApiServer) -> None:
+    whole = json.dumps(pod("a", "team")).encode()
+    reply = Reply(201, chunks=[whole[:7], whole[7:]])
+    stub.reply("POST", "/api/v1/namespaces/team/pods", reply)
+    stub.reply("POST", "/api/v1/namespaces/team/pods", Reply(201, pod("b", "team")))
+    with client.write_session() as session:
+        assert session.create(PODS, pod("a", "team")) == pod("a", "team")
+        assert session.create(PODS, pod("b", "team")) == pod("b", "team")
+
+
+def test_a_write_session_to_an_unreachable_server_is_unavailable(
+    make_client: Callable[..., KubeClient], tmp_path: Path
+) -> None:
+    dead = make_client(write_kubeconfig(tmp_path / "dead", f"http://127.0.0.1:{free_port()}"))
+    with dead.write_session() as session, pytest.raises(Unavailable) as info:
+        session.create(PODS, pod("a", "team"))
+    assert info.value.status == 0 and "127.0.0.1" in info.value.message
+
+
+def test_a_fenced_write_session_sends_nothing_when_the_fence_is_closed(
+    client: KubeClient, stub: StubApiServer
+) -> None:
+    from manager.errors import WriteFenced
+    from manager.fencing import ValidityFence
+
+    closed = ValidityFence(lambda: 0.0, reason="unit_session", message="not ours")
+    with client.with_fence(closed).write_session() as session, pytest.raises(WriteFenced):
+        session.create(PODS, pod("a", "team"))
+    assert stub.requests() == []
+
+
+# -- the answer parser of the lean request path ---------------------------------------------
+
+
+def _answer(raw: bytes) -> tuple[int, str, bytes, bool]:
+    import io
+
+    from manager.kube import _read_response
+
+    return _read_response(io.BufferedReader(io.BytesIO(raw)))  # type: ignore[arg-type]
+
+
+def test_answers_with_a_length_chunks_an_interim_status_or_a_close_are_read_whole() -> None:
+    assert _answer(b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}tail") == (
+        201,
+        "",
+        b"{}",
+        False,
+    )
+    chunked = (
+        b"HTTP/1.1 100 Continue\r\n\r\n"
+        b"HTTP/1.1 429 Too Many Requests\r\nTransfer-Encoding: chunked\r\nRetry-After: 3\r\n\r\n"
+        b'3;ext=1\r\n{"a\r\n4\r\n":1}\r\n0\r\nX-Trailer: t\r\n\r\n'
+    )
+    assert _answer(chunked) == (429, "3", b'{"a":1}', False)
+    assert _answer(b'HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n{"b":2}') == (
+        200,
+        "",
+        b'{"b":2}',
+        True,
+    )
+    assert _answer(b"HTTP/1.0 204 No Content\r\n\r\n") == (204, "", b"", True)
+
+
+@pytest.mark.parametrize(
+    ("raw", "error"),
+    [
+        (b"", ConnectionError),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}", ConnectionError),
+        (b"HTTP/1.1 200 OK\r\nContent-Le", ConnectionError),
+        (b"SSH-2.0-OpenSSH\r\n\r\n", Exception),
+        (b"HTTP/1.1 abc OK\r\n\r\n", Exception),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", Exception),
+    ],
+    ids=["nothing", "short-body", "cut-header", "not-http", "bad-status", "bad-chunk"],
+)
+def test_a_broken_or_garbled_answer_is_a_connection_or_protocol_error(
+    raw: bytes, error: type[Exception]
+) -> None:
+    import urllib3
+
+    with pytest.raises(error) as info:
+        _answer(raw)
+    assert isinstance(info.value, ConnectionError | urllib3.exceptions.ProtocolError)
+
+
+def test_after_an_answer_that_closes_the_connection_the_next_request_goes_through(
+    client: KubeClient, stub: StubApiServer
+) -> None:
+    closing = Reply(201, pod("a", "team"), {"Connection": "close"})
+    stub.reply("POST", "/api/v1/namespaces/team/pods", closing, Reply(201, pod("b", "team")))
+    assert client.create(PODS, pod("a", "team"))["metadata"]["name"] == "a"
+    assert client.create(PODS, pod("b", "team"))["metadata"]["name"] == "b"
+    assert len(stub.requests("POST")) == 2
+
+
+def test_a_pipeline_sends_writes_back_to_back_and_returns_each_answer_in_order(
+    client: KubeClient, stub: StubApiServer
+) -> None:
+    from manager.kube import Write
+
+    stub.reply(
+        "POST",
+        "/api/v1/namespaces/team/pods",
+        Reply(201, pod("a", "team")),
+        Reply(409, status_body(409, "AlreadyExists", "exists")),
+    )
+    stub.reply("PATCH", "/api/v1/namespaces/team/pods/a", Reply(200, pod("a", "team", x=1)))
+    writes = [
+        Write.create(PODS, pod("a", "team")),
+        Write.patch(PODS, "a", {"x": 1}, "team"),
+        Write.create(PODS, pod("a", "team")),
+    ]
+    with client.write_session() as session:
+        first, second, third = session.pipeline(writes)
+    assert first == pod("a", "team")
+    assert second == pod("a", "team", x=1)
+    assert isinstance(third, AlreadyExists)
+    assert [s.method for s in stub.requests()] == ["POST", "PATCH", "POST"]
+
+
+def test_writes_a_closing_server_did_not_answer_go_again_on_a_new_connection(
+    client: KubeClient, stub: StubApiServer
+) -> None:
+    from manager.kube import Write
+
+    closing = Reply(201, pod("a", "team"), {"Connection": "close"})
+    stub.reply(
+        "POST",
+        "/api/v1/namespaces/team/pods",
+        closing,
+        Reply(201, pod("b", "team")),
+        Reply(201, pod("c", "team")),
+    )
+    with client.write_session() as session:
+        results = session.pipeline([Write.create(PODS, pod(n, "team")) for n in "abc"])
+    assert [r["metadata"]["name"] for r in results if isinstance(r, dict)] == ["a", "b", "c"]
+    assert [s.json()["metadata"]["name"] for s in stub.requests()] == ["a", "b", "c"]
+
+
+def test_a_pipeline_through_a_closed_fence_sends_nothing(
+    client: KubeClient, stub: StubApiServer
+) -> None:
+    from manager.errors import WriteFenced
+    from manager.fencing import ValidityFence
+    from manager.kube import Write
+
+    closed = ValidityFence(lambda: 0.0, reason="unit_pipeline", message="not ours")
+    with client.with_fence(closed).write_session() as session:
+        results = session.pipeline([Write.create(PODS, pod(n, "team")) for n in "ab"])
+    assert all(isinstance(r, WriteFenced) for r in results) and len(results) == 2
+    assert stub.requests() == []
