@@ -25,6 +25,7 @@ WORKDIR /src
 COPY pyproject.toml constraints.txt README.md ./
 COPY manager ./manager
 COPY controllers ./controllers
+COPY apiserver ./apiserver
 
 # The wheel first (no dependencies), then install it with every dependency pinned by
 # constraints.txt (all of them ship wheels: nothing is compiled). Then take

@@ -10,7 +10,7 @@ SAMPLE_PLUGIN := tests/plugins/overseer-sample-plugin
 # strict mode, so that mypy sees them from anywhere): this list changes when a module is
 # added or removed, and then the install is repeated.
 MODULES := $(VENV)/.modules
-$(shell mkdir -p $(VENV) && find manager controllers -name '*.py' -o -name py.typed \
+$(shell mkdir -p $(VENV) && find manager controllers apiserver -name '*.py' -o -name py.typed \
 	| LC_ALL=C sort > $(MODULES).new \
 	&& (cmp -s $(MODULES).new $(MODULES) || mv $(MODULES).new $(MODULES)); rm -f $(MODULES).new)
 
@@ -38,11 +38,12 @@ run: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 # The second run is a plugin author's view: in the sample plugin's directory, with no
 # MYPYPATH, mypy finds `manager` through the editable install alone.
 typecheck: $(STAMP)
-	$(BIN)/mypy manager controllers
+	$(BIN)/mypy manager controllers apiserver
 	cd $(SAMPLE_PLUGIN) && env -u MYPYPATH $(abspath $(BIN))/mypy --strict \
 		--cache-dir $(abspath .mypy_cache)/sample-plugin overseer_sample_plugin
 

@@ -23,9 +23,9 @@ import orjson
 
 
 def main(argv: list[str] | None = None) -> int:
+    from apiserver.http.featuregates import parse_feature_gates
     from manager.logs import configure
     from manager.testing import LocalApiServer
-    from manager.testing.featuregates import parse_feature_gates
 
     parser = argparse.ArgumentParser(prog="python -m bench.localserver")
     parser.add_argument("--kubeconfig-out", required=True)

@@ -65,12 +65,12 @@ from e2e.shardaudit import leader_violations
 
 if TYPE_CHECKING:
     from e2e.shardchaos import ShardResult
+from apiserver.http.audit import AuditRecord
 from e2e.targets import LOGICAL_PORTS
 from manager.errors import ApiError, NotFound
 from manager.kube import ClientOptions, KubeClient
 from manager.resources import builtin
 from manager.testing import LocalApiServer
-from manager.testing.audit import AuditRecord
 
 __all__ = ["SCENARIOS", "Harness", "ScenarioResult", "run_scenario"]
 

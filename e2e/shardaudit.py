@@ -1,7 +1,7 @@
 """Who may have written which key, judged from the local API server's audit: the checks
 the sharding and chaos tests share.
 
-The audit (:class:`~manager.testing.audit.Audit`) records every applied write with its
+The audit (:class:`~apiserver.http.audit.Audit`) records every applied write with its
 writer and every state of every Lease, in commit order. From it:
 
 * :func:`leader_violations` — writes by a replica while *another* replica held the leader
@@ -26,9 +26,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from apiserver.http.audit import Audit, AuditRecord, LeaseState
 from manager.hashring import SHARD_BY_NAMESPACE, SlotRing, fnv1a_64
 from manager.sharding import APPLIED_ANNOTATION, RING_LABEL, decode_ring
-from manager.testing.audit import Audit, AuditRecord, LeaseState
 
 __all__ = ["leader_violations", "record_hash", "ring_of", "shard_violations"]
 

@@ -234,7 +234,7 @@ def _run(args: argparse.Namespace) -> int:
     server = None
     kubeconfig = args.kubeconfig
     if args.embedded:
-        from manager.testing import LocalApiServer
+        from apiserver import LocalApiServer
 
         server = LocalApiServer(
             workload_controllers=True, kubeconfig_path=args.kubeconfig_out
@@ -429,7 +429,7 @@ def _demo_table(server: Any) -> tuple[list[str], bool]:
 
 
 def _list_options() -> Any:
-    from manager.testing.rest import ListOptions
+    from apiserver.machinery.rest import ListOptions
 
     return ListOptions()
 
@@ -443,7 +443,7 @@ def _ingress_url(server: Any, name: str) -> str:
 
 
 def _exists(server: Any, api_version: str, plural: str, name: str) -> bool:
-    from manager.testing.rest import StatusError
+    from apiserver.api.errors import StatusError
 
     try:
         server.rest.get(server.resource(api_version, plural), DEMO_NAMESPACE, name)
@@ -530,8 +530,8 @@ def _rbac(args: argparse.Namespace) -> int:
 
 
 def _apiserver(args: argparse.Namespace) -> int:
+    from apiserver import LocalApiServer
     from manager.logs import configure
-    from manager.testing import LocalApiServer
 
     configure("info", "text")
     stop = threading.Event()
@@ -541,7 +541,7 @@ def _apiserver(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    from manager.testing.featuregates import parse_feature_gates
+    from apiserver import parse_feature_gates
 
     try:
         gates = parse_feature_gates(args.feature_gates or "")

@@ -724,9 +724,9 @@ def test_rbac_grants_every_request_the_running_controllers_make() -> None:
     against the ClusterRole, Leases against the Role."""
     for name in BUILTIN_CONTROLLERS:
         pytest.importorskip(f"controllers.{name}", reason=f"controllers.{name} is not importable")
+    from apiserver.machinery.rest import DeleteOptions, ListOptions, StatusError
     from controllers.podport.crd import crd_manifest
     from manager.testing import LocalApiServer
-    from manager.testing.rest import DeleteOptions, ListOptions, StatusError
 
     objs = rendered(BASE)
     cluster_role, role = bound_grants(objs, "ClusterRole"), bound_grants(objs, "Role")

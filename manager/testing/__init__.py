@@ -1,9 +1,9 @@
 """Test kit for Overseer and its plugin authors.
 
-* :class:`LocalApiServer` speaks kube-apiserver's REST protocol over HTTP on 127.0.0.1,
-  so the official ``kubernetes`` client, ``kubectl`` and Overseer itself use it as a
-  cluster. See ``server.py`` for what it serves and DESIGN.md §5 for the behaviour it
-  reproduces.
+* :class:`LocalApiServer` (from the ``apiserver`` package, loaded on first use: importing
+  this kit does not import the server) speaks kube-apiserver's REST protocol over HTTP on
+  127.0.0.1, so the official ``kubernetes`` client, ``kubectl`` and Overseer itself use it
+  as a cluster. See ``docs/local-apiserver.md`` and DESIGN.md §5.
 * :func:`run_manager`, :func:`run_plugin`, :func:`eventually`,
   :func:`validate_section` (``kit.py``): run controllers inside a test and check
   what they do.
@@ -14,9 +14,10 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from manager.errors import ConfigError
 from manager.events import FakeRecorder, RecordedEvent
-from manager.testing.faults import Faults
 from manager.testing.kit import (
     ManagerFailed,
     RunningManager,
@@ -26,7 +27,21 @@ from manager.testing.kit import (
     run_plugin,
     validate_section,
 )
-from manager.testing.server import LocalApiServer
+
+if TYPE_CHECKING:
+    from apiserver import Faults, LocalApiServer
+
+
+def __getattr__(name: str) -> Any:
+    """``LocalApiServer`` and ``Faults`` come from the ``apiserver`` package, imported
+    here on first use only: a plugin's tests that run against a real cluster never load
+    the server."""
+    if name in ("LocalApiServer", "Faults"):
+        import apiserver
+
+        return getattr(apiserver, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ConfigError",

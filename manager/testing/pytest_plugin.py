@@ -3,7 +3,7 @@ server. Registered through the ``pytest11`` entry point ``overseer``, so it is a
 every pytest run of an environment where Overseer is installed (``-p no:overseer``
 turns it off).
 
-The API server is the local one (:class:`~manager.testing.LocalApiServer`, started once
+The API server is the local one (:class:`~apiserver.LocalApiServer`, started once
 per session, in process) unless ``OVERSEER_TEST_KUBECONFIG`` names the kubeconfig of a
 real cluster; then every fixture below talks to that cluster, and tests marked
 ``local_only`` (they need the local server's knobs: fault injection, compaction) are
@@ -20,7 +20,11 @@ Fixtures:
 * ``kube_client``: a :class:`~manager.kube.KubeClient` for the API server, closed after
   the test.
 * ``namespace``: the name of a namespace made for this test (its ``default``
-  ServiceAccount exists, so pods can be created) and deleted afterwards.
+  ServiceAccount exists, so pods can be created) and deleted afterwards. An object
+  the test leaves in it with a finalizer of its own (not one Kubernetes manages, such
+  as ``foregroundDeletion`` or ``kubernetes.io/pvc-protection``) would keep the
+  namespace terminating for ever on a real cluster: the teardown removes such
+  finalizers and fails the test, naming the objects.
 
 Marker: ``local_only``.
 
@@ -36,6 +40,7 @@ suites that do not use it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 import time
@@ -46,8 +51,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from apiserver.http.server import LocalApiServer
     from manager.kube import KubeClient
-    from manager.testing.server import LocalApiServer
 
 __all__ = [
     "ENV_KUBECONFIG",
@@ -127,7 +132,7 @@ def _overseer_local_server() -> Iterator[LocalApiServer | None]:
     if real_cluster():
         yield None
         return
-    from manager.testing.server import LocalApiServer
+    from apiserver.http.server import LocalApiServer
 
     server = LocalApiServer(rbac=True, anonymous_is_admin=True).start()
     try:
@@ -185,6 +190,74 @@ def namespace(kube_client: KubeClient) -> Iterator[str]:
                     raise
                 time.sleep(0.1)
         yield name
+        # its own client: a sweep of every resource must not wait on the test's rate limit,
+        # nor retry an aggregated API that is down (it is skipped)
+        options = dataclasses.replace(kube_client.options, qps=0, max_retries=0)
+        with kube_client.with_options(options) as sweep:
+            leftovers = _release_leftover_finalizers(sweep, name)
+        if leftovers:
+            pytest.fail(
+                f"the test left objects with finalizers in its namespace {name} (removed "
+                "now; on a real cluster the namespace would never finish terminating): "
+                + "; ".join(leftovers)
+            )
     finally:
         with contextlib.suppress(NotFound):  # deleted by the test itself
             kube_client.delete(namespaces, name)
+
+
+def _managed_by_kubernetes(finalizer: str) -> bool:
+    """A finalizer Kubernetes' own controllers remove (the garbage collector's
+    ``foregroundDeletion``/``orphan``, ``kubernetes.io/pvc-protection``,
+    ``batch.kubernetes.io/job-tracking``, ...): not a test's to clean up."""
+    domain, slash, _ = finalizer.partition("/")
+    if not slash:
+        return True
+    return any(domain == d or domain.endswith("." + d) for d in ("kubernetes.io", "k8s.io"))
+
+
+def _release_leftover_finalizers(kube_client: KubeClient, namespace: str) -> list[str]:
+    """Every object in ``namespace`` holding a finalizer that is not Kubernetes' own,
+    as ``resource/name: [finalizers]``; those finalizers are removed. Served resources
+    are found by discovery (custom resources included), so this holds on any server."""
+    from manager.errors import ApiError, NotFound
+    from manager.resources import Resource
+
+    found: list[str] = []
+    groups = kube_client.request("GET", "/apis", idempotent=True).get("groups") or []
+    versions = ["v1"] + [
+        str((g.get("preferredVersion") or {}).get("groupVersion") or "") for g in groups
+    ]
+    for group_version in filter(None, versions):
+        path = f"/apis/{group_version}" if "/" in group_version else f"/api/{group_version}"
+        try:
+            listing = kube_client.request("GET", path, idempotent=True)
+        except ApiError:  # a CRD deleted meanwhile, an aggregated API that is down
+            continue
+        group, _, version = group_version.rpartition("/")
+        for entry in listing.get("resources") or []:
+            verbs = set(entry.get("verbs") or [])
+            plural = str(entry.get("name") or "")
+            if not entry.get("namespaced") or "/" in plural or not {"list", "patch"} <= verbs:
+                continue
+            resource = Resource(group, version, plural, str(entry.get("kind", "")), True)
+            try:
+                items = kube_client.list(resource, namespace).get("items") or []
+            except ApiError:
+                continue
+            for item in items:
+                meta = item.get("metadata") or {}
+                finalizers = list(meta.get("finalizers") or [])
+                theirs = [f for f in finalizers if not _managed_by_kubernetes(f)]
+                if not theirs:
+                    continue
+                found.append(f"{resource.group_resource}/{meta.get('name')}: {theirs}")
+                kept = [f for f in finalizers if _managed_by_kubernetes(f)]
+                with contextlib.suppress(NotFound):
+                    kube_client.patch(
+                        resource,
+                        str(meta.get("name")),
+                        {"metadata": {"finalizers": kept or None}},
+                        namespace=namespace,
+                    )
+    return found

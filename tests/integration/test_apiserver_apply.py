@@ -277,7 +277,7 @@ def test_bad_dry_run_value_is_refused(api_client: Any, namespace: str) -> None:
     assert response.status == 422, response.body
     assert response.body["message"] == (
         'CreateOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: '
-        '[]string{"Yes"}: supported values: "All"'
+        '["Yes"]: supported values: "All"'
     )
     assert http(api_client, "GET", f"{base}/cm").status == 404
 
@@ -287,9 +287,17 @@ def test_apply_of_an_undeclared_field_fails(api_client: Any, namespace: str) -> 
     config = {**_cm("cm", {"a": "1"}), "extra": {"x": 1}}
     response = _apply(api_client, path, config, "applier")
     assert response.status == 500, response.body
+    # structuredmerge.go names the applied configuration's own namespace and name
+    # (objectGVKNN(patchObj)): this one names no namespace
     assert response.body["message"] == (
-        f"failed to create typed patch object ({namespace}/cm; /v1, Kind=ConfigMap): "
+        "failed to create typed patch object (/cm; /v1, Kind=ConfigMap): "
         ".extra: field not declared in schema"
+    )
+    config["metadata"]["namespace"] = namespace
+    response = _apply(api_client, path, config, "applier")
+    assert response.status == 500, response.body
+    assert response.body["message"].startswith(
+        f"failed to create typed patch object ({namespace}/cm; /v1, Kind=ConfigMap): "
     )
     assert http(api_client, "GET", path).status == 404
 

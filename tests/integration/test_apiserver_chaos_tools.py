@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
+from apiserver.api.errors import StatusError
+from apiserver.http.audit import SYSTEM_USER
 from manager.errors import NotFound, Unavailable
 from manager.kube import ClientOptions, KubeClient
 from manager.resources import builtin
-from manager.testing.audit import SYSTEM_USER
 from manager.testing.proxy import TcpProxy
-from manager.testing.rest import StatusError
 
 CONFIGMAPS = builtin("v1", "configmaps")
 LEASES = builtin("coordination.k8s.io/v1", "leases")

@@ -348,7 +348,7 @@ def test_history_is_compacted_on_a_schedule() -> None:
     """Like kube-apiserver's compactor (every 5 minutes by default, here a knob): each
     round compacts up to the revision the previous round saw and writes once (etcd's
     compact key), so a continue token expires within two rounds."""
-    from manager.testing.server import LocalApiServer
+    from apiserver.http.server import LocalApiServer
 
     assert LocalApiServer().compaction_interval == 300.0
     with pytest.raises(ValueError, match="compaction_interval"):

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.rawhttp import MERGE, Response, http, ok, stream
+from tests.integration.rawhttp import MERGE, STRATEGIC, Response, http, ok, stream
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
 
@@ -22,8 +22,8 @@ DEPLOYMENT = """{
   "spec": {
     "unknown1": "val1",
     "replicas": 0,
-    "paused": true,
     "paused": false,
+    "paused": true,
     "selector": {"matchLabels": {"app": "web"}},
     "template": {
       "metadata": {"labels": {"app": "web"}},
@@ -93,7 +93,9 @@ def test_warn_and_the_default_answer_warnings(
     assert response.headers["warnings"] == PROBLEMS
     spec = response.body["spec"]
     assert "unknown1" not in spec
-    assert spec["paused"] is False  # the last duplicate wins
+    # the last duplicate wins (true: a false one would be left out, as Go's omitempty
+    # leaves out a false bool, and prove nothing)
+    assert spec["paused"] is True
     container = spec["template"]["spec"]["containers"][0]
     assert "unknownNested" not in container
     assert container["imagePullPolicy"] == "IfNotPresent"
@@ -145,13 +147,66 @@ def test_merge_patch_reports_duplicates_then_sorted_unknown_fields(
         content_type=MERGE,
         query={"fieldValidation": "Strict"},
     )
-    assert response.status == 400, response.body
-    assert response.body["message"] == (
+    # patch.go (jsonPatcher): a Strict refusal of a patch is NewInvalid(GroupKind{}, "",
+    # field.Invalid("patch", <the patched object's JSON>, <strict decoding error>)); the
+    # patched object's bytes are the server's own encoding, so only their frame is pinned
+    _assert_patch_refused(
+        response.body,
+        '"{',
         'strict decoding error: duplicate field "data.a", unknown field "alpha", '
-        'unknown field "zeta"'
+        'unknown field "zeta"',
     )
     stored = ok(http(api_client, "GET", f"{base}/cm"), 200)
     assert "data" not in stored
+
+
+def test_strategic_merge_patch_is_refused_on_the_patch_itself(
+    api_client: Any, namespace: str
+) -> None:
+    base = f"/api/v1/namespaces/{namespace}/configmaps"
+    ok(http(api_client, "POST", base, body={"metadata": {"name": "cm"}}))
+    response = http(
+        api_client,
+        "PATCH",
+        f"{base}/cm",
+        body=b'{"data": {"a": "1", "a": "2"}, "zeta": 1}',
+        content_type=STRATEGIC,
+        query={"fieldValidation": "Strict"},
+    )
+    # patch.go (applyPatchToObject): the bad value is fmt's %+v of the decoded patch map
+    _assert_patch_refused(response.body, '"map[data:map[a:2] zeta:1]', "strict decoding error: ")
+    assert 'duplicate field "data.a"' in response.body["message"]
+    assert 'unknown field "zeta"' in response.body["message"]
+    stored = ok(http(api_client, "GET", f"{base}/cm"), 200)
+    assert "data" not in stored
+
+
+def test_a_patch_giving_a_wrong_json_type_is_refused_on_the_patch(
+    api_client: Any, namespace: str
+) -> None:
+    base = f"/api/v1/namespaces/{namespace}/configmaps"
+    ok(http(api_client, "POST", base, body={"metadata": {"name": "cm"}}))
+    response = http(api_client, "PATCH", f"{base}/cm", body={"data": ["a"]}, content_type=MERGE)
+    # patch.go (jsonPatcher): a decoding error that is not a strict one, whatever the mode
+    _assert_patch_refused(
+        response.body,
+        '"{\\"apiVersion\\":\\"v1\\",',
+        "json: cannot unmarshal array into Go struct field ConfigMap.data "
+        "of type map[string]string",
+    )
+
+
+def _assert_patch_refused(body: dict[str, Any], value_start: str, error: str) -> None:
+    """A 422 on the field ``patch`` whose bad value starts ``value_start`` and whose
+    detail starts with ``error`` (and, once past the value, is exactly it)."""
+    assert body["code"] == 422, body
+    assert body["reason"] == "Invalid"
+    causes = body["details"]["causes"]
+    assert [(c["reason"], c["field"]) for c in causes] == [("FieldValueInvalid", "patch")]
+    head = ' "" is invalid: patch: Invalid value: '
+    assert body["message"].startswith(head + value_start), body["message"]
+    assert causes[0]["message"] == body["message"].removeprefix(' "" is invalid: patch: ')
+    assert f'": {error}' in body["message"]
 
 
 @pytest.mark.parametrize(
@@ -222,11 +277,14 @@ def test_json_patch_reports_its_own_fields_then_the_result(api_client: Any, name
         body = json.loads(resp.read())
     finally:
         resp.release_conn()
-    assert resp.status == 400, body
-    assert body["message"] == (
+    assert resp.status == 422, body
+    _assert_patch_refused(
+        body,
+        '"{',
         'strict decoding error: json patch unknown field "[0].extra", unknown field "aa", '
-        'unknown field "zz"'
+        'unknown field "zz"',
     )
+    assert body["message"].endswith('"zz"')
 
 
 APPLY_WITH_REPEATS = b"""apiVersion: v1

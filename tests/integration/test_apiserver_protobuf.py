@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from manager.testing import protobuf
+from apiserver.machinery import protobuf
 from tests.integration.rawhttp import JSON, http, ok, stream
 
 PROTOBUF = protobuf.CONTENT_TYPE

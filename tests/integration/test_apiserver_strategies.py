@@ -137,26 +137,34 @@ def test_service_gets_an_empty_load_balancer_status(api_client: Any, namespace: 
 
 
 def test_cluster_ip_outside_the_service_range_is_refused(api_client: Any, namespace: str) -> None:
+    # 192.0.2.0/24 is TEST-NET-1 (RFC 5737): in no cluster's service range. Why the IP is
+    # refused is worded by the cluster's allocator (1.36's ServiceCIDR allocator: "the
+    # provided network does not match the current range"; the legacy one names the range).
     base = f"/api/v1/namespaces/{namespace}/services"
     response = http(api_client, "POST", base, body=_service("s", clusterIP="192.0.2.10"))
     assert response.status == 422, response.body
-    assert response.body["message"].startswith(
-        'Service "s" is invalid: spec.clusterIPs: Invalid value: []string{"192.0.2.10"}: '
+    assert response.body["reason"] == "Invalid"
+    assert response.body["message"].startswith(  # service/storage/alloc.go allocIPs
+        'Service "s" is invalid: spec.clusterIPs: Invalid value: ["192.0.2.10"]: '
         "failed to allocate IP 192.0.2.10: "
     )
-    assert _causes(response.body) == ["spec.clusterIPs"]
+    causes = response.body["details"]["causes"]
+    assert [(c["reason"], c["field"]) for c in causes] == [("FieldValueInvalid", "spec.clusterIPs")]
 
 
 def test_a_cluster_ip_in_use_is_refused(api_client: Any, namespace: str) -> None:
     base = f"/api/v1/namespaces/{namespace}/services"
     first = ok(http(api_client, "POST", base, body=_service("a")))
-    ip = first["spec"]["clusterIP"]
+    ip = first["spec"]["clusterIP"]  # from the cluster's own range, whatever it is
     response = http(api_client, "POST", base, body=_service("b", clusterIP=ip))
     assert response.status == 422, response.body
+    assert response.body["reason"] == "Invalid"
+    # alloc.go allocIPs around ipallocator.ErrAllocated (the IPAddress already exists)
     assert response.body["message"] == (
-        f'Service "b" is invalid: spec.clusterIPs: Invalid value: []string{{"{ip}"}}: '
+        f'Service "b" is invalid: spec.clusterIPs: Invalid value: ["{ip}"]: '
         f"failed to allocate IP {ip}: provided IP is already allocated"
     )
+    assert _causes(response.body) == ["spec.clusterIPs"]
 
 
 @pytest.mark.parametrize("kind", ["NodePort", "LoadBalancer"])
@@ -271,22 +279,32 @@ def test_events_v1_requires_event_time(api_client: Any, namespace: str) -> None:
 def test_no_new_finalizers_on_an_object_being_deleted(api_client: Any, namespace: str) -> None:
     base = f"/api/v1/namespaces/{namespace}/configmaps"
     ok(http(api_client, "POST", base, body={"metadata": {"name": "cm", "finalizers": ["a.io/x"]}}))
-    ok(http(api_client, "DELETE", f"{base}/cm"), 200)
-    response = http(
-        api_client,
-        "PATCH",
-        f"{base}/cm",
-        body={"metadata": {"finalizers": ["a.io/x", "b.io/y"]}},
-        content_type=MERGE,
-    )
-    assert response.status == 422, response.body
-    assert response.body["message"] == (
-        'ConfigMap "cm" is invalid: metadata.finalizers: Forbidden: no new finalizers can be '
-        'added if the object is being deleted, found new finalizers []string{"b.io/y"}'
-    )
-    assert _causes(response.body) == ["metadata.finalizers"]
-    merge = {"metadata": {"finalizers": None}}
-    ok(http(api_client, "PATCH", f"{base}/cm", body=merge, content_type=MERGE), 200)
+    try:
+        ok(http(api_client, "DELETE", f"{base}/cm"), 200)
+        response = http(
+            api_client,
+            "PATCH",
+            f"{base}/cm",
+            body={"metadata": {"finalizers": ["a.io/x", "b.io/y"]}},
+            content_type=MERGE,
+        )
+        assert response.status == 422, response.body
+        assert response.body["reason"] == "Invalid"
+        # apimachinery's ValidateNoNewFinalizers (%#v of the new ones, in its detail)
+        assert response.body["message"] == (
+            'ConfigMap "cm" is invalid: metadata.finalizers: Forbidden: no new finalizers can '
+            'be added if the object is being deleted, found new finalizers []string{"b.io/y"}'
+        )
+        # once by rest.BeforeUpdate's common checks, once by ValidateConfigMapUpdate's own
+        # ValidateObjectMetaUpdate: kube reports the cause twice (the message once)
+        causes = response.body["details"]["causes"]
+        assert [(c["reason"], c["field"]) for c in causes] == [
+            ("FieldValueForbidden", "metadata.finalizers")
+        ] * 2
+    finally:
+        merge = {"metadata": {"finalizers": None}}
+        ok(http(api_client, "PATCH", f"{base}/cm", body=merge, content_type=MERGE), 200)
+    eventually(gone(api_client, f"{base}/cm"), 10.0, "the ConfigMap goes once its finalizer")
 
 
 def test_generate_name_leaves_room_for_the_suffix(api_client: Any, namespace: str) -> None:
@@ -453,6 +471,16 @@ def test_namespace_deletion_reports_what_remains(api_client: Any) -> None:
     name = f"ovs-test-rem-{int(time.time() * 1000) % 100000}"
     ok(http(api_client, "POST", "/api/v1/namespaces", body={"metadata": {"name": name}}))
     cms = f"/api/v1/namespaces/{name}/configmaps"
+    try:
+        _held_namespace_reports_what_remains(api_client, name, cms)
+    finally:  # whatever failed, the namespace goes: no finalizer, no namespace left
+        patch = {"metadata": {"finalizers": None}}
+        http(api_client, "PATCH", f"{cms}/held", body=patch, content_type=MERGE)
+        http(api_client, "DELETE", f"/api/v1/namespaces/{name}")
+    eventually(gone(api_client, f"/api/v1/namespaces/{name}"), 60, "namespace deleted")
+
+
+def _held_namespace_reports_what_remains(api_client: Any, name: str, cms: str) -> None:
     held = {"metadata": {"name": "held", "finalizers": ["a.io/x"]}}
     ok(http(api_client, "POST", cms, body=held))
     ok(http(api_client, "DELETE", f"/api/v1/namespaces/{name}"), 200)
@@ -483,12 +511,7 @@ def test_namespace_deletion_reports_what_remains(api_client: Any) -> None:
         }
         return all(conditions.get(k) == v for k, v in expected.items())
 
-    try:
-        eventually(reported, 30, "namespace conditions name the remaining content")
-    finally:
-        patch = {"metadata": {"finalizers": None}}
-        http(api_client, "PATCH", f"{cms}/held", body=patch, content_type=MERGE)
-    eventually(gone(api_client, f"/api/v1/namespaces/{name}"), 60, "namespace deleted")
+    eventually(reported, 30, "namespace conditions name the remaining content")
 
 
 # --------------------------------------------------------------------------- error details

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from apiserver.registry.workloads import pod_template_hash
 from manager import KubeClient
 from manager.testing import LocalApiServer
-from manager.testing.workloads import pod_template_hash
 
 pytestmark = pytest.mark.local_only
 

@@ -317,6 +317,38 @@ def test_the_fixtures_against_a_real_cluster(
     )
 
 
+LEAKY_TESTS = """
+from manager import builtin
+
+CONFIGMAPS = builtin("v1", "configmaps")
+
+
+def test_leaves_a_finalizer(kube_client, namespace):
+    held = {"metadata": {"name": "held", "finalizers": ["example.com/hold"]}}
+    kube_client.create(CONFIGMAPS, held, namespace)
+    gc_only = {"metadata": {"name": "gc", "finalizers": ["foregroundDeletion"]}}
+    kube_client.create(CONFIGMAPS, gc_only, namespace)
+    kube_client.delete(CONFIGMAPS, "gc", namespace)
+"""
+
+
+@pytest.mark.slow
+def test_a_test_that_leaves_a_finalizer_behind_fails(
+    pytester: pytest.Pytester, kubeconfig_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a real cluster its namespace would never finish terminating: the ``namespace``
+    fixture names what holds it, removes the finalizer, and fails the test (this
+    session's server standing in for a cluster, as the fixture does the same on both)."""
+    monkeypatch.setenv("OVERSEER_TEST_KUBECONFIG", kubeconfig_path)
+    pytester.makepyfile(test_leaky=LEAKY_TESTS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, errors=1)
+    out = result.stdout.str()
+    assert "the test left objects with finalizers in its namespace ovs-test-" in out
+    assert "configmaps/held: ['example.com/hold']" in out
+    assert "configmaps/gc" not in result.stdout.str()  # the garbage collector's own
+
+
 PAPERCUT_PLUGIN = """
 from dataclasses import dataclass
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from apiserver.http.audit import AuditRecord, LeaseState
 from e2e.shardaudit import leader_violations, shard_violations
 from manager.hashring import SlotRing, fnv1a_64
 from manager.sharding import APPLIED_ANNOTATION, RING_LABEL, encode_ring
-from manager.testing.audit import AuditRecord, LeaseState
 
 NS, RING, LEASE = "ns", "r", 3.0
 A, B = "r-a_1", "r-b_1"  # shard Lease names (identities a_1, b_1)

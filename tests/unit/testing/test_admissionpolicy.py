@@ -1,4 +1,4 @@
-"""ValidatingAdmissionPolicy matching and evaluation (manager/testing/admissionpolicy.py)."""
+"""ValidatingAdmissionPolicy matching and evaluation (apiserver/registry/admissionpolicy.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from manager.testing import admissionpolicy as ap
-from manager.testing.registry import ResourceRegistry
+from apiserver.api.resources import ResourceRegistry
+from apiserver.machinery.admission import Attributes, request_context
+from apiserver.registry import admissionpolicy as ap
 
 
 class _Storage:
@@ -22,7 +23,7 @@ class _Storage:
         return self.objects.get("/".join(key))
 
 
-def _attrs(**kw: Any) -> ap.Attributes:
+def _attrs(**kw: Any) -> Attributes:
     base: dict[str, Any] = {
         "operation": "UPDATE",
         "group": "apps",
@@ -35,10 +36,10 @@ def _attrs(**kw: Any) -> ap.Attributes:
         "obj": {"metadata": {"name": "d", "labels": {"tier": "web"}}, "spec": {"replicas": 5}},
         "old": {"metadata": {"name": "d"}, "spec": {"replicas": 1}},
     }
-    return ap.Attributes(**{**base, **kw})
+    return Attributes(**{**base, **kw})
 
 
-def _run(rules: list[Any], attrs: ap.Attributes, **constraints: Any) -> bool:
+def _run(rules: list[Any], attrs: Attributes, **constraints: Any) -> bool:
     """Whether a policy with these constraints (denying everything) denies ``attrs``."""
     policy = {
         "metadata": {"name": "p"},
@@ -169,6 +170,6 @@ def test_old_object_and_request_are_visible() -> None:
         "spec": {"policyName": "p", "validationActions": ["Deny"]},
     }
     plugin = ap.PolicyAdmission(_Storage([policy], [binding]), ResourceRegistry())
-    with ap.request_context("alice", ("devs",)), pytest.raises(ap.PolicyDenied) as denied:
+    with request_context("alice", ("devs",)), pytest.raises(ap.PolicyDenied) as denied:
         plugin.validate(_attrs())
     assert denied.value.message.endswith("denied request: alice of devs grew deployments by 4")

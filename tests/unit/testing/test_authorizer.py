@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from manager.testing.authenticator import UserInfo
-from manager.testing.authorizer import Attributes, forbidden, request_name, rule_allows
+from apiserver.machinery.authenticator import UserInfo
+from apiserver.machinery.authorizer import Attributes, forbidden, request_name, rule_allows
 
 BOT = UserInfo("system:serviceaccount:ns:bot")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from manager.testing.compaction import Compactor
-from manager.testing.storage import Storage, TooOldResourceVersion
+from apiserver.storage.compaction import Compactor
+from apiserver.storage.store import Storage, TooOldResourceVersion
 
 
 def _write(storage: Storage, name: str) -> int:

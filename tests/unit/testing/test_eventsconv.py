@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from manager.testing.eventsconv import core_to_events, events_to_core
+from apiserver.registry.eventsconv import core_to_events, events_to_core
 
 META = {
     "name": "web.17a8",

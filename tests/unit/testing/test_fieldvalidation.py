@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from manager.testing import fieldvalidation as fv
-from manager.testing import typeinfo
+from apiserver.machinery import fieldvalidation as fv
+from apiserver.machinery import typeinfo
 
 DEPLOYMENT = typeinfo.builtin("apps", "v1", "Deployment")
 SECRET = typeinfo.builtin("", "v1", "Secret")

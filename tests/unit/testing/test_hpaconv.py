@@ -1,4 +1,4 @@
-"""The autoscaling v1 <-> v2 conversion (manager/testing/hpaconv.py) case by case."""
+"""The autoscaling v1 <-> v2 conversion (apiserver/registry/hpaconv.py) case by case."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from manager.testing import hpaconv
+from apiserver.registry import hpaconv
 
 V2 = {
     "apiVersion": "autoscaling/v2",

@@ -1,5 +1,5 @@
 """Defaulting and validation of the built-in kinds beyond the core set (kinds.py),
-reached through admission.default/validate as the server reaches them."""
+reached through the built-in strategy's default/validate as the server reaches them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from manager.testing.admission import AdmissionError, default, validate
+from apiserver.api.field import AdmissionError
+from apiserver.registry.strategy import default, validate
 
 PAUSE = "registry.k8s.io/pause:3.9"
 

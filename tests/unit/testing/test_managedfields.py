@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from manager.testing import managedfields as mf
-from manager.testing import typeinfo
+from apiserver.machinery import managedfields as mf
+from apiserver.machinery import typeinfo
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

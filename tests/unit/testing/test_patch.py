@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from manager.testing.patch import (
+from apiserver.machinery.patch import (
     PatchError,
     json_merge_patch,
     json_patch,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from manager.testing.printers import JsonPathError, human_duration, jsonpath_find, to_table
+from apiserver.http.printers import JsonPathError, human_duration, jsonpath_find, to_table
 
 NOW = datetime(2024, 1, 10, 12, 0, 0, tzinfo=UTC)
 CREATED = "2024-01-10T11:56:48Z"  # 3m12s before NOW

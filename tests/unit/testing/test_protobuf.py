@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from manager.testing import negotiation, protobuf
-from manager.testing.rest import StatusError
+from apiserver.api.errors import StatusError
+from apiserver.machinery import negotiation, protobuf
 
 # `kubectl create configmap cm1 --from-literal=a=b --from-literal=c=d` (kubectl 1.32)
 CONFIGMAP = bytes.fromhex(
@@ -176,7 +176,7 @@ def test_every_embedded_member_is_flattened() -> None:
     ``spec.rules[0].ingressRuleValue`` when one was missing)."""
     from kubernetes.client import models
 
-    from manager.testing.protoschema import MESSAGES
+    from apiserver.machinery.protoschema import MESSAGES
 
     embedded = set()
     for message, fields in MESSAGES.items():
@@ -240,7 +240,7 @@ def _model_class(message: str) -> type | None:
 
 def _members(message: str) -> dict[str, tuple[str, tuple[object, ...]]]:
     """JSON name -> (owning message, field spec), embedded members flattened."""
-    from manager.testing.protoschema import MESSAGES
+    from apiserver.machinery.protoschema import MESSAGES
 
     out: dict[str, tuple[str, tuple[object, ...]]] = {}
     for spec in MESSAGES[message].values():
@@ -256,7 +256,7 @@ def _sample(message: str, depth: int, path: str, unknown: list[str]) -> object:
     value that is not Go's zero (a zero of a value member is not written); ``unknown``
     gets the members the official model does not name (the model is of a later
     release: it may have more members, never fewer)."""
-    from manager.testing.protoschema import MESSAGES
+    from apiserver.machinery.protoschema import MESSAGES
 
     if message in _SPECIAL_SAMPLES:
         return _SPECIAL_SAMPLES[message]
@@ -299,7 +299,7 @@ def _sample(message: str, depth: int, path: str, unknown: list[str]) -> object:
 
 
 def _served_builtin_kinds() -> list[tuple[str, str]]:
-    from manager.testing.registry import ResourceRegistry
+    from apiserver.api.resources import ResourceRegistry
 
     return sorted({(s.resource.api_version, s.kind) for s in ResourceRegistry() if not s.custom})
 
@@ -329,7 +329,7 @@ def test_every_served_kind_round_trips(api_version: str, kind: str) -> None:
 
 
 def _verbs(api_version: str, kind: str) -> tuple[str, ...]:
-    from manager.testing.registry import ResourceRegistry
+    from apiserver.api.resources import ResourceRegistry
 
     return next(
         s.verbs

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from manager.testing import quota
-from manager.testing.registry import ResourceRegistry
-from manager.testing.rest import Rest
-from manager.testing.storage import Storage
+from apiserver.api.resources import ResourceRegistry
+from apiserver.registry import quota
+from apiserver.registry.strategy import new_rest
+from apiserver.storage.store import Storage
 
 
 @pytest.mark.parametrize(
@@ -66,7 +66,7 @@ def test_pod_usage_takes_init_containers_sidecars_and_overhead() -> None:
 def test_a_create_while_the_quota_has_no_usage_is_refused() -> None:
     """A quota whose status names a limit without its usage: ``status unknown``. (One
     with no status at all matches nothing yet: kube matches on ``status.hard``.)"""
-    rest = Rest(Storage(), ResourceRegistry())
+    rest = new_rest(Storage(), ResourceRegistry())
     served = rest.registry.lookup("", "v1", "resourcequotas")
     configmaps = rest.registry.lookup("", "v1", "configmaps")
     assert served is not None and configmaps is not None

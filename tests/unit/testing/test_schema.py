@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from manager.testing.admission import Cause
-from manager.testing.schema import apply_schema, structural_errors, version_schema
+from apiserver.machinery.schema import apply_schema, structural_errors, version_schema
+from apiserver.registry.core import Cause
 
 
 def _obj(spec: Any, **extra: Any) -> dict[str, Any]:
@@ -379,7 +379,7 @@ VALIDATION_CASES: list[tuple[str, dict[str, Any], Any, list[tuple[str, str, str]
             (
                 "spec.ports[1]",
                 "FieldValueDuplicate",
-                'Duplicate value: map[string]interface {}{"name":"http"}',
+                'Duplicate value: {"name":"http"}',
             )
         ],
     ),
@@ -404,7 +404,7 @@ VALIDATION_CASES: list[tuple[str, dict[str, Any], Any, list[tuple[str, str, str]
             (
                 "spec.ports[2]",
                 "FieldValueDuplicate",
-                'Duplicate value: map[string]interface {}{"port":80, "protocol":"TCP"}',
+                'Duplicate value: {"port":80,"protocol":"TCP"}',
             )
         ],
     ),

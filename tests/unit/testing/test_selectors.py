@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from apiserver.storage.selectors import FieldSelector, object_fields, supported_fields
 from manager.labels import (
     LabelSelector,
     SelectorError,
@@ -13,7 +14,6 @@ from manager.labels import (
     is_valid_label_value,
     label_selector_from_dict,
 )
-from manager.testing.selectors import FieldSelector, object_fields, supported_fields
 
 LABELS = {"app": "web", "tier": "front", "env": "prod", "n": "5"}
 

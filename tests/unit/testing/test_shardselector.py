@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from apiserver.http.featuregates import feature_gates, parse_feature_gates
+from apiserver.storage.shardselector import ShardSelectorError, parse_shard_selector
 from manager.hashring import fnv1a_64
-from manager.testing.featuregates import feature_gates, parse_feature_gates
-from manager.testing.shardselector import ShardSelectorError, parse_shard_selector
 
 LOW = "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')"
 HIGH = "shardRange(object.metadata.uid, '0x8000000000000000', '0x10000000000000000')"

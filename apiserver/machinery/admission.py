@@ -1,0 +1,151 @@
+"""The admission interface between the REST verbs and the registry's strategies.
+
+:class:`~apiserver.machinery.rest.Rest` knows no kind: what a create or update does to a
+particular kind (defaulting, validation, a Service's IP allocation) and which admission
+plugins judge a write (ResourceQuota, ValidatingAdmissionPolicy) come from the
+:class:`Strategy` and the plugins it is given, as kube-apiserver's generic ``Store`` calls
+its ``RESTCreateStrategy`` and the admission chain (``apiserver/pkg/admission``). The
+registry layer implements them (``apiserver.registry.strategy`` wires one ``Rest``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from apiserver.api.resources import ServedResource
+
+__all__ = [
+    "Attributes",
+    "QuotaAdmission",
+    "Refused",
+    "RequestContext",
+    "ServiceIPs",
+    "Strategy",
+    "ValidatingAdmission",
+    "current_request",
+    "request_context",
+]
+
+JsonDict = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Attributes:
+    """``admission.Attributes`` of one write."""
+
+    operation: str  # CREATE, UPDATE, DELETE
+    group: str
+    version: str
+    resource: str
+    kind: str
+    subresource: str
+    namespace: str  # "" for cluster-scoped objects
+    name: str
+    obj: JsonDict | None  # null on DELETE
+    old: JsonDict | None  # null on CREATE
+    dry_run: bool = False
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """Who sends the request being served, and the warnings admission adds to its answer
+    (kube's request context carries both)."""
+
+    user: str = "system:apiserver"
+    groups: tuple[str, ...] = ("system:masters",)
+    uid: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+
+_CURRENT: ContextVar[RequestContext | None] = ContextVar("admission_request", default=None)
+
+
+@contextmanager
+def request_context(
+    user: str, groups: tuple[str, ...] = (), uid: str = ""
+) -> Iterator[RequestContext]:
+    """Writes made inside the block are ``user``'s (the authenticated user.Info); the
+    block collects the warnings admission adds."""
+    ctx = RequestContext(user, tuple(groups), uid)
+    token = _CURRENT.set(ctx)
+    try:
+        yield ctx
+    finally:
+        _CURRENT.reset(token)
+
+
+def current_request() -> RequestContext:
+    """The request being served (a default system context outside one)."""
+    return _CURRENT.get() or RequestContext()
+
+
+class Refused(Exception):
+    """A write an admission plugin refuses with 403 Forbidden; the text says why."""
+
+
+class Strategy(Protocol):
+    """What a create or update does to each kind (kube's registry strategies)."""
+
+    def defaults(self, kind: str, group: str) -> bool:
+        """Whether objects of this kind are defaulted beyond their metadata."""
+        ...
+
+    def default(
+        self,
+        kind: str,
+        group: str,
+        obj: JsonDict,
+        *,
+        allocate_cluster_ip: Callable[[], str],
+        token_volume_suffix: Callable[[], str],
+        old: JsonDict | None = None,
+        plugins: bool = True,
+    ) -> JsonDict:
+        """The defaulted copy of ``obj`` (``plugins=False``: scheme defaulting only)."""
+        ...
+
+    def validate(self, kind: str, group: str, obj: JsonDict, old: JsonDict | None) -> None:
+        """Raise :class:`~apiserver.api.field.AdmissionError` listing every problem."""
+        ...
+
+    def prepare_update(self, kind: str, group: str, old: JsonDict, obj: JsonDict) -> JsonDict:
+        """``obj`` with what an update keeps from ``old`` (a Service's allocated IPs)."""
+        ...
+
+    def validate_events_v1_create(self, core_event: JsonDict) -> None:
+        """The rules an ``events.k8s.io/v1`` create adds to a core Event's."""
+        ...
+
+
+class ServiceIPs(Protocol):
+    """The Service ClusterIP and node port allocator."""
+
+    def next_ip(self) -> str: ...
+
+    def admit(self, obj: JsonDict, old: JsonDict | None, requested: list[str]) -> None:
+        """Raise :class:`~apiserver.api.field.AdmissionError` for an IP or port in use."""
+        ...
+
+
+class QuotaAdmission(Protocol):
+    """Quota admission of a create (called with the storage lock held; it charges the
+    quota's usage through the same verbs)."""
+
+    def __call__(
+        self, served: ServedResource, namespace: str, obj: JsonDict, dry_run: bool
+    ) -> None:
+        """Raise :class:`Refused` when a quota does not allow ``obj``."""
+        ...
+
+
+class ValidatingAdmission(Protocol):
+    """A validating admission plugin (ValidatingAdmissionPolicy)."""
+
+    def validate(self, attrs: Attributes) -> None:
+        """Raise :class:`~apiserver.api.errors.StatusError` to refuse the write."""
+        ...

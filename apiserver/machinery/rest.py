@@ -1,0 +1,1929 @@
+"""The verbs of the local API server: what a create, update, patch or delete does.
+
+This is the part of kube-apiserver between the HTTP handler and etcd: the request
+options' validation, the decoder's view of a body (:meth:`Rest.decode_write`:
+``fieldValidation``, wrong JSON types), the field manager (``managedFields``, server-side
+apply: :mod:`.managedfields`), the generic registry store and each resource's strategy.
+It encodes nothing (``server.py`` does HTTP); it answers plain dicts or raises
+:class:`StatusError`, which the HTTP layer renders as a ``Status`` object.
+
+Behaviour follows kube-apiserver 1.36 as DESIGN.md §5 records it: global monotonic
+resourceVersion, optimistic concurrency, generateName, uid/creationTimestamp/generation,
+status subresource split, finalizers and deletionTimestamp, DELETE answers per resource,
+no-op updates that do not bump the resourceVersion, list options and reads at a future
+resourceVersion, graceful pod deletion, Service IP and node port allocation.
+
+Thread-safe: every read-modify-write holds the storage lock.
+"""
+
+from __future__ import annotations
+
+import base64
+import builtins
+import copy
+import datetime as dt
+import itertools
+import random
+import secrets
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import orjson
+
+from apiserver.api.errors import StatusError, status_object
+from apiserver.api.field import AdmissionError, Cause, FieldError, not_supported, str_list
+from apiserver.api.field import invalid as invalid_field
+from apiserver.api.gofmt import go_json, go_v, quote
+from apiserver.api.resources import Generation, ResourceRegistry, ServedResource
+from apiserver.machinery import (
+    fieldvalidation,
+    managedfields,
+    negotiation,
+    patch,
+    rootca,
+    schema,
+    typeinfo,
+)
+from apiserver.machinery.admission import (
+    Attributes,
+    QuotaAdmission,
+    Refused,
+    ServiceIPs,
+    Strategy,
+    ValidatingAdmission,
+)
+from apiserver.machinery.fieldvalidation import Directive
+from apiserver.storage.selectors import FieldSelector, object_fields
+from apiserver.storage.shardselector import ShardSelector, ShardSelectorError, parse_shard_selector
+from apiserver.storage.store import ObjectKey, Storage, TooOldResourceVersion, copy_json
+from manager.labels import LabelSelector
+
+__all__ = [
+    "DeleteOptions",
+    "ListOptions",
+    "Rest",
+    "StatusError",
+    "check_write_options",
+    "status_object",
+]
+
+JsonDict = dict[str, Any]
+
+CRD_CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_UID_RANDOM = random.Random()  # seeded from os.urandom once
+
+
+def new_uid() -> str:
+    """A random (version 4) UUID as kube's ``uuid.NewUUID`` gives. Not from
+    ``uuid.uuid4()``: its ``os.urandom`` per call was a fifth of a create's time, and
+    a uid is unique, not secret."""
+    n = _UID_RANDOM.getrandbits(128)
+    n = (n & ~(0xC000 << 48)) | (0x8000 << 48)  # RFC 4122 variant
+    n = (n & ~(0xF000 << 64)) | (4 << 76)  # version 4
+    h = f"{n:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+# etcd3's answer to a continue token whose revision is compacted away (errors.go).
+INCONSISTENT_CONTINUE = (
+    "The provided continue parameter is too old to display a consistent list result. You "
+    "can start a new list without the continue parameter, or use the continue token in "
+    "this response to retrieve the remainder of the results. Continuing with the provided "
+    "token results in an inconsistent list - objects that were created, modified, or "
+    "deleted between the time the first chunk was returned and now may show up in the list."
+)
+
+_SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def _details(served: ServedResource, name: str, **extra: Any) -> JsonDict:
+    d: JsonDict = {"name": name}
+    if served.resource.group:
+        d["group"] = served.resource.group
+    d["kind"] = served.resource.plural
+    d.update(extra)
+    return d
+
+
+def not_found(served: ServedResource, name: str) -> StatusError:
+    gr = served.resource.group_resource
+    return StatusError(404, "NotFound", f'{gr} "{name}" not found', _details(served, name))
+
+
+def _bad_request(message: str) -> StatusError:
+    return StatusError(400, "BadRequest", message)
+
+
+def _strict_refusal(directive: Directive, refused: str) -> StatusError:
+    """A Strict ``fieldValidation`` refusal: the decoder's 400 for a create or update
+    body; for a patch, handlers/patch.go's ``NewInvalid(GroupKind{}, "",
+    field.Invalid("patch", <value>, <strict decoding error>))``, a 422."""
+    if directive.patch_value is None:
+        return _bad_request(refused)
+    return _patch_invalid(directive.patch_value, refused)
+
+
+def _patch_invalid(value: str, detail: str) -> StatusError:
+    """patch.go's refusal of a patched object: a 422 on the field ``patch``."""
+    body = f"Invalid value: {value}: {detail}"
+    cause = {"reason": "FieldValueInvalid", "message": body, "field": "patch"}
+    return StatusError(422, "Invalid", f' "" is invalid: patch: {body}', {"causes": [cause]})
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_OPTIONS_KIND: Final = {
+    "create": "CreateOptions",
+    "update": "UpdateOptions",
+    "patch": "PatchOptions",
+    "delete": "DeleteOptions",
+    "deletecollection": "DeleteOptions",
+}
+_FIELD_VALIDATION: Final = ("", "Ignore", "Strict", "Warn")
+# Kinds whose stored object carries admission-plugin or allocator fields the creator
+# does not own (pods: service account, token volume, tolerations; services: cluster IP).
+_PLUGIN_DEFAULTED: Final = frozenset({("Pod", ""), ("Service", "")})
+
+
+def _go_quote(text: str) -> str:
+    return orjson.dumps(text).decode()
+
+
+def check_write_options(verb: str, query: dict[str, str], dry_run: list[str], ctype: str) -> None:
+    """``ValidateCreateOptions`` & co.: 422 for a bad ``dryRun``, ``fieldValidation``,
+    ``fieldManager`` (required for apply, at most 128 printable characters) or ``force``
+    on a non-apply patch."""
+    kind = _OPTIONS_KIND.get(verb)
+    if kind is None:
+        return
+    causes: list[tuple[str, str, str]] = []  # (reason, field, message)
+    apply = ctype.split(";", maxsplit=1)[0].strip().lower() == "application/apply-patch+yaml"
+    manager = query.get("fieldManager", "")
+    if verb == "patch":
+        if not apply and "force" in query:
+            causes.append(
+                (
+                    "FieldValueForbidden",
+                    "force",
+                    "Forbidden: may not be specified for non-apply patch",
+                )
+            )
+        if apply and not manager:
+            causes.append(
+                (
+                    "FieldValueRequired",
+                    "fieldManager",
+                    "Required value: is required for apply patch",
+                )
+            )
+    if verb not in {"delete", "deletecollection"}:
+        if len(manager) > 128:
+            causes.append(
+                ("FieldValueTooLong", "fieldManager", "Too long: may not be more than 128 bytes")
+            )
+        for i, ch in enumerate(manager):
+            if not ch.isprintable():
+                causes.append(
+                    (
+                        "FieldValueInvalid",
+                        "fieldManager",
+                        f"Invalid value: {_go_quote(manager)}: invalid character "
+                        f"U+{ord(ch):04X} (at position {i})",
+                    )
+                )
+    bad = [d for d in dry_run if d != "All"]
+    if bad:
+        shown = str_list(list(dry_run)).text
+        causes.append(
+            (
+                "FieldValueNotSupported",
+                "dryRun",
+                f'Unsupported value: {shown}: supported values: "All"',
+            )
+        )
+    validation = query.get("fieldValidation", "")
+    if verb not in ("delete", "deletecollection") and validation not in _FIELD_VALIDATION:
+        supported = ", ".join(_go_quote(v) for v in _FIELD_VALIDATION)
+        causes.append(
+            (
+                "FieldValueNotSupported",
+                "fieldValidation",
+                f"Unsupported value: {_go_quote(validation)}: supported values: {supported}",
+            )
+        )
+    if causes:
+        raise _options_invalid(kind, causes)
+
+
+@dataclass(frozen=True, slots=True)
+class ListOptions:
+    """The query of a LIST (or the start of a WATCH)."""
+
+    label_selector: str = ""
+    field_selector: str = ""
+    limit: int = 0
+    continue_: str = ""
+    resource_version: str = ""
+    resource_version_match: str = ""
+    shard_selector: str = ""  # honoured only with the ShardedListAndWatch gate
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteOptions:
+    """A ``DeleteOptions`` body merged with the query parameters."""
+
+    propagation_policy: str = ""
+    orphan_dependents: bool | None = None
+    preconditions: JsonDict = field(default_factory=dict)
+    grace_period_seconds: int | None = None
+    dry_run: bool = False
+
+
+def _invalid_delete_options(options: DeleteOptions) -> StatusError | None:
+    """``ValidateDeleteOptions`` (apimachinery's meta/v1 validation) as the delete handler
+    answers it: ``NewInvalid`` of ``DeleteOptions.meta.k8s.io`` with no name."""
+    errs: list[FieldError] = []
+    policy = options.propagation_policy
+    if options.orphan_dependents is not None and policy:
+        errs.append(
+            invalid_field(
+                "propagationPolicy",
+                policy,
+                "orphanDependents and deletionPropagation cannot be both set",
+            )
+        )
+    if policy and policy not in ("Foreground", "Background", "Orphan"):
+        errs.append(
+            not_supported(
+                "propagationPolicy", policy, ["Foreground", "Background", "Orphan", "nil"]
+            )
+        )
+    if not errs:
+        return None
+    exc = AdmissionError("DeleteOptions", "meta.k8s.io", "", [e.cause() for e in errs])
+    details: JsonDict = {"group": "meta.k8s.io", "kind": "DeleteOptions"}
+    details["causes"] = [
+        {"reason": c.reason, "message": c.message, "field": c.field} for c in exc.causes
+    ]
+    return StatusError(422, "Invalid", exc.message, details)
+
+
+# ObjectMeta's maps and lists that Go's JSON omits when empty (``omitempty``)
+_OMITTED_WHEN_EMPTY: Final = ("labels", "annotations", "finalizers", "ownerReferences")
+
+
+def _drop_empty_meta(obj: JsonDict) -> None:
+    """Leave out the empty metadata maps and lists, as decoding into ObjectMeta and
+    encoding it again does (custom resources' metadata goes through ObjectMeta too):
+    ``annotations: {}``, or the map a patch emptied, is not in the stored object."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        for key in _OMITTED_WHEN_EMPTY:
+            if key in meta and not meta[key] and isinstance(meta[key], (dict, list)):
+                del meta[key]
+
+
+def _check_preconditions(served: ServedResource, pre: JsonDict, meta: JsonDict) -> None:
+    """``rest.BeforeDelete``'s precondition checks: a ``NewConflict`` naming the Kind
+    (``ConfigMap``, ``Deployment.apps``), not the resource."""
+    if pre.get("uid") and pre["uid"] != meta.get("uid"):
+        problem = (
+            f"the UID in the precondition ({pre['uid']}) does not match the UID in record "
+            f"({meta.get('uid')}). The object might have been deleted and then recreated"
+        )
+    elif pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
+        problem = (
+            f"the ResourceVersion in the precondition ({pre['resourceVersion']}) does not match "
+            f"the ResourceVersion in record ({meta['resourceVersion']}). The object might have "
+            "been modified"
+        )
+    else:
+        return
+    r = served.resource
+    details: JsonDict = {"name": meta.get("name", "")}
+    if r.group:
+        details["group"] = r.group
+    details["kind"] = r.kind
+    raise StatusError(
+        409,
+        "Conflict",
+        f"Operation cannot be fulfilled on {served.qualified_kind} "
+        f'"{meta.get("name", "")}": {problem}',
+        details,
+    )
+
+
+# kube-controller-manager's root-ca publisher (rootcacertpublisher/publisher.go)
+_ROOT_CA_DESCRIPTION: Final = (
+    "Contains a CA bundle that can be used to verify the kube-apiserver when using internal "
+    "endpoints such as the internal service IP or kubernetes.default.svc. No other usage is "
+    "guaranteed across distributions of Kubernetes clusters."
+)
+
+FRESHNESS_TIMEOUT: Final = 3.0  # seconds a read at a future resourceVersion waits
+
+
+def _too_large(wanted: int, current: int) -> StatusError:
+    """``NewTooLargeResourceVersionError``: a 504 Timeout the client may retry."""
+    return StatusError(
+        504,
+        "Timeout",
+        f"Timeout: Too large resource version: {wanted}, current: {current}",
+        {
+            "causes": [
+                {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
+            ],
+            "retryAfterSeconds": 1,
+        },
+    )
+
+
+def _options_invalid(kind: str, causes: list[tuple[str, str, str]]) -> StatusError:
+    """A 422 on ``<kind>.meta.k8s.io ""``; causes are (reason, field, message)."""
+    errors = [f"{f}: {m}" for _, f, m in causes]
+    joined = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+    return StatusError(
+        422,
+        "Invalid",
+        f'{kind}.meta.k8s.io "" is invalid: {joined}',
+        {
+            "group": "meta.k8s.io",
+            "kind": kind,
+            "causes": [{"reason": r, "message": m, "field": f} for r, f, m in causes],
+        },
+    )
+
+
+def _check_list_options(opts: ListOptions) -> None:
+    """``ValidateListOptions`` for a LIST (watches validate their own options)."""
+    match = opts.resource_version_match
+    if not match:
+        return
+    causes: list[tuple[str, str, str]] = []
+    field = "resourceVersionMatch"
+    if not opts.resource_version:
+        causes.append(
+            (
+                "FieldValueForbidden",
+                field,
+                "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+            )
+        )
+    if opts.continue_:
+        causes.append(
+            (
+                "FieldValueForbidden",
+                field,
+                "Forbidden: resourceVersionMatch is forbidden when continue is provided",
+            )
+        )
+    if match not in ("Exact", "NotOlderThan"):
+        causes.append(
+            (
+                "FieldValueNotSupported",
+                field,
+                f'Unsupported value: {_go_quote(match)}: supported values: "Exact", '
+                '"NotOlderThan", ""',
+            )
+        )
+    if match == "Exact" and opts.resource_version == "0":
+        causes.append(
+            (
+                "FieldValueForbidden",
+                field,
+                'Forbidden: resourceVersionMatch "exact" is forbidden for resourceVersion "0"',
+            )
+        )
+    if causes:
+        raise _options_invalid("ListOptions", causes)
+
+
+def _requested_ips(svc: JsonDict) -> list[str]:
+    """The cluster IPs a Service asks for itself (before the server allocates any)."""
+    spec = svc.get("spec")
+    if not isinstance(spec, dict):
+        return []
+    ips = spec.get("clusterIPs") or ([spec["clusterIP"]] if spec.get("clusterIP") else [])
+    return [str(ip) for ip in ips if ip and ip != "None"]
+
+
+def _supplied_managed_fields(supplied: Any, live: list[JsonDict]) -> list[JsonDict]:
+    """The managedFields an update starts from (``decodeLiveOrNew``).
+
+    ``[]`` or ``[{}]`` resets them; entries that do not decode (an operation other than
+    Apply or Update, no apiVersion, a fieldsType other than FieldsV1) or none at all
+    keep the live ones; anything else replaces them.
+    """
+    if not isinstance(supplied, list):
+        return live
+    if not supplied or (len(supplied) == 1 and supplied[0] == {}):
+        return []
+    for e in supplied:
+        if (
+            not isinstance(e, dict)
+            or e.get("operation") not in ("Apply", "Update")
+            or not e.get("apiVersion")
+            or e.get("fieldsType") != "FieldsV1"
+        ):
+            return live
+    return [dict(e) for e in supplied]
+
+
+def _strip_for_compare(obj: JsonDict) -> JsonDict:
+    meta = {
+        k: v
+        for k, v in (obj.get("metadata") or {}).items()
+        if k not in ("resourceVersion", "managedFields")
+    }
+    return {**obj, "metadata": meta}
+
+
+class Rest:
+    """Verb semantics over :class:`Storage`, for every served resource."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        registry: ResourceRegistry,
+        *,
+        strategy: Strategy,
+        services: ServiceIPs,
+        quota: QuotaAdmission | None = None,
+        validating: Sequence[ValidatingAdmission] = (),
+    ) -> None:
+        """``strategy`` defaults and validates each kind, ``services`` allocates Service
+        IPs and node ports, ``quota`` and ``validating`` are the admission chain
+        (``apiserver.registry.strategy.new_rest`` wires the built-in ones)."""
+        self.storage = storage
+        self.registry = registry
+        self.strategy = strategy
+        self._services = services
+        self.quota = quota
+        self._validating = tuple(validating)
+        self.on_crd_change: list[Callable[[], None]] = []
+        self._root_ca: rootca.RootCA | None = None  # made when first needed
+        self._root_ca_lock = threading.Lock()
+        # Where each custom resource's watch cache begins: kube's cacher lists when the
+        # resource is first served, and a watch from before that list is Expired.
+        self._watch_floors: dict[str, int] = {}
+        self._types: dict[tuple[str, str, Any], typeinfo.TypeNode] = {}
+        self.sharded_list_and_watch = False  # the ShardedListAndWatch feature gate
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _key(self, served: ServedResource, namespace: str | None, name: str) -> ObjectKey:
+        return (served.key, namespace or "" if served.resource.namespaced else "", name)
+
+    def _allocate_cluster_ip(self) -> str:
+        return self._services.next_ip()
+
+    @staticmethod
+    def _token_suffix() -> str:
+        return "".join(secrets.choice(_NAME_ALPHABET) for _ in range(5))
+
+    def _render(self, served: ServedResource, obj: JsonDict) -> JsonDict:
+        """The object as served at ``served``'s version (custom resources share storage)."""
+        if served.custom and obj.get("apiVersion") != served.resource.api_version:
+            obj = {**obj, "apiVersion": served.resource.api_version}
+        return obj
+
+    def _check_namespace(
+        self, served: ServedResource, namespace: str | None, *, creating: bool, name: str = ""
+    ) -> None:
+        if not served.resource.namespaced:
+            return
+        if not namespace:
+            raise _bad_request("the server could not find the requested resource")
+        ns = self.storage.get(("/namespaces", "", namespace))
+        if ns is None:
+            raise StatusError(
+                404,
+                "NotFound",
+                f'namespaces "{namespace}" not found',
+                {"name": namespace, "kind": "namespaces"},
+            )
+        if creating and (ns.get("metadata") or {}).get("deletionTimestamp"):
+            # NamespaceLifecycle admission: admission.NewForbidden names the object (its
+            # generateName before a name is generated, else "Unknown") and the resource.
+            raise StatusError(
+                403,
+                "Forbidden",
+                f'{served.resource.group_resource} "{name}" is forbidden: unable to create new '
+                f"content in namespace {namespace} because it is being terminated",
+                _details(
+                    served,
+                    name,
+                    causes=[
+                        {
+                            "reason": "NamespaceTerminating",
+                            "message": f"namespace {namespace} is being terminated",
+                            "field": "metadata.namespace",
+                        }
+                    ],
+                ),
+            )
+
+    def _check_body_type(self, served: ServedResource, body: Any) -> JsonDict:
+        if not isinstance(body, dict):
+            raise _bad_request(
+                "the body of the request was in an unknown format: expected an object"
+            )
+        r = served.resource
+        api_version = body.get("apiVersion")
+        kind = body.get("kind")
+        if kind is not None and kind != r.kind:
+            raise _bad_request(
+                f"the object provided is unrecognized (must be of type {r.kind}): "
+                f"kind {kind!r} does not match the URL"
+            )
+        if api_version is not None:
+            versions = served.served_versions or (r.version,)
+            group, _, version = str(api_version).rpartition("/")
+            if group != r.group or version not in versions:
+                raise _bad_request(
+                    f"the API version in the data ({api_version}) does not match the expected "
+                    f"API version ({r.api_version})"
+                )
+        meta = body.get("metadata")
+        if meta is not None and not isinstance(meta, dict):
+            raise _bad_request("metadata: expected an object")
+        return body
+
+    def _admit(
+        self,
+        served: ServedResource,
+        obj: JsonDict,
+        old: JsonDict | None,
+        directive: Directive | None = None,
+    ) -> JsonDict:
+        r = served.resource
+        _drop_empty_meta(obj)
+        try:
+            if served.custom:
+                self.strategy.validate(r.kind, r.group, obj, old)
+                return self._apply_crd_schema(served, obj, directive)
+            if r.kind == "CustomResourceDefinition":
+                self._check_crd_schemas(obj)
+            service = r.kind == "Service" and not r.group
+            if old is not None and service:
+                obj = self.strategy.prepare_update(r.kind, r.group, old, obj)
+            requested = _requested_ips(obj) if service else []
+            kind_group = (r.kind, r.group)
+            if self.strategy.defaults(*kind_group):
+                obj = self.strategy.default(
+                    r.kind,
+                    r.group,
+                    obj,
+                    allocate_cluster_ip=self._allocate_cluster_ip,
+                    token_volume_suffix=self._token_suffix,
+                    old=old,
+                )
+            self.strategy.validate(r.kind, r.group, obj, old)
+            if service:
+                self._services.admit(obj, old, requested)
+        except AdmissionError as exc:
+            raise self._invalid(served, exc, obj) from None
+        return obj
+
+    def _check_policies(
+        self,
+        served: ServedResource,
+        operation: str,
+        namespace: str | None,
+        obj: JsonDict | None,
+        old: JsonDict | None,
+        *,
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> None:
+        """ValidatingAdmissionPolicy admission of one write (after defaulting and the
+        registry's validation, before storage, as in kube's Store)."""
+        r = served.resource
+        meta = (obj or old or {}).get("metadata") or {}
+        attrs = Attributes(
+            operation=operation,
+            group=r.group,
+            version=r.version,
+            resource=r.plural,
+            kind=r.kind,
+            subresource=subresource or "",
+            namespace=(namespace or "") if r.namespaced else "",
+            name=str(meta.get("name") or ""),
+            obj=obj,
+            old=old,
+            dry_run=dry_run,
+        )
+        for plugin in self._validating:
+            plugin.validate(attrs)
+
+    @staticmethod
+    def _invalid(served: ServedResource, exc: AdmissionError, obj: JsonDict) -> StatusError:
+        details: JsonDict = {"name": exc.name or (obj.get("metadata") or {}).get("name", "")}
+        if exc.group:
+            details["group"] = exc.group
+        details["kind"] = exc.kind or served.resource.kind
+        if exc.causes:
+            details["causes"] = [
+                {"reason": c.reason, "message": c.message, "field": c.field} for c in exc.causes
+            ]
+        return StatusError(exc.status, exc.reason, exc.message, details)
+
+    def _apply_crd_schema(
+        self, served: ServedResource, obj: JsonDict, directive: Directive | None = None
+    ) -> JsonDict:
+        """Default, prune and validate a custom object by its CRD's structural schema.
+
+        Raises:
+            AdmissionError: the object does not match the schema.
+        """
+        crd = self.storage.get(
+            ("apiextensions.k8s.io/customresourcedefinitions", "", served.crd_name)
+        )
+        if crd is None:
+            return obj
+        spec_schema = schema.version_schema(crd, served.resource.version)
+        if spec_schema is None:
+            return obj
+        pruned: list[str] = []
+        result, causes = schema.apply_schema(
+            spec_schema,
+            obj,
+            kind=served.resource.kind,
+            status_subresource=served.resource.has_status,
+            pruned=pruned,
+        )
+        if directive is not None:
+            directive.add_sorted_unknown([*directive.pending, *pruned])
+            directive.pending = []
+            refused = directive.finish()
+            if refused is not None:
+                raise _strict_refusal(directive, refused)
+        if causes:
+            name = str((obj.get("metadata") or {}).get("name", ""))
+            raise AdmissionError(served.resource.kind, served.resource.group, name, causes)
+        return result
+
+    @staticmethod
+    def _check_crd_schemas(crd: JsonDict) -> None:
+        """A CRD whose schemas are not structural is refused (422), as kube does."""
+        problems: list[str] = []
+        for i, version in enumerate((crd.get("spec") or {}).get("versions") or []):
+            root = ((version or {}).get("schema") or {}).get("openAPIV3Schema")
+            if root is not None:
+                problems += schema.structural_errors(
+                    root, path=f"spec.versions[{i}].schema.openAPIV3Schema"
+                )
+        if problems:
+            name = str((crd.get("metadata") or {}).get("name", ""))
+            causes = [
+                Cause("FieldValueInvalid", p.partition(": ")[2] or p, p.partition(": ")[0])
+                for p in problems
+            ]
+            raise AdmissionError("CustomResourceDefinition", "apiextensions.k8s.io", name, causes)
+
+    def _type(self, served: ServedResource) -> typeinfo.TypeNode | None:
+        """The schema the field manager walks for ``served``'s objects."""
+        r = served.resource
+        if not served.custom:
+            if r.group == "events.k8s.io":
+                return typeinfo.builtin("", "v1", "Event")  # stored as core Events
+            return typeinfo.builtin(r.group, r.version, r.kind)
+        crd = self.storage.get(
+            ("apiextensions.k8s.io/customresourcedefinitions", "", served.crd_name)
+        )
+        key = (served.crd_name, r.version, (crd or {}).get("metadata", {}).get("resourceVersion"))
+        cached = self._types.get(key)
+        if cached is None:
+            found = schema.version_schema(crd, r.version) if crd is not None else None
+            cached = typeinfo.from_crd_schema(found)
+            self._types = {k: v for k, v in self._types.items() if k[0] != served.crd_name}
+            self._types[key] = cached
+        return cached
+
+    def _record(
+        self,
+        served: ServedResource,
+        old: JsonDict | None,
+        new: JsonDict,
+        *,
+        entries: builtins.list[JsonDict],
+        manager: str,
+        subresource: str | None = None,
+    ) -> builtins.list[JsonDict]:
+        """managedFields after a non-apply write (see :func:`managedfields.record_update`)."""
+        r = served.resource
+        return managedfields.record_update(
+            old,
+            new,
+            entries,
+            manager=manager or "unknown",
+            api_version=r.api_version,
+            t=self._type(served),
+            subresource=subresource,
+            has_status=r.has_status,
+        )
+
+    def _validate_fields(
+        self, served: ServedResource, obj: JsonDict, directive: Directive | None
+    ) -> JsonDict:
+        """A patched (or applied) built-in object without its unknown fields, which join
+        the directive's issues in sorted order (custom resources: pruning reports them)."""
+        if served.custom or directive is None:
+            return obj
+        t = self._type(served)
+        if t is None:
+            return obj
+        unknown: list[str] = []
+        try:
+            cleaned = fieldvalidation.check_typed(obj, t, issues=None, unknown=unknown)
+        except fieldvalidation.TypeError_ as exc:
+            shown = directive.patch_value or quote(go_json(obj))
+            raise _patch_invalid(shown, str(exc)) from None
+        if directive.mode != "Ignore":
+            directive.add_sorted_unknown(unknown)
+        refused = directive.finish()
+        if refused is not None:
+            raise _strict_refusal(directive, refused)
+        return dict(cleaned)
+
+    def check_events_v1(self, core_event: JsonDict) -> None:
+        """The strict rules an ``events.k8s.io/v1`` create adds (eventTime, ...)."""
+        try:
+            self.strategy.validate_events_v1_create(core_event)
+        except AdmissionError as exc:
+            details: JsonDict = {"name": exc.name, "kind": exc.kind}
+            details["causes"] = [
+                {"reason": c.reason, "message": c.message, "field": c.field} for c in exc.causes
+            ]
+            raise StatusError(exc.status, exc.reason, exc.message, details) from None
+
+    def decode_write(
+        self, served: ServedResource, body: bytes, field_validation: str, content_type: str = ""
+    ) -> tuple[Any, Directive]:
+        """Decode a POST/PUT body as kube's decoder does: wrong JSON types are refused
+        (400), unknown fields of built-ins dropped, and unknown or duplicate fields
+        reported by ``field_validation`` (the directive carries what is left to report
+        and the warnings). A YAML or protobuf body (by ``content_type``) is read by the
+        content negotiation first; repeated keys are tracked in JSON bodies only."""
+        if negotiation.is_json(content_type):
+            try:
+                obj, tracked = fieldvalidation.decode(body)
+            except ValueError as exc:
+                raise _bad_request(
+                    f"the object provided is unrecognized: invalid JSON: {exc}"
+                ) from None
+        else:
+            obj, tracked = negotiation.decode_body(body, content_type, custom=served.custom), False
+        r = served.resource
+        directive = Directive(mode=field_validation or "Warn")
+        if not isinstance(obj, dict):
+            return fieldvalidation.plain(obj) if tracked else obj, directive
+        kind = obj.get("kind")
+        if isinstance(kind, str) and kind:
+            version = str(obj.get("apiVersion") or "").rpartition("/")[2]
+            shown = f'"{version}"' if version.isalnum() else orjson.dumps(version).decode()
+            directive.prefix = f"{kind} in version {shown} cannot be handled as a {r.kind}: "
+        else:
+            directive.prefix = f"the object provided is unrecognized (must be of type {r.kind}): "
+        collect = directive.mode != "Ignore"
+        try:
+            if served.custom:
+                if collect:
+                    directive.issues.extend(
+                        f'duplicate field "{p}"' for p in fieldvalidation.duplicates(obj)
+                    )
+                meta = obj.get("metadata")
+                if isinstance(meta, dict):
+                    unknown: list[str] = []
+                    cleaned = fieldvalidation.check_typed(
+                        meta, typeinfo.object_meta(), issues=None, unknown=unknown, path="metadata"
+                    )
+                    obj = {**obj, "metadata": cleaned}
+                    if collect:
+                        directive.pending = unknown
+                return (fieldvalidation.plain(obj) if tracked else obj), directive
+            t = self._type(served)
+            if t is not None:
+                issues: list[str] | None = [] if collect else None
+                obj = fieldvalidation.check_typed(obj, t, issues=issues)
+                directive.issues = issues or []
+        except fieldvalidation.TypeError_ as exc:
+            raise _bad_request(f"{directive.prefix}{exc}") from None
+        refused = directive.finish()
+        if refused is not None:
+            raise _bad_request(refused)
+        return (fieldvalidation.plain(obj) if tracked else obj), directive
+
+    # -- reads -----------------------------------------------------------------------
+
+    def get(self, served: ServedResource, namespace: str | None, name: str) -> JsonDict:
+        """The stored object itself, shared with storage: never modify it (copy first)."""
+        obj = self.storage.get(self._key(served, namespace, name))
+        if obj is None:
+            raise not_found(served, name)
+        return self._render(served, obj)
+
+    def parse_selectors(
+        self, served: ServedResource, opts: ListOptions
+    ) -> tuple[LabelSelector | None, FieldSelector | None]:
+        from apiserver.storage.selectors import supported_fields
+        from manager.labels import SelectorError
+
+        r = served.resource
+        try:
+            labels = LabelSelector.parse(opts.label_selector) if opts.label_selector else None
+            fields = (
+                FieldSelector.parse(opts.field_selector, supported_fields(r.plural, r.group))
+                if opts.field_selector
+                else None
+            )
+        except SelectorError as exc:
+            raise _bad_request(str(exc)) from None
+        return labels, fields
+
+    def parse_shard_selector(self, opts: ListOptions) -> ShardSelector | None:
+        """The list's or watch's shard selector: None without the ShardedListAndWatch
+        gate (the parameter is ignored) or without the parameter.
+
+        Raises:
+            StatusError: 500 ``invalid shard selector: ...`` without a reason, as
+                kube-apiserver answers a ListOptions conversion that failed.
+        """
+        if not self.sharded_list_and_watch or opts.shard_selector == "":
+            return None
+        try:
+            return parse_shard_selector(opts.shard_selector)
+        except ShardSelectorError as exc:
+            raise StatusError(500, "", f"invalid shard selector: {exc}") from None
+
+    def list(self, served: ServedResource, namespace: str | None, opts: ListOptions) -> JsonDict:
+        labels, fields = self.parse_selectors(served, opts)
+        shards = self.parse_shard_selector(opts)
+        r = served.resource
+        ns = namespace if r.namespaced else None
+        rv_text, match = opts.resource_version, opts.resource_version_match
+        _check_list_options(opts)
+        if rv_text not in ("", "0") and not opts.continue_:
+            wanted = self._parse_rv(rv_text)
+            if wanted > self.storage.revision and not self.storage.wait_for(
+                wanted, FRESHNESS_TIMEOUT
+            ):
+                raise _too_large(wanted, self.storage.revision)
+        start_after = ""
+        snapshot_rev: int | None = None
+        if opts.continue_:
+            try:
+                token = orjson.loads(base64.urlsafe_b64decode(opts.continue_.encode()))
+                snapshot_rev, start_after = int(token["rv"]), str(token["start"])
+            except (ValueError, KeyError, TypeError):
+                snapshot_rev = 0
+            if snapshot_rev == 0:
+                raise _bad_request(
+                    "continue key is not valid: incorrect encoded start resourceVersion"
+                )
+            if snapshot_rev < 0:  # an inconsistent continue: the latest revision
+                snapshot_rev = None
+            if rv_text not in ("", "0"):
+                raise _bad_request("specifying resource version is not allowed when using continue")
+        with self.storage.lock:
+            current = self.storage.revision
+            if snapshot_rev is not None:
+                try:
+                    items = self.storage.list_at(served.key, ns, snapshot_rev)
+                except TooOldResourceVersion:
+                    # handleCompactedErrorForPaging: a token for the rest of the list at
+                    # the latest revision (rv -1) comes with the 410.
+                    fresh = {"rv": -1, "start": start_after}
+                    raise StatusError(
+                        410,
+                        "Expired",
+                        INCONSISTENT_CONTINUE,
+                        list_meta={
+                            "continue": base64.urlsafe_b64encode(orjson.dumps(fresh)).decode()
+                        },
+                    ) from None
+                list_rev = snapshot_rev
+            elif match == "Exact":
+                rv = self._parse_rv(rv_text)
+                if rv > current:
+                    raise _too_large(rv, current)
+                try:
+                    items = self.storage.list_at(served.key, ns, rv)
+                except TooOldResourceVersion as exc:
+                    raise StatusError(
+                        410, "Expired", f"too old resource version: {rv} ({exc.oldest})"
+                    ) from None
+                list_rev = rv
+            else:
+                if rv_text not in ("", "0"):
+                    rv = self._parse_rv(rv_text)
+                    if rv > current:
+                        raise _too_large(rv, current)
+                items = self.storage.list(served.key, ns)
+                list_rev = current
+        if start_after:
+            items = [o for o in items if self._sort_key(o) > start_after]
+        limit = opts.limit if rv_text != "0" or opts.continue_ else 0
+
+        def selected(o: JsonDict) -> bool:
+            return (
+                (labels is None or labels.matches((o.get("metadata") or {}).get("labels") or {}))
+                and (fields is None or fields.matches(object_fields(r.plural, r.group, o)))
+                and (shards is None or shards.matches(o))
+            )
+
+        if labels is not None or fields is not None or shards is not None:
+            # A page needs only its first limit + 1 matches (whether more follow): each
+            # page of a filtered paginated list costs a page, not a filter of everything.
+            chosen = (o for o in items if selected(o))
+            items = list(itertools.islice(chosen, limit + 1)) if limit else list(chosen)
+        meta: JsonDict = {"resourceVersion": str(list_rev)}
+        if limit and len(items) > limit:
+            remaining = len(items) - limit
+            items = items[:limit]
+            token = {"rv": list_rev, "start": self._sort_key(items[-1])}
+            meta["continue"] = base64.urlsafe_b64encode(orjson.dumps(token)).decode()
+            if labels is None and fields is None and shards is None:
+                meta["remainingItemCount"] = remaining
+        elif served.custom:
+            meta["continue"] = ""
+        if shards is not None:
+            meta["shardInfo"] = {"selector": shards.string()}
+        return {
+            "kind": f"{r.kind}List",
+            "apiVersion": r.api_version,
+            "metadata": meta,
+            "items": [self._list_item(served, o) for o in items],
+        }
+
+    def _list_item(self, served: ServedResource, obj: JsonDict) -> JsonDict:
+        """Built-in list items carry no kind/apiVersion (typed lists); custom ones do."""
+        if served.custom:
+            return self._render(served, obj)
+        return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
+
+    @staticmethod
+    def _status_update(served: ServedResource, current: JsonDict, body: JsonDict) -> JsonDict:
+        """What a PUT to ``/status`` stores (each resource's status strategy).
+
+        Built-ins keep the body except spec and labels (deployment strategy.go and
+        friends); custom resources and CRDs take only the status (ResetObjectMetaForStatus).
+        """
+        if served.custom or served.resource.kind == "CustomResourceDefinition":
+            new = copy.deepcopy(current)
+            if body.get("status") is None:
+                new.pop("status", None)
+            else:
+                new["status"] = copy.deepcopy(body["status"])
+            return new
+        new = copy.deepcopy(body)
+        new["apiVersion"] = current.get("apiVersion")
+        new["kind"] = current.get("kind")
+        if "spec" in current:
+            new["spec"] = copy.deepcopy(current["spec"])
+        else:
+            new.pop("spec", None)
+        meta = new.setdefault("metadata", {})
+        cur_meta = current["metadata"]
+        for k in (
+            "labels",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "namespace",
+            "name",
+        ):
+            if k in cur_meta:
+                meta[k] = copy.deepcopy(cur_meta[k])
+            else:
+                meta.pop(k, None)
+        for k, v in current.items():  # other top-level fields (ConfigMap-like) stay
+            if k not in ("metadata", "spec", "status") and k not in new:
+                new[k] = copy.deepcopy(v)
+        return new
+
+    @staticmethod
+    def _sort_key(obj: JsonDict) -> str:
+        meta = obj.get("metadata") or {}
+        return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+    @staticmethod
+    def _parse_rv(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise _bad_request(
+                f'resourceVersion: Invalid value: "{text}": must be an integer'
+            ) from None
+        if value < 0:
+            raise _bad_request(f'resourceVersion: Invalid value: "{text}": must be non-negative')
+        return value
+
+    # -- create ----------------------------------------------------------------------
+
+    def create(
+        self,
+        served: ServedResource,
+        namespace: str | None,
+        body: Any,
+        *,
+        manager: str = "",
+        dry_run: bool = False,
+        managed_fields: builtins.list[JsonDict] | None = None,
+        directive: Directive | None = None,
+        owned: bool = False,
+    ) -> JsonDict:
+        """Create an object; ``managed_fields`` (server-side apply) replaces the Update
+        entry a create otherwise records for ``manager``. ``owned``: ``body`` is the
+        caller's to give away (freshly decoded), so it is stored without a copy."""
+        checked = self._check_body_type(served, body)
+        obj = checked if owned else copy_json(checked)
+        r = served.resource
+        obj["apiVersion"] = r.api_version
+        obj["kind"] = r.kind
+        meta = obj.setdefault("metadata", {})
+        if r.namespaced:
+            if meta.get("namespace") and namespace and meta["namespace"] != namespace:
+                raise _bad_request(
+                    "the namespace of the provided object does not match the namespace sent on "
+                    "the request"
+                )
+            meta["namespace"] = namespace or meta.get("namespace", "")
+        else:
+            meta.pop("namespace", None)
+        if meta.get("resourceVersion"):
+            raise StatusError(
+                500, "InternalError", "resourceVersion should not be set on objects to be created"
+            )
+        admitted_name = str(meta.get("name") or meta.get("generateName") or "Unknown")
+        if not meta.get("name") and meta.get("generateName"):
+            suffix = "".join(secrets.choice(_NAME_ALPHABET) for _ in range(5))
+            # SimpleNameGenerator: the base is cut so the name stays within 63 characters.
+            meta["name"] = f"{str(meta['generateName'])[:58]}{suffix}"
+        for k in (
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "managedFields",
+            "selfLink",
+        ):
+            meta.pop(k, None)
+        if r.has_status:
+            if served.custom:
+                obj.pop("status", None)  # custom resources: status only via /status
+            elif r.kind == "Service" and not r.group:
+                obj["status"] = {"loadBalancer": {}}
+            else:
+                obj["status"] = {}
+        with self.storage.lock:
+            self._check_namespace(served, namespace, creating=True, name=admitted_name)
+            decoded = None
+            if managed_fields is None and (r.kind, r.group) in _PLUGIN_DEFAULTED:
+                decoded = self.strategy.default(
+                    r.kind,
+                    r.group,
+                    obj,
+                    allocate_cluster_ip=self._allocate_cluster_ip,
+                    token_volume_suffix=self._token_suffix,
+                    plugins=False,
+                )
+            obj = self._admit(served, obj, None, directive)
+            self._check_policies(served, "CREATE", namespace, obj, None, dry_run=dry_run)
+            meta = obj["metadata"]
+            name = meta.get("name", "")
+            key = self._key(served, namespace, name)
+            if self.storage.get(key) is not None:
+                raise StatusError(
+                    409,
+                    "AlreadyExists",
+                    f'{r.group_resource} "{name}" already exists',
+                    _details(served, name),
+                )
+            if r.kind == "Pod" and not r.group:
+                self._check_service_account(namespace or "", obj)
+            if namespace and r.namespaced:
+                try:
+                    if self.quota is not None:
+                        self.quota(served, namespace, obj, dry_run)
+                except Refused as exc:
+                    raise StatusError(
+                        403,
+                        "Forbidden",
+                        f'{r.group_resource} "{name}" is forbidden: {exc}',
+                        _details(served, name),
+                    ) from None
+            crd_status: JsonDict | None = None
+            if r.kind == "CustomResourceDefinition":
+                obj = self._crd_accept(obj)
+                # Stored first as kube's strategy leaves it (conditions null, names not yet
+                # accepted); the naming/establishing controllers' write follows at once.
+                crd_status = obj["status"]
+                obj["status"] = {
+                    "conditions": None,
+                    "acceptedNames": {"plural": "", "kind": ""},
+                    "storedVersions": crd_status["storedVersions"],
+                }
+            meta = obj["metadata"]
+            meta["uid"] = meta.get("uid") or new_uid()  # a Job's selector names it
+            meta["creationTimestamp"] = _now()
+            if served.generation is not Generation.NONE:
+                meta["generation"] = 1
+            if managed_fields is None:
+                attributed = obj if decoded is None else decoded
+                managed_fields = self._record(served, None, attributed, entries=[], manager=manager)
+            if managed_fields:
+                meta["managedFields"] = managed_fields
+            if dry_run:
+                return self._render(served, obj)
+            meta["resourceVersion"] = str(self.storage.next_revision())
+            self.storage.commit("ADDED", key, obj)
+            if r.kind == "Namespace" and not r.group:
+                self._namespace_content(name, manager)
+            if crd_status is not None:
+                established = {
+                    **obj,
+                    "metadata": {
+                        **meta,
+                        "resourceVersion": str(self.storage.next_revision()),
+                    },
+                    "status": crd_status,
+                }
+                self.storage.commit("MODIFIED", key, established)
+                self._serve_crd(established)
+                for cb in self.on_crd_change:
+                    cb()
+        return self._render(served, obj)
+
+    def _check_service_account(self, namespace: str, pod: JsonDict) -> None:
+        sa = (pod.get("spec") or {}).get("serviceAccountName") or "default"
+        if self.storage.get(("/serviceaccounts", namespace, sa)) is None:
+            name = (pod.get("metadata") or {}).get("name", "")
+            raise StatusError(
+                403,
+                "Forbidden",
+                f'pods "{name}" is forbidden: error looking up service account {namespace}/{sa}: '
+                f'serviceaccount "{sa}" not found',
+                {"name": name, "kind": "pods"},
+            )
+
+    def _namespace_content(self, namespace: str, manager: str) -> None:
+        """What kube-controller-manager adds to a new namespace: SA default, root CA map."""
+        sa = self.registry.lookup("", "v1", "serviceaccounts")
+        cm = self.registry.lookup("", "v1", "configmaps")
+        assert sa is not None and cm is not None
+        self.create(
+            sa, namespace, {"metadata": {"name": "default"}}, manager="kube-controller-manager"
+        )
+        self.create(
+            cm,
+            namespace,
+            {
+                "metadata": {
+                    "name": "kube-root-ca.crt",
+                    "annotations": {"kubernetes.io/description": _ROOT_CA_DESCRIPTION},
+                },
+                "data": {"ca.crt": self.root_ca().cert_pem},
+            },
+            manager="kube-controller-manager",
+        )
+
+    def root_ca(self) -> rootca.RootCA:
+        """The cluster's CA, made on first use (the server's start).
+
+        Raises:
+            rootca.RootCAError: it could not be made (no ``openssl``).
+        """
+        with self._root_ca_lock:
+            if self._root_ca is None:
+                self._root_ca = rootca.generate()
+            return self._root_ca
+
+    def _crd_accept(self, crd: JsonDict) -> JsonDict:
+        spec = crd.get("spec") or {}
+        names = dict(spec.get("names") or {})
+        names.setdefault("singular", str(names.get("kind", "")).lower())
+        names.setdefault("listKind", f"{names.get('kind', '')}List")
+        now = _now()
+        crd["status"] = {
+            "acceptedNames": names,
+            "storedVersions": [v["name"] for v in spec.get("versions") or [] if v.get("storage")],
+            "conditions": [
+                {
+                    "type": "NamesAccepted",
+                    "status": "True",
+                    "reason": "NoConflicts",
+                    "message": "no conflicts found",
+                    "lastTransitionTime": now,
+                },
+                {
+                    "type": "Established",
+                    "status": "True",
+                    "reason": "InitialNamesAccepted",
+                    "message": "the initial names have been accepted",
+                    "lastTransitionTime": now,
+                },
+            ],
+        }
+        return crd
+
+    def bootstrap(self) -> None:
+        """The namespaces every cluster has."""
+        ns = self.registry.lookup("", "v1", "namespaces")
+        assert ns is not None
+        for name in _SYSTEM_NAMESPACES:
+            self.create(ns, None, {"metadata": {"name": name}}, manager="kube-apiserver")
+
+    # -- update ----------------------------------------------------------------------
+
+    def update(
+        self,
+        served: ServedResource,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        *,
+        subresource: str | None = None,
+        manager: str = "",
+        dry_run: bool = False,
+        managed_fields: builtins.list[JsonDict] | None = None,
+        directive: Directive | None = None,
+        owned: bool = False,
+    ) -> JsonDict:
+        """Replace an object (or its ``status``/``finalize`` subresource).
+
+        ``managed_fields`` (server-side apply) replaces the Update entry an update
+        otherwise records for ``manager``. ``owned``: ``body`` is the caller's to give
+        away (freshly decoded or patched), so it is stored without a copy.
+        """
+        body = self._check_body_type(served, body)
+        r = served.resource
+        meta_in = body.get("metadata") or {}
+        if meta_in.get("name") and meta_in["name"] != name:
+            raise _bad_request(
+                f"the name of the object ({meta_in['name']}) does not match the name on the "
+                f"URL ({name})"
+            )
+        if r.namespaced and meta_in.get("namespace") and meta_in["namespace"] != namespace:
+            raise _bad_request(
+                "the namespace of the provided object does not match the namespace sent on "
+                "the request"
+            )
+        with self.storage.lock:
+            key = self._key(served, namespace, name)
+            current = self.storage.get(key)
+            if current is None:
+                raise not_found(served, name)
+            cur_meta = current["metadata"]
+            rv = str(meta_in.get("resourceVersion") or "")
+            if rv and rv != cur_meta["resourceVersion"]:
+                raise self._conflict(served, name)
+            if subresource == "status":
+                new = self._status_update(served, current, body)
+                if served.custom:
+                    try:
+                        new = self._apply_crd_schema(served, new, directive)
+                    except AdmissionError as exc:
+                        raise self._invalid(served, exc, new) from None
+            elif subresource == "finalize":
+                new = copy.deepcopy(current)
+                new["spec"] = {
+                    **(new.get("spec") or {}),
+                    "finalizers": list((body.get("spec") or {}).get("finalizers") or []),
+                }
+            else:
+                new = dict(body) if owned else copy_json(body)
+                new["apiVersion"] = r.api_version
+                new["kind"] = r.kind
+                if r.has_status:
+                    if "status" in current:
+                        new["status"] = copy.deepcopy(current["status"])
+                    else:
+                        new.pop("status", None)
+            meta = new.setdefault("metadata", {})
+            meta["name"] = name
+            if r.namespaced:
+                meta["namespace"] = namespace or ""
+            else:
+                meta.pop("namespace", None)
+            if subresource is None:
+                for k in (
+                    "uid",
+                    "creationTimestamp",
+                    "deletionTimestamp",
+                    "deletionGracePeriodSeconds",
+                    "generation",
+                ):
+                    if k in cur_meta:
+                        meta[k] = cur_meta[k]
+                    else:
+                        meta.pop(k, None)
+                new = self._admit(served, new, current, directive)
+                meta = new["metadata"]
+                if cur_meta.get("deletionTimestamp"):
+                    added = set(meta.get("finalizers") or []) - set(
+                        cur_meta.get("finalizers") or []
+                    )
+                    if added:
+                        shown = ", ".join(orjson.dumps(f).decode() for f in sorted(added))
+                        cause = Cause(
+                            "FieldValueForbidden",
+                            "Forbidden: no new finalizers can be added if the object is being "
+                            f"deleted, found new finalizers []string{{{shown}}}",
+                            "metadata.finalizers",
+                        )
+                        # kube finds it twice: rest.BeforeUpdate's common checks and the
+                        # kind's own update validation both run ValidateObjectMetaUpdate
+                        # (the message says it once: ToAggregate drops repeats)
+                        raise self._invalid(
+                            served,
+                            AdmissionError(r.kind, r.group, name, [cause, cause]),
+                            new,
+                        )
+                if "generation" in cur_meta and self._generation_changed(served, current, new):
+                    meta["generation"] = int(cur_meta["generation"]) + 1
+                if r.kind == "CustomResourceDefinition":
+                    new["status"] = current.get("status", {})
+            meta["resourceVersion"] = cur_meta["resourceVersion"]
+            entries = list(cur_meta.get("managedFields") or [])
+            if managed_fields is None:
+                if subresource is None and "managedFields" in meta_in:
+                    entries = _supplied_managed_fields(meta_in.get("managedFields"), entries)
+                managed_fields = self._record(
+                    served, current, new, entries=entries, manager=manager, subresource=subresource
+                )
+            if managed_fields:
+                meta["managedFields"] = managed_fields
+            else:
+                meta.pop("managedFields", None)
+            if subresource != "finalize":
+                self._check_policies(
+                    served,
+                    "UPDATE",
+                    namespace,
+                    new,
+                    current,
+                    subresource=subresource,
+                    dry_run=dry_run,
+                )
+            if _strip_for_compare(new) == _strip_for_compare(current) and managed_fields == list(
+                cur_meta.get("managedFields") or []
+            ):
+                return self._render(served, current)
+            if dry_run:
+                return self._render(served, new)
+            meta["resourceVersion"] = str(self.storage.next_revision())
+            if (
+                meta.get("deletionTimestamp")
+                and not meta.get("finalizers")
+                and not (r.kind == "Namespace" and (new.get("spec") or {}).get("finalizers"))
+            ):
+                self.storage.commit("DELETED", key, new)
+                self._after_delete(served, new)
+            else:
+                self.storage.commit("MODIFIED", key, new)
+                if r.kind == "CustomResourceDefinition":
+                    self._serve_crd(new)
+                    for cb in self.on_crd_change:
+                        cb()
+        return self._render(served, new)
+
+    def _conflict(self, served: ServedResource, name: str) -> StatusError:
+        return StatusError(
+            409,
+            "Conflict",
+            f"Operation cannot be fulfilled on {served.resource.group_resource} "
+            f'"{name}": the object '
+            "has been modified; please apply your changes to the latest version and try again",
+            _details(served, name),
+        )
+
+    @staticmethod
+    def _generation_changed(served: ServedResource, old: JsonDict, new: JsonDict) -> bool:
+        policy = served.generation
+        if policy is Generation.NONE:
+            return False
+        if policy is Generation.NON_METADATA:
+            skip = {"metadata", "status"} if served.resource.has_status else {"metadata"}
+            return {k: v for k, v in old.items() if k not in skip} != {
+                k: v for k, v in new.items() if k not in skip
+            }
+        if old.get("spec") != new.get("spec"):
+            return True
+        if policy is Generation.SPEC_AND_ANNOTATIONS:
+            return (old["metadata"].get("annotations") or {}) != (
+                new["metadata"].get("annotations") or {}
+            )
+        return False
+
+    # -- patch -----------------------------------------------------------------------
+
+    def patch_with_status(
+        self,
+        served: ServedResource,
+        namespace: str | None,
+        name: str,
+        body: bytes,
+        content_type: str,
+        *,
+        subresource: str | None = None,
+        manager: str = "",
+        dry_run: bool = False,
+        force: bool = False,
+        view: Callable[[JsonDict], JsonDict] | None = None,
+        unview: Callable[[JsonDict], JsonDict] | None = None,
+        directive: Directive | None = None,
+        viewed: ServedResource | None = None,
+    ) -> tuple[int, JsonDict]:
+        """Apply a patch; the HTTP status comes with the object (201 when an apply created
+        it). With ``view``/``unview``, the patch is applied to ``view(stored object)``
+        (another API's shape of the same object, e.g. events.k8s.io over core Events) and
+        the result stored as ``unview(patched)``; ``viewed`` is the resource that view is
+        served as (an apply is checked and its fields owned in its version)."""
+        ctype = content_type.split(";", maxsplit=1)[0].strip().lower()
+        kinds = {
+            "application/merge-patch+json": "merge",
+            "application/json-patch+json": "json",
+            "application/strategic-merge-patch+json": "strategic",
+            "application/apply-patch+yaml": "apply",
+        }
+        kind = kinds.get(ctype)
+        if kind is None:
+            raise StatusError(
+                415,
+                "UnsupportedMediaType",
+                f"the body of the request was in an unknown format - accepted media types include: "
+                f"{', '.join(kinds)}",
+            )
+        try:
+            yaml_repeats: list[str] = []
+            tracked = False
+            if kind == "apply":
+                doc, yaml_repeats = fieldvalidation.decode_yaml(body)
+            else:
+                doc, tracked = fieldvalidation.decode(body)
+        except Exception as exc:
+            if kind == "apply":
+                raise _bad_request(f"error decoding YAML: {exc}") from None
+            raise _bad_request(f"error decoding patch: {exc}") from None
+        if directive is not None and yaml_repeats and directive.mode != "Ignore":
+            if directive.mode == "Strict":
+                raise _bad_request(
+                    "error strict decoding YAML: error converting YAML to JSON: yaml: "
+                    "unmarshal errors:\n  " + "\n  ".join(yaml_repeats)
+                )
+            directive.warnings.extend(yaml_repeats)
+        if directive is not None and directive.mode != "Ignore":
+            if kind == "json":
+                directive.issues.extend(fieldvalidation.json_patch_issues(doc))
+            else:
+                directive.issues.extend(
+                    f'duplicate field "{p}"' for p in fieldvalidation.duplicates(doc)
+                )
+        if tracked:
+            doc = fieldvalidation.plain(doc)
+        if kind == "apply":
+            return self._apply(
+                served,
+                namespace,
+                name,
+                doc,
+                subresource=subresource,
+                manager=manager,
+                dry_run=dry_run,
+                force=force,
+                view=view,
+                unview=unview,
+                directive=directive,
+                viewed=viewed,
+            )
+        with self.storage.lock:
+            current = self.storage.get(self._key(served, namespace, name))
+            if current is not None and view is not None:
+                current = view(current)
+            if current is None:
+                raise not_found(served, name)
+            try:
+                if kind == "merge":
+                    new = patch.json_merge_patch(current, doc)
+                elif kind == "json":
+                    new = patch.json_patch(current, doc)
+                elif not served.strategic_merge:
+                    raise patch.PatchError(
+                        415,
+                        "UnsupportedMediaType",
+                        "the body of the request was in an unknown format - accepted media "
+                        "types include: application/json-patch+json, "
+                        "application/merge-patch+json, application/apply-patch+yaml",
+                    )
+                else:
+                    if not isinstance(doc, dict):
+                        raise patch.PatchError(400, "BadRequest", "patch must be an object")
+                    new = patch.strategic_merge_patch(current, doc, served.resource.kind)
+            except patch.PatchError as exc:
+                raise StatusError(exc.status, exc.reason, exc.message, exc.details) from None
+            if not isinstance(new, dict):
+                raise _bad_request("the patched object is not an object")
+            if directive is not None:
+                # what patch.go shows as the bad value of a Strict refusal: the patched
+                # object's JSON (merge and JSON patch), or the patch map (strategic)
+                shown = go_v(doc) if kind == "strategic" else go_json(new)
+                directive.patch_value = quote(shown)
+            new = self._validate_fields(served, new, directive)
+            new_meta = new.get("metadata") or {}
+            if not isinstance(new_meta, dict):
+                raise _bad_request("metadata: expected an object")
+            patched_rv = new_meta.get("resourceVersion")
+            if patched_rv and patched_rv != current["metadata"]["resourceVersion"]:
+                raise self._conflict(served, name)
+            if new_meta.get("uid") and new_meta["uid"] != current["metadata"].get("uid"):
+                raise StatusError(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on {served.resource.group_resource} "{name}": '
+                    "Precondition failed: UID in precondition does not match",
+                    _details(served, name),
+                )
+            new = {
+                **new,
+                "metadata": {**new_meta, "resourceVersion": current["metadata"]["resourceVersion"]},
+            }
+            if unview is not None:
+                new = unview(new)
+            return 200, self.update(
+                served,
+                namespace,
+                name,
+                new,
+                subresource=subresource,
+                manager=manager,
+                dry_run=dry_run,
+                directive=directive,
+                owned=True,
+            )
+
+    def _apply(
+        self,
+        served: ServedResource,
+        namespace: str | None,
+        name: str,
+        doc: Any,
+        *,
+        subresource: str | None,
+        manager: str,
+        dry_run: bool,
+        force: bool,
+        view: Callable[[JsonDict], JsonDict] | None,
+        unview: Callable[[JsonDict], JsonDict] | None,
+        directive: Directive | None = None,
+        viewed: ServedResource | None = None,
+    ) -> tuple[int, JsonDict]:
+        """Server-side apply (``application/apply-patch+yaml``), as fieldmanager does it."""
+        shown = viewed or served  # the version the request speaks
+        r = shown.resource
+        if not isinstance(doc, dict):
+            raise _bad_request(
+                "the body of the request was in an unknown format: expected an object"
+            )
+        if str(doc.get("apiVersion") or "") != r.api_version:
+            raise _bad_request(
+                "Incorrect version specified in apply patch. Specified patch version: "
+                f"{doc.get('apiVersion') or ''}, expected: {r.api_version}"
+            )
+        self._check_body_type(shown, doc)
+        meta = doc.get("metadata") or {}
+        if meta.get("name") and meta["name"] != name:
+            raise _bad_request(
+                f"the name of the object ({meta['name']}) does not match the name on the "
+                f"URL ({name})"
+            )
+        if r.namespaced and meta.get("namespace") and meta["namespace"] != namespace:
+            raise _bad_request(
+                "the namespace of the provided object does not match the namespace sent on "
+                "the request"
+            )
+        config = {**doc, "metadata": {**meta, "name": name}}
+        undeclared = managedfields.undeclared(config, self._type(shown))
+        if undeclared:
+            # structuredmerge.go objectGVKNN(patchObj): the configuration's own metadata
+            where = (
+                f"{meta.get('namespace') or ''}/{meta.get('name') or ''}; "
+                f"{r.group}/{r.version}, Kind={r.kind}"
+            )
+            text = (
+                undeclared[0] if len(undeclared) == 1 else "errors:\n  " + "\n  ".join(undeclared)
+            )
+            raise StatusError(500, "", f"failed to create typed patch object ({where}): {text}")
+        if r.namespaced:
+            config["metadata"]["namespace"] = namespace or ""
+        with self.storage.lock:
+            current = self.storage.get(self._key(served, namespace, name))
+            if current is not None and view is not None:
+                current = view(current)
+            if current is None and subresource is not None:
+                raise not_found(served, name)
+            entries = list(((current or {}).get("metadata") or {}).get("managedFields") or [])
+            try:
+                merged, managed = managedfields.apply(
+                    current,
+                    config,
+                    entries,
+                    manager=manager,
+                    api_version=r.api_version,
+                    t=self._type(shown),
+                    force=force,
+                    subresource=subresource,
+                    has_status=r.has_status,
+                    sent=doc,
+                )
+            except managedfields.ConflictError as exc:
+                raise StatusError(
+                    409,
+                    "Conflict",
+                    exc.message(),
+                    {
+                        "causes": [
+                            {
+                                "reason": "FieldManagerConflict",
+                                "message": f"conflict with {c.manager}",
+                                "field": c.path,
+                            }
+                            for c in exc.conflicts
+                        ]
+                    },
+                ) from None
+            if current is None:
+                merged["metadata"].pop("resourceVersion", None)
+                if unview is not None:
+                    merged = unview(merged)
+                created = self.create(
+                    served,
+                    namespace,
+                    merged,
+                    manager=manager,
+                    dry_run=dry_run,
+                    managed_fields=managed,
+                )
+                return 201, created
+            applied_rv = meta.get("resourceVersion")
+            if applied_rv and str(applied_rv) != current["metadata"]["resourceVersion"]:
+                raise self._conflict(served, name)
+            merged["metadata"] = {
+                **merged["metadata"],
+                "resourceVersion": current["metadata"]["resourceVersion"],
+            }
+            if unview is not None:
+                merged = unview(merged)
+            return 200, self.update(
+                served,
+                namespace,
+                name,
+                merged,
+                subresource=subresource,
+                manager=manager,
+                dry_run=dry_run,
+                managed_fields=managed,
+                directive=directive,
+            )
+
+    # -- delete ----------------------------------------------------------------------
+
+    def delete(
+        self,
+        served: ServedResource,
+        namespace: str | None,
+        name: str,
+        options: DeleteOptions,
+        *,
+        manager: str = "",
+    ) -> tuple[bool, JsonDict]:
+        """Delete (or start deleting) one object.
+
+        Returns:
+            ``(gone, object)``: whether the object is gone now, and its last state.
+        """
+        r = served.resource
+        invalid = _invalid_delete_options(options)  # the handler's check, before any lookup
+        if invalid is not None:
+            raise invalid
+        with self.storage.lock:
+            key = self._key(served, namespace, name)
+            current = self.storage.get(key)
+            if current is None:
+                raise not_found(served, name)
+            cur_meta = current["metadata"]
+            _check_preconditions(served, options.preconditions or {}, cur_meta)
+            policy = options.propagation_policy
+            if not policy and options.orphan_dependents is not None:
+                policy = "Orphan" if options.orphan_dependents else "Background"
+            policy = policy or served.default_propagation  # the strategy's default
+            self._check_policies(
+                served, "DELETE", namespace, None, current, dry_run=options.dry_run
+            )
+            finalizers = list(cur_meta.get("finalizers") or [])
+            is_crd = r.kind == "CustomResourceDefinition"
+            crd_first_delete = is_crd and not cur_meta.get("deletionTimestamp")
+            if crd_first_delete and CRD_CLEANUP_FINALIZER not in finalizers:
+                # The CRD registry's Delete: instances go first, behind this finalizer.
+                finalizers.append(CRD_CLEANUP_FINALIZER)
+            if policy == "Orphan" and "orphan" not in finalizers:
+                finalizers = [f for f in finalizers if f != "foregroundDeletion"] + ["orphan"]
+            elif policy == "Foreground" and "foregroundDeletion" not in finalizers:
+                finalizers = [f for f in finalizers if f != "orphan"] + ["foregroundDeletion"]
+            is_pod = r.kind == "Pod" and not r.group
+            pod_grace = self._pod_grace(current, options) if is_pod else 0
+            if is_pod and cur_meta.get("deletionTimestamp") and pod_grace and not finalizers:
+                return self._shorten_grace(served, key, current, options)
+            if pod_grace and not cur_meta.get("deletionTimestamp"):
+                # Bound to a node: only marked; the kubelet finishes (or grace 0 forces it).
+                new = copy.deepcopy(current)
+                meta = new["metadata"]
+                when = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=pod_grace)
+                meta["deletionTimestamp"] = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+                meta["deletionGracePeriodSeconds"] = pod_grace
+                if finalizers:
+                    meta["finalizers"] = finalizers
+                if meta.get("generation"):
+                    meta["generation"] = int(meta["generation"]) + 1
+                if options.dry_run:
+                    return False, self._render(served, new)
+                meta["resourceVersion"] = str(self.storage.next_revision())
+                self.storage.commit("MODIFIED", key, new)
+                return False, self._render(served, new)
+            namespace_pending = (
+                r.kind == "Namespace"
+                and not r.group
+                and bool((current.get("spec") or {}).get("finalizers"))
+            )
+            if finalizers or namespace_pending:
+                new = copy.deepcopy(current)
+                meta = new["metadata"]
+                changed = finalizers != list(cur_meta.get("finalizers") or [])
+                if finalizers:
+                    meta["finalizers"] = finalizers
+                if not meta.get("deletionTimestamp"):
+                    meta["deletionTimestamp"] = _now()
+                    # The namespace and CRD registries' own Delete sets only the timestamp;
+                    # the generic store's markAsDeleting adds grace 0 and a new generation.
+                    if not (namespace_pending or crd_first_delete):
+                        meta["deletionGracePeriodSeconds"] = 0
+                        if meta.get("generation"):
+                            meta["generation"] = int(meta["generation"]) + 1
+                    changed = True
+                if namespace_pending:
+                    new["status"] = {**(new.get("status") or {}), "phase": "Terminating"}
+                if is_crd and not cur_meta.get("deletionTimestamp"):
+                    status = new.get("status") or {}
+                    conditions = [
+                        c for c in status.get("conditions") or [] if c.get("type") != "Terminating"
+                    ]
+                    conditions.append(
+                        {
+                            "type": "Terminating",
+                            "status": "True",
+                            "lastTransitionTime": _now(),
+                            "reason": "InstanceDeletionPending",
+                            "message": "CustomResourceDefinition marked for deletion; "
+                            "CustomResource deletion will begin soon",
+                        }
+                    )
+                    new["status"] = {**status, "conditions": conditions}
+                if not changed and new == current:
+                    return False, self._render(served, current)
+                if options.dry_run:
+                    return False, self._render(served, new)
+                meta["resourceVersion"] = str(self.storage.next_revision())
+                self.storage.commit("MODIFIED", key, new)
+                return False, self._render(served, new)
+            if is_pod and not cur_meta.get("deletionTimestamp"):
+                # CheckGracefulDelete made the grace 0 (unscheduled, finished or asked):
+                # BeforeDelete still marks the pod, the store writes that, then deletes it.
+                marked = copy.deepcopy(current)
+                meta = marked["metadata"]
+                meta["deletionTimestamp"] = _now()
+                meta["deletionGracePeriodSeconds"] = 0
+                if meta.get("generation"):
+                    meta["generation"] = int(meta["generation"]) + 1
+                if options.dry_run:
+                    return True, self._render(served, marked)
+                meta["resourceVersion"] = str(self.storage.next_revision())
+                self.storage.commit("MODIFIED", key, marked)
+                current = marked
+            if options.dry_run:
+                return True, self._render(served, current)
+            gone = copy.deepcopy(current)
+            gone["metadata"]["resourceVersion"] = str(self.storage.next_revision())
+            self.storage.commit("DELETED", key, gone)
+            self._after_delete(served, gone)
+            return True, self._render(served, gone)
+
+    def _shorten_grace(
+        self, served: ServedResource, key: ObjectKey, current: JsonDict, options: DeleteOptions
+    ) -> tuple[bool, JsonDict]:
+        """A second DELETE of a terminating pod may only shorten its grace period
+        (``BeforeDelete``): the deadline moves back by the difference."""
+        meta = current["metadata"]
+        period = options.grace_period_seconds
+        old_period = meta.get("deletionGracePeriodSeconds")
+        if period is None or old_period is None or period >= int(old_period):
+            return False, self._render(served, current)
+        new = copy_json(current)
+        deadline = dt.datetime.fromisoformat(str(meta["deletionTimestamp"]).replace("Z", "+00:00"))
+        deadline += dt.timedelta(seconds=period - int(old_period))
+        new["metadata"]["deletionTimestamp"] = deadline.strftime("%Y-%m-%dT%H:%M:%SZ")
+        new["metadata"]["deletionGracePeriodSeconds"] = period
+        if options.dry_run:
+            return False, self._render(served, new)
+        new["metadata"]["resourceVersion"] = str(self.storage.next_revision())
+        self.storage.commit("MODIFIED", key, new)
+        return False, self._render(served, new)
+
+    @staticmethod
+    def _pod_grace(pod: JsonDict, options: DeleteOptions) -> int:
+        """Seconds of graceful termination a DELETE gives this pod (0: delete now).
+
+        Only a pod bound to a node terminates gracefully; an unscheduled one goes at once.
+        """
+        if not (pod.get("spec") or {}).get("nodeName"):
+            return 0
+        if options.grace_period_seconds is not None:
+            return max(0, int(options.grace_period_seconds))
+        meta = pod.get("metadata") or {}
+        if meta.get("deletionGracePeriodSeconds") is not None:
+            return int(meta["deletionGracePeriodSeconds"])
+        value = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+        return 30 if value is None else max(0, int(value))
+
+    def _serve_crd(self, crd: JsonDict) -> None:
+        """Serve what a CRD defines; a resource served for the first time gets its watch
+        cache's start (the current revision)."""
+        for served in self.registry.register_crd(crd):
+            self._watch_floors.setdefault(served.key, self.storage.revision)
+
+    def watch_floor(self, served: ServedResource) -> int:
+        """The oldest resourceVersion a watch of ``served`` may start from (kube's
+        watchCache: the revision its first list was at; 0 for the built-ins, whose
+        caches start with the server)."""
+        with self.storage.lock:
+            return self._watch_floors.get(served.key, 0)
+
+    def _after_delete(self, served: ServedResource, obj: JsonDict) -> None:
+        if served.resource.kind == "CustomResourceDefinition":
+            for gone in self.registry.by_crd(obj["metadata"]["name"]):
+                self._watch_floors.pop(gone.key, None)
+            self.registry.unregister_crd(obj["metadata"]["name"])
+            for cb in self.on_crd_change:
+                cb()
+
+    def delete_answer(self, served: ServedResource, gone: bool, obj: JsonDict) -> JsonDict:
+        """The body kube-apiserver answers a DELETE with."""
+        if not gone or served.delete_returns_object:
+            return obj
+        meta = obj.get("metadata") or {}
+        # The generic store's Status carries no code (the handler only fills one in when
+        # the storage returned nothing at all).
+        return {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "details": _details(served, meta.get("name", ""), uid=meta.get("uid")),
+        }
+
+    def delete_collection(
+        self,
+        served: ServedResource,
+        namespace: str | None,
+        opts: ListOptions,
+        options: DeleteOptions,
+        *,
+        manager: str = "",
+    ) -> JsonDict:
+        listed = self.list(
+            served,
+            namespace,
+            ListOptions(label_selector=opts.label_selector, field_selector=opts.field_selector),
+        )
+        deleted = []
+        for obj in listed["items"]:
+            meta = obj["metadata"]
+            try:
+                _, last = self.delete(
+                    served, meta.get("namespace"), meta["name"], options, manager=manager
+                )
+            except StatusError as exc:
+                if exc.code == 404:
+                    continue
+                raise
+            deleted.append(last)
+        listed["items"] = deleted
+        listed["metadata"] = {"resourceVersion": str(self.storage.revision)}
+        return listed

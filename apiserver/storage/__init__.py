@@ -1,0 +1,1 @@
+"""The versioned object store, watches, compaction and selectors (above ``apiserver.api``)."""
