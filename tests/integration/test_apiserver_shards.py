@@ -206,7 +206,7 @@ def test_gate_on_a_filtered_page_checks_only_what_it_needs(
 ) -> None:
     # Sharded caches list in pages of 500: a page that filtered every stored object made
     # a paginated list quadratic (30,000 owned Secrets took a minute to page through).
-    from manager.testing.shardselector import ShardSelector
+    from apiserver.storage.shardselector import ShardSelector
 
     api = gated_client
     ns = f"shards-{uuid.uuid4().hex[:6]}"
