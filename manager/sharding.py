@@ -655,6 +655,15 @@ class ShardRing:
             observed_now = not self._observed and self._observation_over()
             if observed_now:
                 self._observed = True
+            observing = not self._observed
+        if current is None and observing and not claims:
+            # Our first ring waits for the observation period, unless we join members
+            # that already published one: replicas started together each hold their Lease
+            # before they see the others', and a ring of ourselves alone would have every
+            # sharded cache list the whole space (an unsharded replica's peak memory,
+            # which Python keeps) only to drop most of it a moment later. No key starts
+            # before the observation period is over anyway.
+            return
         if desired != current or self._published_params != self.options.parameters:
             self._apply(desired, stop)
             return

@@ -22,6 +22,7 @@ import base64
 import builtins
 import copy
 import datetime as dt
+import itertools
 import random
 import secrets
 import threading
@@ -925,19 +926,23 @@ class Rest:
                         raise _too_large(rv, current)
                 items = self.storage.list(served.key, ns)
                 list_rev = current
-        if labels is not None or fields is not None:
-            items = [
-                o
-                for o in items
-                if (labels is None or labels.matches((o.get("metadata") or {}).get("labels") or {}))
-                and (fields is None or fields.matches(object_fields(r.plural, r.group, o)))
-            ]
-        if shards is not None:
-            items = [o for o in items if shards.matches(o)]
         if start_after:
             items = [o for o in items if self._sort_key(o) > start_after]
-        meta: JsonDict = {"resourceVersion": str(list_rev)}
         limit = opts.limit if rv_text != "0" or opts.continue_ else 0
+
+        def selected(o: JsonDict) -> bool:
+            return (
+                (labels is None or labels.matches((o.get("metadata") or {}).get("labels") or {}))
+                and (fields is None or fields.matches(object_fields(r.plural, r.group, o)))
+                and (shards is None or shards.matches(o))
+            )
+
+        if labels is not None or fields is not None or shards is not None:
+            # A page needs only its first limit + 1 matches (whether more follow): each
+            # page of a filtered paginated list costs a page, not a filter of everything.
+            chosen = (o for o in items if selected(o))
+            items = list(itertools.islice(chosen, limit + 1)) if limit else list(chosen)
+        meta: JsonDict = {"resourceVersion": str(list_rev)}
         if limit and len(items) > limit:
             remaining = len(items) - limit
             items = items[:limit]

@@ -150,11 +150,16 @@ class PortCache:
     def _wire(self, ports: SharedInformer) -> None:
         """The controller and the sweeper, through the manager's ordinary API."""
         mgr, cfg = self._mgr, self._config
+        # A reconcile reads its pod from the cache its events come from. Sharded, that is
+        # the controller's own (this replica's share), fed by a watch of its own: the
+        # namespace-wide pod cache may not hold a new pod yet when its event arrives, and
+        # a pod "not found" there was dropped until its next event.
+        pods = mgr.informer(PODS, shard="primary") if self._ctx.settings.sharded else self._pods
         reconciler = PodPortReconciler(
             mgr.client,
             cfg,
             scope=self._scope,
-            pods=self._pods,
+            pods=pods,
             ports=ports,
             allocator=self._allocator,
             recorder=mgr.recorder(),

@@ -11,6 +11,10 @@ What it caches, by ``shard_by``:
   lists and watches everything and filters before the store. Memory divides, watch
   traffic does not.
 
+Lists come in pages of :data:`LIST_PAGE` (consistent lists, which kube-apiserver 1.34+
+serves from its watch cache), each page filtered before the next, so that a replica's
+peak memory is its share plus one page, not a whole list's bytes and objects at once.
+
 Server mode and fallback (never assume the gate): a list answered with
 ``metadata.shardInfo`` was filtered by the server (kube-apiserver 1.36+ with
 ``--feature-gates=ShardedListAndWatch=true``); one without it (gate off, older server,
@@ -95,8 +99,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 SHARD_BY_OWNER: Final = "owner"
-OWNER_PAGE: Final = 500
-"""Objects per LIST page of a cache sharded by owner (it filters every page on the client)."""
+LIST_PAGE: Final = 500
+"""Objects per LIST page of a sharded cache (each page is filtered before the next)."""
 GONE_KEPT: Final = 50_000
 """Deleted objects whose last-known metadata a sharded informer keeps (oldest go first)."""
 MODE_SERVER: Final = "server"
@@ -249,18 +253,21 @@ class _Segment:
             label_selector=informer._label_selector,
             field_selector=informer._field_selector,
         )
-        # Owned objects by their owner's uid: the server cannot filter them, so a list
-        # brings the whole resource. Listed in pages, each page filtered before the next,
-        # a replica never holds more than its share and one page (a whole list parsed at
-        # once costs an unsharded replica's peak memory, and Python keeps that memory).
-        by_owner = informer.shard_by == SHARD_BY_OWNER
+        # Listed in pages, each page filtered before the next: a replica never holds more
+        # than its share and one page. A whole list parsed at once costs the list's bytes
+        # and its objects together (a 10,000-object share took a replica from 67 to 124
+        # MiB for a moment, its peak), and Python keeps that memory. By owner, or where
+        # the server ignores the selector (gate off), a list brings the whole resource:
+        # parsed at once, that is an unsharded replica's peak. kube-apiserver 1.34+
+        # serves such paginated consistent lists from its watch cache
+        # (ConsistentListFromCache, ListFromCacheSnapshot).
         self.reflector = Reflector(
             self.lw,
             self,
             transform=informer._transform,
-            page_size=(informer._page_size or OWNER_PAGE) if by_owner else informer._page_size,
-            paged_lists=by_owner,
-            keep=(lambda obj: informer._in(self, obj)) if by_owner else None,
+            page_size=informer._page_size or LIST_PAGE,
+            paged_lists=True,
+            keep=lambda obj: informer._in(self, obj),
             clock=informer._clock,
         )
         self.thread: threading.Thread | None = None

@@ -15,7 +15,7 @@ import pytest
 
 from manager.cache.factory import InformerFactory
 from manager.errors import WriteFenced
-from manager.hashring import SlotRing, fnv1a_64
+from manager.hashring import HASH_SPACE, SlotRing, fnv1a_64, ranges_size
 from manager.kube import ClientOptions, KubeClient
 from manager.resources import builtin
 from manager.sharding import (
@@ -47,11 +47,14 @@ def _now() -> str:
 class Other:
     """Another member: its shard Lease, renewed by a thread, with a published ring."""
 
-    def __init__(self, client: KubeClient, namespace: str, ring: str) -> None:
+    def __init__(
+        self, client: KubeClient, namespace: str, ring: str, *, published: bool = True
+    ) -> None:
         self.client = client
         self.namespace = namespace
         self.name = shard_lease_name(ring, "other_1")
         self.applied = encode_ring(SlotRing([self.name]))
+        annotations = {APPLIED_ANNOTATION: self.applied} if published else {}
         self.renewing = threading.Event()
         self.renewing.set()
         self.stop = threading.Event()
@@ -61,7 +64,7 @@ class Other:
                 "metadata": {
                     "name": self.name,
                     "labels": {RING_LABEL: ring},
-                    "annotations": {APPLIED_ANNOTATION: self.applied},
+                    "annotations": annotations,
                 },
                 "spec": {
                     "holderIdentity": "other_1",
@@ -219,3 +222,71 @@ def test_a_drain_waits_for_the_reconciles_of_keys_that_move_away(
         factory.shutdown(WAIT)
         if other is not None:
             other.close()
+
+
+class RecordingInformer:
+    """Stands in for a sharded cache: records the ranges the ring gives it."""
+
+    shard_by = "uid"
+
+    def __init__(self) -> None:
+        self.ranges: list[tuple[int, int]] = []
+        self.calls: list[list[tuple[int, int]]] = []
+
+    def set_ranges(self, ranges: Any) -> threading.Event:
+        self.ranges = list(ranges)
+        self.calls.append(self.ranges)
+        done = threading.Event()
+        done.set()
+        return done
+
+
+@pytest.mark.parametrize("published", [False, True], ids=["started-together", "joining"])
+def test_a_first_ring_of_ourselves_alone_is_not_applied_before_the_observation_is_over(
+    client: KubeClient, namespace: str, published: bool
+) -> None:
+    # Replicas started together: each holds its own Lease before it sees the others'. A
+    # ring applied then has it alone, and its caches would list the whole space (an
+    # unsharded replica's peak memory) only to drop most of it a moment later. Joining
+    # members that already published a ring, it takes its share at once (no waiting).
+    ring_name = f"r{uuid.uuid4().hex[:6]}"
+    factory = InformerFactory(client)
+    leases = factory.informer(
+        LEASES, namespace=namespace, label_selector=f"{RING_LABEL}={ring_name}"
+    )
+    options = ShardingOptions(
+        ring_name=ring_name, lease_duration=3.0, renew_deadline=2.0, retry_period=0.3
+    )
+    me = ShardRing(client, leases, options, identity="me_1", namespace=namespace, on_lost=print)
+    cache = RecordingInformer()
+    me.add_informer(cache)  # type: ignore[arg-type]
+    stop, ring_stop = threading.Event(), threading.Event()
+    factory.start(stop)
+    runner = threading.Thread(
+        target=me.run, args=(ring_stop,), kwargs={"release": lambda: True}, name="test-ring"
+    )
+    started = time.monotonic()
+    runner.start()
+    other: Other | None = None
+    try:
+        _until(lambda: me.lease_name in _holders(client, namespace), "my Lease held")
+        time.sleep(0.8)  # a few ring steps (retryPeriod 0.3) alone, within the observation
+        other = Other(client, namespace, ring_name, published=published)
+        _until(lambda: cache.calls, "a ring applied", timeout=options.lease_duration + WAIT)
+        first = time.monotonic() - started
+        _until(lambda: me.ready_reason() is None, "a ring published")
+        assert all(ranges_size(r) < HASH_SPACE for r in cache.calls), cache.calls
+        if published:
+            assert first < options.lease_duration, f"joining waited {first:.1f}s"
+    finally:
+        ring_stop.set()
+        runner.join(WAIT)
+        stop.set()
+        factory.shutdown(WAIT)
+        if other is not None:
+            other.close()
+
+
+def _holders(client: KubeClient, namespace: str) -> set[str]:
+    held = client.list(LEASES, namespace=namespace)["items"]
+    return {o["metadata"]["name"] for o in held if o["spec"].get("holderIdentity")}
