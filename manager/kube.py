@@ -1374,6 +1374,29 @@ class Write:
         return cls("PATCH", path, patch, _PATCH_CONTENT_TYPES["merge"])
 
 
+def _answer(
+    status: int, retry_after: str, data: bytes, method: str, path: str
+) -> JsonDict | ApiError:
+    """A write's answer read by :func:`_read_response`: the decoded object, or the
+    :class:`~manager.errors.ApiError` it is (an error status, or a body that is no JSON
+    object)."""
+    if not 200 <= status < 300:
+        headers = {"Retry-After": retry_after} if retry_after else {}
+        return _error_from_response(status, headers, data, method, path)
+    try:
+        decoded = orjson.loads(data) if data.strip() else {}
+    except orjson.JSONDecodeError:
+        decoded = None
+    if not isinstance(decoded, dict):
+        text = data[:_ERROR_TEXT_LIMIT].decode("utf-8", "replace")
+        return ApiError(
+            f"{method} {path}: the answer is not a JSON object: {text!r}",
+            status=0,
+            reason="InvalidResponse",
+        )
+    return decoded
+
+
 def _request_bytes(write: Write, prefix: str, head: bytes) -> bytes:
     payload = orjson.dumps(write.body)
     return b"".join(
@@ -1542,21 +1565,7 @@ class WriteSession:
         self, write: Write, status: int, retry_after: str, data: bytes
     ) -> JsonDict | ApiError:
         self._client._observe(write.method, str(status), time.monotonic())
-        if not 200 <= status < 300:
-            headers = {"Retry-After": retry_after} if retry_after else {}
-            return _error_from_response(status, headers, data, write.method, write.path)
-        try:
-            decoded = orjson.loads(data) if data.strip() else {}
-        except orjson.JSONDecodeError:
-            decoded = None
-        if not isinstance(decoded, dict):
-            text = data[:_ERROR_TEXT_LIMIT].decode("utf-8", "replace")
-            return ApiError(
-                f"{write.method} {write.path}: the answer is not a JSON object: {text!r}",
-                status=0,
-                reason="InvalidResponse",
-            )
-        return decoded
+        return _answer(status, retry_after, data, write.method, write.path)
 
     def _write(self, method: str, path: str, body: JsonDict, content_type: str) -> JsonDict:
         client = self._client
@@ -1622,21 +1631,10 @@ class WriteSession:
         if close:
             self._release(keep=False)
         client._observe(method, str(status), start)
-        if not 200 <= status < 300:
-            headers = {"Retry-After": retry_after} if retry_after else {}
-            raise _error_from_response(status, headers, data, method, path)
-        try:
-            decoded = orjson.loads(data) if data.strip() else {}
-        except orjson.JSONDecodeError:
-            decoded = None
-        if not isinstance(decoded, dict):
-            text = data[:_ERROR_TEXT_LIMIT].decode("utf-8", "replace")
-            raise ApiError(
-                f"{method} {path}: the answer is not a JSON object: {text!r}",
-                status=0,
-                reason="InvalidResponse",
-            )
-        return decoded
+        answer = _answer(status, retry_after, data, method, path)
+        if isinstance(answer, ApiError):
+            raise answer
+        return answer
 
     def _build_head(self) -> bytes | None:
         """Host, User-Agent, Accept and authentication headers, once per session."""
