@@ -1071,19 +1071,9 @@ class KubeClient:
                     stream=False,
                 )
         assert isinstance(data, bytes)
-        if not data.strip():
-            return {}
-        try:
-            decoded = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            decoded = None
-        if not isinstance(decoded, dict):
-            text = data[:_ERROR_TEXT_LIMIT].decode("utf-8", "replace")
-            raise ApiError(
-                f"{method} {path}: the answer is not a JSON object: {text!r}",
-                status=0,
-                reason="InvalidResponse",
-            )
+        decoded = _json_object(data, method, path)
+        if isinstance(decoded, ApiError):
+            raise decoded
         return decoded
 
     def _execute(
@@ -1383,6 +1373,12 @@ def _answer(
     if not 200 <= status < 300:
         headers = {"Retry-After": retry_after} if retry_after else {}
         return _error_from_response(status, headers, data, method, path)
+    return _json_object(data, method, path)
+
+
+def _json_object(data: bytes, method: str, path: str) -> JsonDict | ApiError:
+    """A successful answer's body as the object it must be (an empty body is ``{}``), or
+    the ``InvalidResponse`` error it is when it is no JSON object."""
     try:
         decoded = orjson.loads(data) if data.strip() else {}
     except orjson.JSONDecodeError:
