@@ -386,7 +386,10 @@ def test_a_write_in_flight_when_the_drain_times_out_is_abandoned_before_the_key_
     times out with writes of moving keys on the wire. A must abandon them (close their
     connections) before it publishes the ring that gives the keys to B: none is applied
     after B took the key."""
-    a = setup.replica("rep-a", hold=0.1, drain_timeout=0.2).start()
+    # 8 workers: when the drain times out, A has 8 writes on the wire, and the chance
+    # that none of them is for a key moving to B (so nothing to abandon, and the test
+    # proves nothing) is 1 in 2**8, not 1 in 16 as with 4
+    a = setup.replica("rep-a", hold=0.1, drain_timeout=0.2, workers=8).start()
     setup.tick()
     _until(lambda: setup.journal.written_by(a.identity) > 0, "A at work")
     slow = a.proxy.delay_requests(rb"PATCH /api/v1/namespaces/[^/]+/configmaps/", 1.0)
