@@ -4,10 +4,9 @@ The concept is client-go's ``rest`` package (``RESTClient``, ``Request``, ``with
 the ``rest_client_*`` metrics) together with its ``dynamic`` client: requests address a
 :class:`~manager.resources.Resource` plus namespace and name, and objects are plain
 ``dict`` values decoded with ``orjson`` from the response bytes. No model classes of the
-official client are ever built. This is the only module of Overseer that imports
-``kubernetes``; it uses it for what it does well (kubeconfig and in-cluster loading,
-authentication headers with token refresh, TLS, the urllib3 connection pool) and nothing
-else.
+official client are ever built, and the ``kubernetes`` package is not imported at all
+(its import alone costs a replica about 20 MiB): where the server is and how to
+authenticate come from :mod:`manager.kubeconfig`, connections from urllib3.
 
 Contract:
 
@@ -70,15 +69,11 @@ from urllib.parse import urlencode, urlsplit
 import orjson
 import tenacity
 import urllib3
-import yaml
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
 from opentelemetry import trace
 from prometheus_client import Counter, Histogram
 
 from manager.errors import (
     ApiError,
-    ConfigError,
     NotFound,
     ServerError,
     TooManyRequests,
@@ -88,6 +83,13 @@ from manager.errors import (
 )
 from manager.fencing import IN_FLIGHT, Fence, Flight, current_fence
 from manager.flowcontrol import RateLimiter, TokenBucket
+from manager.kubeconfig import (
+    ClusterConfig,
+    from_kubernetes_configuration,
+    load_in_cluster,
+    load_kubeconfig,
+    pool_manager,
+)
 from manager.metrics import REGISTRY
 from manager.resources import BUILTINS, Resource
 
@@ -141,9 +143,6 @@ REQUEST_DURATION = Histogram(
     buckets=(0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0),
     registry=REGISTRY,
 )
-
-# The config loaders are untyped; keep their Any here.
-_K8S_CONFIG: Any = k8s_config
 
 _BUILTIN_KINDS: Final[dict[tuple[str, str], Resource]] = {
     (r.api_version, r.kind): r for r in BUILTINS.values()
@@ -488,17 +487,21 @@ class KubeClient:
         rate_limiter: RateLimiter | None = None,
         retry_sleep: Callable[[float], None] | None = None,
     ) -> None:
-        if not isinstance(configuration, k8s_client.Configuration):
-            raise TypeError("configuration must be a kubernetes.client.Configuration")
+        if isinstance(configuration, ClusterConfig):
+            config = configuration
+        elif type(configuration).__module__.startswith("kubernetes.client"):
+            config = from_kubernetes_configuration(configuration)
+        else:
+            raise TypeError(
+                "configuration must be a manager.kubeconfig.ClusterConfig "
+                "(or a kubernetes.client.Configuration)"
+            )
+        self._config = config
         self._options = options if options is not None else ClientOptions()
-        cfg: Any = configuration
-        cfg.connection_pool_maxsize = self._options.pool_size
-        cfg.retries = False  # retries are ours (tenacity), not urllib3's
-        self._host: str = str(cfg.host).rstrip("/")
+        self._host: str = config.server
         self._host_label = urlsplit(self._host).netloc or self._host
-        self._api: Any = k8s_client.ApiClient(cfg)
-        self._api.user_agent = self._options.user_agent
-        _use_fenced_connections(self._api.rest_client.pool_manager)
+        self._pool_manager: Any = pool_manager(config, self._options.pool_size)
+        _use_fenced_connections(self._pool_manager)
         self._fence: Fence | None = None
         self._limiter: RateLimiter = (
             rate_limiter
@@ -510,10 +513,9 @@ class KubeClient:
         self._discovered: dict[str, dict[str, Resource]] = {}
         # The pool of the API server's connections, for requests sent without urllib3's
         # request machinery (None behind a proxy: those go through urllib3).
-        pool_manager = self._api.rest_client.pool_manager
         self._pool: Any = None
-        if not isinstance(pool_manager, urllib3.ProxyManager):
-            self._pool = pool_manager.connection_from_url(self._host)
+        if not isinstance(self._pool_manager, urllib3.ProxyManager) and config.proxy_url is None:
+            self._pool = self._pool_manager.connection_from_url(self._host)
         origin = urlsplit(self._host)
         self._origin = f"{origin.scheme}://{origin.netloc}"
         self._host_header = f"Host: {origin.netloc}"
@@ -532,7 +534,8 @@ class KubeClient:
         rate_limiter: RateLimiter | None = None,
         retry_sleep: Callable[[float], None] | None = None,
     ) -> KubeClient:
-        """A client for a kubeconfig file.
+        """A client for a kubeconfig file (:func:`manager.kubeconfig.load_kubeconfig`
+        says what of it is used).
 
         Args:
             path: the file; default the first entry of ``$KUBECONFIG``, then
@@ -543,19 +546,7 @@ class KubeClient:
             ConfigError: the file is missing, unreadable or not a usable kubeconfig.
         """
         resolved = os.path.expanduser(path or _env_kubeconfig() or _HOME_KUBECONFIG)
-        if not os.path.isfile(resolved):
-            raise ConfigError([f"kubeconfig {resolved}: no such file"])
-        _check_kubeconfig(resolved)
-        configuration = k8s_client.Configuration()
-        try:
-            _K8S_CONFIG.load_kube_config(
-                config_file=resolved,
-                context=context,
-                client_configuration=configuration,
-                persist_config=False,
-            )
-        except Exception as exc:
-            raise ConfigError([f"kubeconfig {resolved}: {_describe(exc)}"]) from None
+        configuration = load_kubeconfig(resolved, context)
         return cls(
             configuration, options=options, rate_limiter=rate_limiter, retry_sleep=retry_sleep
         )
@@ -568,16 +559,13 @@ class KubeClient:
         rate_limiter: RateLimiter | None = None,
         retry_sleep: Callable[[float], None] | None = None,
     ) -> KubeClient:
-        """A client for the API server of the cluster this pod runs in (service account).
+        """A client for the API server of the cluster this pod runs in (service account;
+        its token is re-read as the kubelet rotates it).
 
         Raises:
             ConfigError: not in a pod, or the service account token/CA cannot be read.
         """
-        configuration = k8s_client.Configuration()
-        try:
-            _K8S_CONFIG.load_incluster_config(client_configuration=configuration)
-        except Exception as exc:
-            raise ConfigError([f"in-cluster configuration: {_describe(exc)}"]) from None
+        configuration = load_in_cluster()
         return cls(
             configuration, options=options, rate_limiter=rate_limiter, retry_sleep=retry_sleep
         )
@@ -633,8 +621,7 @@ class KubeClient:
         uses this (on an unfenced client) for short, unretried requests that cannot outlast
         its deadline.
         """
-        configuration = copy.deepcopy(self._api.configuration)
-        clone = KubeClient(configuration, options=options, retry_sleep=self._retry_sleep)
+        clone = KubeClient(self._config, options=options, retry_sleep=self._retry_sleep)
         clone._fence = self._fence
         return clone
 
@@ -659,12 +646,12 @@ class KubeClient:
         a connection still in use is closed when it is given back."""
         # urllib3 2.x PoolManager.clear() only forgets its pools (their sockets close when
         # they are garbage collected, which a kept traceback can delay forever): close them.
-        pools = self._api.rest_client.pool_manager.pools
+        pools = self._pool_manager.pools
         for key in builtins.list(pools.keys()):
             pool = pools.get(key)
             if pool is not None:
                 pool.close()
-        self._api.close()
+        self._pool_manager.clear()
 
     def __enter__(self) -> Self:
         return self
@@ -1183,15 +1170,9 @@ class KubeClient:
             if valid_for is not None and isinstance(timeout, float | int):
                 timeout = min(float(timeout), valid_for)
             flight = IN_FLIGHT.begin(fence)
-        headers: dict[str, str] = dict(self._api.default_headers)
-        headers["Accept"] = "application/json"
+        headers = self._headers()
         if body is not None:
             headers["Content-Type"] = content_type or "application/json"
-        auth_query: builtins.list[tuple[str, str]] = []
-        path = urlsplit(url).path
-        self._api.update_params_for_auth(headers, auth_query, ["BearerToken"], path, method, body)
-        if auth_query:
-            url = f"{url}{'&' if '?' in url else '?'}{urlencode(auth_query)}"
         start = time.monotonic()
         response: urllib3.BaseHTTPResponse | None = None
         answer_headers: Mapping[str, str]
@@ -1209,7 +1190,7 @@ class KubeClient:
                     return response
                 data = response.data
                 answer_headers = response.headers
-        except (urllib3.exceptions.HTTPError, k8s_client.ApiException, OSError) as exc:
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
             if response is not None:
                 response.close()
             self._observe(method, "<error>", start)
@@ -1280,6 +1261,17 @@ class KubeClient:
             pool._put_conn(conn)
         return status, ({"Retry-After": retry_after} if retry_after else {}), data
 
+    def _headers(self) -> dict[str, str]:
+        """User-Agent, Accept and the credentials' Authorization header (refreshed by the
+        credentials when due) for the next request."""
+        headers = {"User-Agent": self._options.user_agent, "Accept": "application/json"}
+        credentials = self._config.credentials
+        if credentials is not None:
+            authorization = credentials.authorization()
+            if authorization:
+                headers["Authorization"] = authorization
+        return headers
+
     def _write_fence(self, method: str) -> Fence | None:
         """The fence a request must pass: writes of a fenced client only."""
         if self._fence is None or method not in _WRITES:
@@ -1303,7 +1295,7 @@ class KubeClient:
         else:
             t = urllib3.Timeout(total=timeout)
         payload = _encode_body(body)
-        pool = self._api.rest_client.pool_manager
+        pool = self._pool_manager
         return cast(
             urllib3.BaseHTTPResponse,
             pool.request(
@@ -1334,8 +1326,6 @@ class KubeClient:
         cause: object = exc
         if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
             cause = exc.reason
-        if isinstance(exc, k8s_client.ApiException):
-            cause = str(getattr(exc, "reason", "") or exc).replace("\n", ": ")
         return Unavailable(
             f"{method} {path}: cannot reach {self._host}: {cause}",
             status=0,
@@ -1431,10 +1421,7 @@ class WriteSession:
 
     def __init__(self, client: KubeClient) -> None:
         self._client = client
-        pool_manager = client._api.rest_client.pool_manager
-        self._pool: Any = None
-        if not isinstance(pool_manager, urllib3.ProxyManager):
-            self._pool = pool_manager.connection_from_url(client._host)
+        self._pool: Any = client._pool
         self._conn: Any = None
         self._reader: Any = None
         self._used = False  # the held connection has carried a write already
@@ -1634,14 +1621,7 @@ class WriteSession:
 
     def _build_head(self) -> bytes | None:
         """Host, User-Agent, Accept and authentication headers, once per session."""
-        api = self._client._api
-        headers: dict[str, str] = dict(api.default_headers)
-        headers["Accept"] = "application/json"
-        auth_query: builtins.list[tuple[str, str]] = []
-        api.update_params_for_auth(headers, auth_query, ["BearerToken"], "/", "POST", None)
-        if auth_query:
-            return None
-        headers.setdefault("User-Agent", api.user_agent)
+        headers = self._client._headers()
         host = urlsplit(self._client._host).netloc
         lines = [f"Host: {host}"] + [
             f"{k}: {v}"
@@ -1784,19 +1764,6 @@ def _env_kubeconfig() -> str | None:
         if entry.strip():
             return entry.strip()
     return None
-
-
-def _check_kubeconfig(path: str) -> None:
-    """Fail early, with a message a person can act on, for a file that is no kubeconfig."""
-    try:
-        with open(path, encoding="utf-8") as file:
-            document = yaml.safe_load(file)
-    except OSError as exc:
-        raise ConfigError([f"kubeconfig {path}: cannot read: {exc.strerror or exc}"]) from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ConfigError([f"kubeconfig {path}: not valid YAML: {_describe(exc)}"]) from None
-    if not isinstance(document, dict):
-        raise ConfigError([f"kubeconfig {path}: not a kubeconfig (expected a YAML mapping)"])
 
 
 def _describe(exc: BaseException) -> str:
