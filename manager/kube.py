@@ -1207,6 +1207,8 @@ class KubeClient:
         self._observe(method, str(status), start)
         if 200 <= status < 300:
             return data
+        if status == 401:
+            self._rejected(headers.get("Authorization"))
         raise _error_from_response(status, answer_headers, data, method, urlsplit(url).path)
 
     def _exchange(
@@ -1271,6 +1273,12 @@ class KubeClient:
             if authorization:
                 headers["Authorization"] = authorization
         return headers
+
+    def _rejected(self, authorization: str | None) -> None:
+        """A 401: credentials that can be fetched again (an exec plugin's) are, next time."""
+        rejected = getattr(self._config.credentials, "rejected", None)
+        if authorization and rejected is not None:
+            rejected(authorization)
 
     def _write_fence(self, method: str) -> Fence | None:
         """The fence a request must pass: writes of a fenced client only."""

@@ -82,7 +82,11 @@ EXPIRY_MARGIN_SECONDS: Final = 10.0
 
 
 class Credentials(Protocol):
-    """What authenticates each request: the ``Authorization`` header's value."""
+    """What authenticates each request: the ``Authorization`` header's value.
+
+    Credentials that can be fetched again may also have ``rejected(authorization)``,
+    which the client calls when the server answered 401 to a request carrying it.
+    """
 
     def authorization(self) -> str | None:
         """The header value (``Bearer ...``, ``Basic ...``) for the next request, or None.
@@ -274,6 +278,14 @@ class ExecPlugin:
                 ):
                     self._run()
         return f"Bearer {self._token}" if self._token is not None else None
+
+    def rejected(self, authorization: str) -> None:
+        """The server answered 401 to ``authorization``: a token it gave is run for again
+        at the next request (client-go's exec authenticator does the same), unless a newer
+        one was fetched meanwhile. A plugin that gave only a certificate is left alone."""
+        with self._lock:
+            if self._token is not None and authorization == f"Bearer {self._token}":
+                self._expiry = 0.0
 
     def _run(self) -> None:
         info: dict[str, Any] = {

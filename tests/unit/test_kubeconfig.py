@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-from manager.errors import ConfigError, Unavailable
+from manager.errors import ConfigError, Unauthorized, Unavailable
 from manager.kube import ClientOptions, KubeClient
 from manager.kubeconfig import (
     ClusterConfig,
@@ -35,7 +35,7 @@ from manager.kubeconfig import (
     load_in_cluster,
     load_kubeconfig,
 )
-from tests.unit.test_kube import PODS, Reply, StubApiServer, pod
+from tests.unit.test_kube import PODS, Reply, StubApiServer, pod, status_body
 
 OPENSSL = shutil.which("openssl")
 needs_openssl = pytest.mark.skipif(
@@ -378,6 +378,26 @@ def test_an_exec_plugin_token_is_cached_until_it_expires(
         assert runs(tmp_path) == 4
     finally:
         del os.environ["EXPIRES"]
+
+
+def test_a_401_makes_the_exec_plugin_run_again(stub: StubApiServer, tmp_path: Path) -> None:
+    """A token the server rejects before its expiry (revoked) is not sent again."""
+    script = plugin(
+        tmp_path,
+        """
+        print(json.dumps({"apiVersion": info["apiVersion"], "kind": "ExecCredential",
+            "status": {"token": f"tok-{n}", "expirationTimestamp": "2999-01-01T00:00:00Z"}}))
+        """,
+    )
+    path = kubeconfig(tmp_path / "config", {"server": stub.url}, exec_user(script))
+    path_ = "/api/v1/namespaces/default/pods/a"
+    stub.reply("GET", path_, Reply(401, status_body(401, "Unauthorized", "Unauthorized")))
+    stub.reply("GET", path_, Reply(body=pod("a")))
+    with KubeClient.from_kubeconfig(str(path), options=ClientOptions(max_retries=0)) as client:
+        with pytest.raises(Unauthorized):
+            client.get(PODS, "a", "default")
+        client.get(PODS, "a", "default")
+    assert [s.headers["authorization"] for s in stub.requests()] == ["Bearer tok-1", "Bearer tok-2"]
 
 
 def test_an_exec_plugin_gets_the_cluster_when_asked(stub: StubApiServer, tmp_path: Path) -> None:
