@@ -471,8 +471,11 @@ class WatchStream:
 class KubeClient:
     """One connection pool to one API server; raw JSON reads, writes and watches.
 
-    Build it with :meth:`load`, :meth:`from_kubeconfig` or :meth:`in_cluster`; close it
-    with :meth:`close` or by using it as a context manager. Safe to share between threads.
+    Build it with :meth:`load`, :meth:`from_kubeconfig` or :meth:`in_cluster`, or from a
+    :class:`~manager.kubeconfig.ClusterConfig` (a ``kubernetes.client.Configuration`` is
+    accepted too: its host, TLS settings, proxy and API key or basic auth are used); close
+    it with :meth:`close` or by using it as a context manager. Safe to share between
+    threads.
 
     ``rate_limiter`` replaces the default :class:`~manager.flowcontrol.TokenBucket`
     (``options.qps``/``options.burst``); ``retry_sleep`` replaces ``time.sleep`` between
