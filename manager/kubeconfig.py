@@ -43,6 +43,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import dataclasses
 import importlib
 import ipaddress
 import json
@@ -569,16 +570,8 @@ def _through_kubernetes_package(
         )
     except Exception as exc:
         raise ConfigError([f"context {name!r}: {_describe(exc)}"]) from None
-    loaded = from_kubernetes_configuration(configuration)
-    return ClusterConfig(
-        server=loaded.server,
-        ca_pem=loaded.ca_pem,
-        insecure=loaded.insecure,
-        tls_server_name=loaded.tls_server_name,
-        client_cert_pem=loaded.client_cert_pem,
-        client_key_pem=loaded.client_key_pem,
-        proxy_url=loaded.proxy_url,
-        credentials=loaded.credentials,
+    return dataclasses.replace(
+        from_kubernetes_configuration(configuration),
         namespace=str(context.get("namespace") or "default"),
         source=f"kubeconfig {path}, context {name} (auth-provider, cluster {cluster_name})",
     )

@@ -42,16 +42,6 @@ class Switch:
 
 
 @pytest.fixture
-def stub() -> Iterator[StubApiServer]:
-    server = StubApiServer()
-    server.thread.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
 def make_client(stub: StubApiServer, tmp_path: Path) -> Iterator[Callable[..., KubeClient]]:
     clients: list[KubeClient] = []
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", stub.url)

@@ -236,16 +236,6 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def stub() -> Iterator[StubApiServer]:
-    server = StubApiServer()
-    server.thread.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
 def kubeconfig(stub: StubApiServer, tmp_path: Path) -> Path:
     return write_kubeconfig(tmp_path / "kubeconfig", stub.url)
 

@@ -106,16 +106,6 @@ def tls_stub(pki: Pki) -> Iterator[StubApiServer]:
         server.stop()
 
 
-@pytest.fixture
-def stub() -> Iterator[StubApiServer]:
-    server = StubApiServer()
-    server.thread.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 def b64(path: Path) -> str:
     return base64.b64encode(path.read_bytes()).decode()
 
