@@ -55,7 +55,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -115,9 +115,9 @@ class ClusterConfig:
     insecure: bool = False
     tls_server_name: str | None = None
     client_cert_pem: bytes | None = None
-    client_key_pem: bytes | None = None
+    client_key_pem: bytes | None = field(default=None, repr=False)
     proxy_url: str | None = None
-    credentials: Credentials | None = field(default=None, compare=False)
+    credentials: Credentials | None = field(default=None, compare=False, repr=False)
     namespace: str = "default"
     source: str = ""
 
@@ -140,7 +140,7 @@ class ClusterConfig:
 class StaticToken:
     """A bearer token that never changes (a kubeconfig's ``token``)."""
 
-    token: str
+    token: str = field(repr=False)
 
     def authorization(self) -> str | None:
         return f"Bearer {self.token}"
@@ -151,7 +151,7 @@ class BasicAuth:
     """``username``/``password`` of a kubeconfig user."""
 
     username: str
-    password: str
+    password: str = field(repr=False)
 
     def authorization(self) -> str | None:
         pair = f"{self.username}:{self.password}".encode()
@@ -170,7 +170,7 @@ class TokenFile:
         path: str,
         *,
         reread: float = TOKEN_FILE_REREAD_SECONDS,
-        clock: Any = time.monotonic,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._path = path
         self._reread = reread
@@ -221,7 +221,7 @@ class ExecPlugin:
         where: str,
         cluster: Mapping[str, Any] | None,
         cwd: str | None,
-        clock: Any = time.time,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         problems: list[str] = []
         api_version = spec.get("apiVersion")

@@ -571,3 +571,21 @@ def test_the_client_does_not_import_the_kubernetes_package() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_configuration_shown_in_a_log_shows_no_secret(tmp_path: Path) -> None:
+    path = kubeconfig(
+        tmp_path / "config",
+        {"server": "https://127.0.0.1:1", "insecure-skip-tls-verify": True},
+        {"token": "s3cret-token", "client-key-data": base64.b64encode(b"KEY-BYTES").decode(),
+         "client-certificate-data": base64.b64encode(b"CERT").decode()},
+    )  # fmt: skip
+    shown = repr(load_kubeconfig(str(path)))
+    assert "https://127.0.0.1:1" in shown
+    assert "s3cret-token" not in shown
+    assert "KEY-BYTES" not in shown
+    basic = kubeconfig(
+        tmp_path / "b", {"server": "http://x:1"}, {"username": "u", "password": "pw1"}
+    )
+    credentials = load_kubeconfig(str(basic)).credentials
+    assert "pw1" not in repr(credentials)
