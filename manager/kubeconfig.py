@@ -257,7 +257,10 @@ class ExecPlugin:
             raise ConfigError(problems)
         self._where = where
         self._api_version = str(api_version)
-        self._argv = [str(command), *args]
+        command = str(command)
+        if os.sep in command and not os.path.isabs(command) and cwd:
+            command = os.path.normpath(os.path.join(cwd, command))  # as client-go resolves it
+        self._argv = [command, *args]
         self._env = env
         self._install_hint = str(spec.get("installHint") or "")
         self._cluster = dict(cluster) if spec.get("provideClusterInfo") and cluster else None
@@ -300,9 +303,7 @@ class ExecPlugin:
         environ.update(self._env)
         environ["KUBERNETES_EXEC_INFO"] = json.dumps(info)
         command = self._argv[0]
-        if shutil.which(command, path=environ.get("PATH")) is None and not (
-            self._cwd and os.path.isfile(os.path.join(self._cwd, command))
-        ):
+        if shutil.which(command, path=environ.get("PATH")) is None:
             hint = f" ({self._install_hint.strip()})" if self._install_hint.strip() else ""
             raise ConfigError([f"{self._where}.command: {command!r} not found{hint}"])
         try:

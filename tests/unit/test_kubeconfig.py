@@ -163,7 +163,7 @@ def test_inline_ca_and_client_certificate_with_tls_server_name(
 
 @needs_openssl
 def test_certificate_files_are_relative_to_the_kubeconfig(
-    tls_stub: StubApiServer, pki: Pki, tmp_path: Path
+    tls_stub: StubApiServer, pki: Pki, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     home = tmp_path / "kube"
     home.mkdir()
@@ -179,7 +179,7 @@ def test_certificate_files_are_relative_to_the_kubeconfig(
          "tls-server-name": "apiserver.test"},
         {"client-certificate": "me.crt", "client-key": "me.key", "token": "t0"},
     )  # fmt: skip
-    os.chdir(tmp_path)  # not the kubeconfig's directory
+    monkeypatch.chdir(tmp_path)  # not the kubeconfig's directory
     assert get_pod(str(path), tls_stub)["authorization"] == "Bearer t0"
 
 
@@ -388,6 +388,28 @@ def test_a_401_makes_the_exec_plugin_run_again(stub: StubApiServer, tmp_path: Pa
             client.get(PODS, "a", "default")
         client.get(PODS, "a", "default")
     assert [s.headers["authorization"] for s in stub.requests()] == ["Bearer tok-1", "Bearer tok-2"]
+
+
+def test_a_relative_exec_command_is_relative_to_the_kubeconfig(
+    stub: StubApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = plugin(
+        tmp_path,
+        """
+        print(json.dumps({"apiVersion": info["apiVersion"], "kind": "ExecCredential",
+            "status": {"token": "from-bin"}}))
+        """,
+    )
+    (tmp_path / "bin").mkdir()
+    wrapper = tmp_path / "bin" / "plugin"
+    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {script}\n")
+    wrapper.chmod(0o755)
+    user = exec_user(script, command="./bin/plugin", args=[])
+    path = kubeconfig(tmp_path / "config", {"server": stub.url}, user)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert get_pod(str(path), stub)["authorization"] == "Bearer from-bin"
 
 
 def test_an_exec_plugin_gets_the_cluster_when_asked(stub: StubApiServer, tmp_path: Path) -> None:
