@@ -29,6 +29,9 @@ What a kubeconfig may say, and what happens:
   ``expirationTimestamp``, then the plugin runs again; a client certificate it returns is
   used for the connections made from then on); ``username``/``password`` (basic auth).
   Client certificates: ``client-certificate-data``/``client-key-data`` or the file forms.
+* ``OVERSEER_KUBECONFIG_LOADER=kubernetes`` in the environment sends every kubeconfig
+  through the ``kubernetes`` package's loader instead (for a kubeconfig feature not read
+  here; the process then pays the package's import).
 * Files are read when the configuration is loaded, so a missing or unreadable one is a
   :class:`~manager.errors.ConfigError` naming it, not a failure at the first request.
   A client key never touches the disk beyond the kubeconfig itself: key and certificate
@@ -78,6 +81,9 @@ EXEC_API_VERSIONS: Final = (
     "client.authentication.k8s.io/v1beta1",
 )
 EXEC_TIMEOUT_SECONDS: Final = 60.0
+# OVERSEER_KUBECONFIG_LOADER=kubernetes: every kubeconfig through the kubernetes package
+# (an escape hatch for a kubeconfig feature this loader does not read; costs ~20 MiB).
+LOADER_ENV: Final = "OVERSEER_KUBECONFIG_LOADER"
 # A token this close to its expiry is refreshed before it is sent.
 EXPIRY_MARGIN_SECONDS: Final = 10.0
 
@@ -443,7 +449,7 @@ def _from_document(document: Mapping[str, Any], path: str, wanted: str | None) -
     if not isinstance(server, str) or not server:
         raise ConfigError([f"cluster {cluster_name!r}: server is not set"])
     server = server.rstrip("/")
-    if "auth-provider" in user:
+    if "auth-provider" in user or os.environ.get(LOADER_ENV) == "kubernetes":
         return _through_kubernetes_package(path, str(name), context, cluster_name)
     where = f"users[{user_name}].user"
     ca = _pem(cluster, "certificate-authority", base, f"clusters[{cluster_name}].cluster")
@@ -574,7 +580,10 @@ def _through_kubernetes_package(
     return dataclasses.replace(
         from_kubernetes_configuration(configuration),
         namespace=str(context.get("namespace") or "default"),
-        source=f"kubeconfig {path}, context {name} (auth-provider, cluster {cluster_name})",
+        source=(
+            f"kubeconfig {path}, context {name} (cluster {cluster_name}), "
+            "through the kubernetes package"
+        ),
     )
 
 

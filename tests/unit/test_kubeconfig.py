@@ -583,6 +583,19 @@ def test_an_auth_provider_user_goes_through_the_kubernetes_package(
     assert get_pod(str(path), stub)["authorization"] == f"Bearer {id_token}"
 
 
+def test_the_kubernetes_package_loader_can_be_asked_for(
+    stub: StubApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OVERSEER_KUBECONFIG_LOADER=kubernetes: the escape hatch for a kubeconfig feature
+    Overseer's loader does not read."""
+    path = kubeconfig(tmp_path / "config", {"server": stub.url}, {"token": "t"}, namespace="ns")
+    monkeypatch.setenv("OVERSEER_KUBECONFIG_LOADER", "kubernetes")
+    config = load_kubeconfig(str(path))
+    assert "through the kubernetes package" in config.source
+    assert config.namespace == "ns"
+    assert get_pod(config, stub)["authorization"] == "Bearer t"
+
+
 def test_the_client_does_not_import_the_kubernetes_package() -> None:
     """What a replica imports (the CLI, the client, the controllers) leaves the
     ``kubernetes`` package out: its import alone is about 20 MiB of RSS."""
