@@ -214,8 +214,8 @@ class EventOptions:
     """Entries of each correlator LRU cache (default 4096 entries)."""
     max_attempts: int = 3
     """Writes tried per event, the first included (default 3 attempts)."""
-    batch_interval: float = 0.05
-    """How long the sender lets events gather before it writes them (default 0.05 seconds;
+    batch_interval: float = 0.2
+    """How long the sender lets events gather before it writes them (default 0.2 seconds;
     0: write as they come)."""
     retry_interval: float = 10.0
     """Wait between attempts; the first is jittered down to half (default 10.0 seconds)."""
