@@ -17,10 +17,12 @@ Contract:
   in batches by time: it lets events gather for ``batch_interval`` seconds (a flush or a
   stop ends the wait), then builds each Event (its timestamps and name from the time it
   was recorded), runs it through the :class:`EventCorrelator` and writes it, in order,
-  one after the other on one held connection (:meth:`KubeClient.write_session`: the
-  request head built once per batch, one ``orjson.dumps`` per body, a minimal answer
-  parser), which costs a fraction of an ordinary request's CPU. The correlator's rules
-  are client-go's:
+  one after the other on one held connection (:meth:`KubeClient.write_session`, one
+  for the sender's life: the request head built once per batch, one ``orjson.dumps``
+  per body, the answers read together at the server's pace by a minimal parser, a
+  successful answer's body not decoded: the correlator keeps the Event as written),
+  which costs a fraction of an ordinary request's CPU. The correlator's rules are
+  client-go's:
 
   - *Aggregation*: events that differ only by message (same involved object, type,
     reason, source) are tracked per object for ``aggregate_window`` seconds (sliding:
