@@ -34,6 +34,9 @@ from bench.workload import run_parallel
 NAMES = 100  # Deployments updated round-robin: each is updated every NAMES / R seconds
 RATES = tuple(int(r) for r in os.environ.get("BENCH_RATES", "50,100,200,400").split(","))
 SECONDS = float(os.environ.get("BENCH_STEP_SECONDS", "10"))  # per rate
+# Updates at the lowest rate, whose p99 is a goal: enough that the p99 is the 30th slowest
+# of them, not the 5th of a 10 s step (which swung 10x between runs)
+LOW_RATE_UPDATES = int(os.environ.get("BENCH_LOW_RATE_UPDATES", "3000"))
 WORKERS = 4
 GEN_THREADS = 8
 DRAIN = 5.0  # seconds after the last write for the Service to catch up, to count as kept up
@@ -80,7 +83,16 @@ class Ports:
             raise self._watch.error
 
 
+def step_seconds(rate: int) -> float:
+    """How long the generator writes at ``rate``: :data:`SECONDS`, or for the lowest rate
+    long enough for :data:`LOW_RATE_UPDATES` updates."""
+    if rate == RATES[0]:
+        return max(SECONDS, LOW_RATE_UPDATES / rate)
+    return SECONDS
+
+
 def _step(run: Run, ns: str, ports: Ports, subject: Subject, *, rate: int, first: int) -> Metrics:
+    seconds = step_seconds(rate)
     with Child(
         "bench.deployments",
         "update",
@@ -95,13 +107,13 @@ def _step(run: Run, ns: str, ports: Ports, subject: Subject, *, rate: int, first
         "--rate",
         str(rate),
         "--seconds",
-        str(SECONDS),
+        str(seconds),
         "--first",
         str(first),
         "--threads",
         str(GEN_THREADS),
     ) as generator:
-        result = generator.next(SECONDS * 3 + 60)
+        result = generator.next(seconds * 3 + 60)
     writes: list[list[float]] = result["writes"]
     last_write = max(t for _, t in writes)
     deadline = time.monotonic() + SETTLE
@@ -168,7 +180,7 @@ def _one(run: Run, kind: str) -> Metrics:
             step = _step(run, ns, ports, subject, rate=rate, first=first)
             updates += int(step.pop("updates"))
             busy += time.monotonic() - t0
-            first += int(rate * SECONDS) + NAMES
+            first += int(rate * step_seconds(rate)) + NAMES
             metrics.update(step)
             kept = step[f"{kind}_r{rate}_kept_up"] > 0
             all_kept = all_kept and kept
@@ -182,7 +194,7 @@ def _one(run: Run, kind: str) -> Metrics:
         metrics[f"{kind}_highest_rate"] = highest
         metrics[f"{kind}_cpu_seconds"] = subject.sampler.cpu() - cpu0
         metrics[f"{kind}_cpu_ms_per_update"] = (
-            1000 * metrics[f"{kind}_cpu_seconds"] / sum(r * SECONDS for r in RATES)
+            1000 * metrics[f"{kind}_cpu_seconds"] / sum(r * step_seconds(r) for r in RATES)
         )
         metrics[f"{kind}_peak_rss_mb"] = subject.sampler.peak_rss() / MB
         _, after = wait_settled(subject.sampler.cpu, target.requests, RESOURCES)
@@ -211,7 +223,9 @@ def _one(run: Run, kind: str) -> Metrics:
 {NAMES} opted-in Deployments are exposed by one subject (its own process, {WORKERS}
 workers, a fresh namespace; subjects as in `exposure-burst`); then a generator process
 updates them round-robin at R = {", ".join(map(str, RATES))} updates/s, {SECONDS:g} s per
-rate, paced on a schedule over {GEN_THREADS} connections. Every update sets a new first
+rate ({step_seconds(RATES[0]):g} s at {RATES[0]}/s: {int(RATES[0] * step_seconds(RATES[0])):,}
+updates, so that its p99 is the {int(RATES[0] * step_seconds(RATES[0])) // 100}th slowest, not one
+unlucky moment), paced on a schedule over {GEN_THREADS} connections. Every update sets a new first
 container port, which the subject copies into the Service (for kopf, an `on.update`
 handler on the containers; for the others, the level-based reconcile). **rR_p50/p95/p99_ms**:
 from the answered PATCH to the harness's watch seeing the Service with that port or a

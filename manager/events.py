@@ -17,10 +17,12 @@ Contract:
   in batches by time: it lets events gather for ``batch_interval`` seconds (a flush or a
   stop ends the wait), then builds each Event (its timestamps and name from the time it
   was recorded), runs it through the :class:`EventCorrelator` and writes it, in order,
-  one after the other on one held connection (:meth:`KubeClient.write_session`: the
-  request head built once per batch, one ``orjson.dumps`` per body, a minimal answer
-  parser), which costs a fraction of an ordinary request's CPU. The correlator's rules
-  are client-go's:
+  one after the other on one held connection (:meth:`KubeClient.write_session`, one
+  for the sender's life: the request head built once per batch, one ``orjson.dumps``
+  per body, the answers read together at the server's pace by a minimal parser, a
+  successful answer's body not decoded: the correlator keeps the Event as written),
+  which costs a fraction of an ordinary request's CPU. The correlator's rules are
+  client-go's:
 
   - *Aggregation*: events that differ only by message (same involved object, type,
     reason, source) are tracked per object for ``aggregate_window`` seconds (sliding:
@@ -97,6 +99,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import repeat
 from typing import Final, Generic, Protocol, TypeVar
 
 from prometheus_client import Counter
@@ -213,8 +216,8 @@ class EventOptions:
     """Entries of each correlator LRU cache (default 4096 entries)."""
     max_attempts: int = 3
     """Writes tried per event, the first included (default 3 attempts)."""
-    batch_interval: float = 0.05
-    """How long the sender lets events gather before it writes them (default 0.05 seconds;
+    batch_interval: float = 0.2
+    """How long the sender lets events gather before it writes them (default 0.2 seconds;
     0: write as they come)."""
     retry_interval: float = 10.0
     """Wait between attempts; the first is jittered down to half (default 10.0 seconds)."""
@@ -427,26 +430,46 @@ def _str(mapping: object, field: str) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _strs(mapping: object, fields: tuple[str, ...]) -> tuple[str, ...]:
+    """``_str(mapping, f)`` for each of ``fields``, the lookups done by C code (the
+    correlator builds three keys per event)."""
+    if not isinstance(mapping, dict):
+        return ("",) * len(fields)
+    values = tuple(map(mapping.get, fields, repeat("")))
+    if set(map(type, values)) <= _ONLY_STR:
+        return values
+    return tuple(v if isinstance(v, str) else "" for v in values)
+
+
+_ONLY_STR: Final = frozenset({str})
+_SOURCE_FIELDS: Final = ("component", "host")
+_REF_FIELDS: Final = ("kind", "namespace", "name", "uid", "apiVersion")
+_AGGREGATE_FIELDS: Final = ("type", "reason", "reportingComponent", "reportingInstance")
+_EVENT_FIELDS: Final = ("type", "reason", "message")
+
+
 def _object_key(event: JsonDict) -> CorrelationKey:
-    source, ref = event.get("source"), event.get("involvedObject")
     return (
-        _str(source, "component"),
-        _str(source, "host"),
-        *(_str(ref, f) for f in ("kind", "namespace", "name", "uid", "apiVersion")),
+        *_strs(event.get("source"), _SOURCE_FIELDS),
+        *_strs(event.get("involvedObject"), _REF_FIELDS),
     )
 
 
+def _recorded_object_key(ref: JsonDict, component: str, host: str) -> CorrelationKey:
+    """``_object_key`` of the Event built for a recorded call, from what builds it (a
+    reference from :func:`_involved_object` holds only non-empty strings)."""
+    return (component, host, *map(ref.get, _REF_FIELDS, repeat("")))
+
+
 def _aggregate_key(event: JsonDict, object_key: CorrelationKey | None = None) -> CorrelationKey:
-    fields = ("type", "reason", "reportingComponent", "reportingInstance")
     okey = object_key if object_key is not None else _object_key(event)
-    return ("aggregate", *okey, *(_str(event, f) for f in fields))
+    return ("aggregate", *okey, *_strs(event, _AGGREGATE_FIELDS))
 
 
 def _event_key(event: JsonDict, object_key: CorrelationKey | None = None) -> CorrelationKey:
-    ref = event.get("involvedObject")
-    fields = ("type", "reason", "message")
     okey = object_key if object_key is not None else _object_key(event)
-    return ("event", *okey, _str(ref, "fieldPath"), *(_str(event, f) for f in fields))
+    field_path = _str(event.get("involvedObject"), "fieldPath")
+    return ("event", *okey, field_path, *_strs(event, _EVENT_FIELDS))
 
 
 class EventCorrelator:
@@ -467,7 +490,11 @@ class EventCorrelator:
     def correlate(self, event: JsonDict) -> Correlation | None:
         """The write to make for ``event`` (a new dict), or ``None`` when the spam filter
         drops it. Records the observation either way, as client-go does."""
-        object_key = _object_key(event)  # the same for the event and its combined form
+        return self._correlate(event, _object_key(event))
+
+    def _correlate(self, event: JsonDict, object_key: CorrelationKey) -> Correlation | None:
+        """:meth:`correlate` with the event's object key (the same for the event and its
+        combined form) given: the sender builds it from the recorded reference."""
         event, key = self._aggregate(event, object_key)
         correlation = self._observe(event, key)
         if not self._allow(object_key):
@@ -753,6 +780,7 @@ class EventBroadcaster:
 
     def _run(self, stop: threading.Event) -> None:
         interval = self._options.batch_interval
+        session: WriteSession | None = None  # one for the sender's life, used per batch
         try:
             while True:
                 if self._abandon:
@@ -771,16 +799,19 @@ class EventBroadcaster:
                     # (a flush or a shutdown cuts it short)
                     self._hurry.wait(interval)
                 self._hurry.clear()
-                self._send_batch(stop)
+                if session is None:
+                    session = self._client.write_session()
+                self._send_batch(stop, session)
         finally:
             self._closed = True
             self._drop_queued()
 
-    def _send_batch(self, stop: threading.Event) -> None:
-        """Build, correlate and write what is queued, on one held connection."""
+    def _send_batch(self, stop: threading.Event, session: WriteSession) -> None:
+        """Build, correlate and write what is queued, on one held connection (given back
+        when the batch is done)."""
         items = [self._queue.popleft() for _ in range(len(self._queue))]
         pending: list[_Pending] = []
-        with self._client.write_session() as session:
+        with session:
             for i, item in enumerate(items):
                 if self._abandon:  # back in front, to be dropped at the shutdown
                     self._queue.extendleft(reversed(items[i:]))
@@ -814,7 +845,8 @@ class EventBroadcaster:
             at=at,
             stamp=self._stamps(at),
         )
-        correlation = self._correlator.correlate(event)
+        object_key = _recorded_object_key(ref, component, self._host)
+        correlation = self._correlator._correlate(event, object_key)
         if correlation is None:
             _DROPPED.labels("spam").inc()
             logger.debug("event dropped", extra={"reason": "spam", **_describe(event)})
@@ -872,7 +904,9 @@ class EventBroadcaster:
         results: list[JsonDict | ApiError | WriteFenced] = []
         for at in range(0, len(entries), _PIPELINE_DEPTH):
             chunk = entries[at : at + _PIPELINE_DEPTH]
-            results += session.pipeline([_write_of(correlation) for correlation, _ in chunk])
+            writes = [_write_of(correlation) for correlation, _ in chunk]
+            # the answers are not decoded: what was written is what the correlator keeps
+            results += session.pipeline(writes, decode=False)
         for (correlation, _), result in zip(entries, results, strict=True):
             try:
                 self._complete(correlation, result, session, stop)
@@ -893,7 +927,8 @@ class EventBroadcaster:
         attempt = 1
         while True:
             if isinstance(result, dict):
-                self._correlator.update_state(correlation.key, result)
+                # a pipeline's undecoded success is {}: the Event is what was written
+                self._correlator.update_state(correlation.key, result or correlation.event)
                 _sent(_str(event, "type")).inc()
                 return
             if isinstance(result, WriteFenced):

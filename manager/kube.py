@@ -54,6 +54,7 @@ import contextlib
 import contextvars
 import copy
 import email.utils
+import io
 import logging
 import os
 import random
@@ -1427,7 +1428,12 @@ class WriteSession:
     When the client goes through an HTTP proxy or authenticates with a query parameter,
     the session falls back to the client's ordinary requests.
 
-    Not thread-safe: one thread (the Event sender) uses a session, then closes it.
+    A session may be used for many rounds (the Event sender keeps one for its life and
+    uses it once per batch): :meth:`close` gives the connection back and forgets the head,
+    the next write takes a connection and builds the head again. What it learnt about
+    how fast the server answers a pipeline (see :meth:`pipeline`) it keeps.
+
+    Not thread-safe: one thread (the Event sender) uses a session.
     """
 
     def __init__(self, client: KubeClient) -> None:
@@ -1438,6 +1444,10 @@ class WriteSession:
         self._used = False  # the held connection has carried a write already
         self._head: bytes | None = None
         self._prefix = urlsplit(client._host).path.rstrip("/")
+        self._raw: _SocketReads | None = None  # under ``_reader``: counts the receives
+        # seconds the server took per write of the last pipelines (0: not known yet)
+        self._answer_seconds = 0.0
+        self._sleep: Callable[[float], None] = time.sleep  # the wait for a pipeline's answers
 
     def __enter__(self) -> Self:
         return self
@@ -1462,7 +1472,9 @@ class WriteSession:
         path = _object_path(resource, namespace, name)
         return self._write("PATCH", path, patch, _PATCH_CONTENT_TYPES["merge"])
 
-    def pipeline(self, writes: Sequence[Write]) -> builtins.list[JsonDict | ApiError | WriteFenced]:
+    def pipeline(
+        self, writes: Sequence[Write], *, decode: bool = True
+    ) -> builtins.list[JsonDict | ApiError | WriteFenced]:
         """Send ``writes`` back to back (HTTP/1.1 pipelining: one buffer, one send) and
         read their answers in order: the result of each, a decoded object or the
         :class:`~manager.errors.ApiError` it met (``Unavailable`` for one that got no
@@ -1473,6 +1485,18 @@ class WriteSession:
         again on a new one. One fence check and one flight for the whole pipeline;
         every write takes its token from the rate limiter. The API server handles a
         connection's requests one after the other, in order.
+
+        The server answers the writes one by one as it handles them; reading each as it
+        comes would wake this thread once per write. So a pipeline of several writes
+        first waits about as long as the server took per write in the last pipelines
+        (at most :data:`_PACE_CAP`), then reads what has arrived in one go; a wait that
+        found every answer there already is shortened next time.
+
+        Args:
+            writes: what to send, in order.
+            decode: False: a successful answer's body is not decoded (nor checked),
+                its result is an empty dict (for a caller that needs only to know that
+                the write succeeded).
         """
         results: builtins.list[JsonDict | ApiError | WriteFenced] = []
         if not writes:
@@ -1513,11 +1537,17 @@ class WriteSession:
                     IN_FLIGHT.sending(flight, conn)
                 conn.sock.sendall(b"".join(requests[pending:]))
                 self._used = True
+                sent = len(writes) - pending
+                sent_at = time.monotonic()
+                if sent > 1 and self._answer_seconds > 0:
+                    self._sleep(min(self._answer_seconds * sent, _PACE_CAP, timeout))
+                receives = self._raw.receives if self._raw is not None else 0
                 answered_here = 0
                 try:
                     while pending < len(writes):
-                        status, retry_after, data, close = _read_response(self._reader)
-                        results.append(self._result(writes[pending], status, retry_after, data))
+                        answer = _read_response(self._reader)
+                        results.append(self._result(writes[pending], answer, start, decode))
+                        close = answer[3]
                         pending += 1
                         answered_here += 1
                         if close:
@@ -1525,6 +1555,8 @@ class WriteSession:
                 except (BrokenPipeError, ConnectionResetError, _ClosedEarly):
                     if answered_here == 0 and (not reused or reopened):
                         raise  # a new connection broke: not a stale one
+                if sent > 1 and answered_here == sent and self._raw is not None:
+                    self._pace(sent, sent_at, self._raw.receives - receives)
                 if pending < len(writes):
                     # the server closed the connection: what it did not answer it did
                     # not handle; again on a new connection
@@ -1550,16 +1582,30 @@ class WriteSession:
         return results
 
     def close(self) -> None:
-        """Give the connection back to the client's pool (or close it if it is broken)."""
+        """Give the connection back to the client's pool (or close it if it is broken)
+        and forget the request head; the session may be used again."""
         self._release(keep=True)
+        self._head = None
 
     # -- internals ----------------------------------------------------------------------
 
     def _result(
-        self, write: Write, status: int, retry_after: str, data: bytes
+        self, write: Write, answer: tuple[int, str, bytes, bool], start: float, decode: bool
     ) -> JsonDict | ApiError:
-        self._client._observe(write.method, str(status), time.monotonic())
+        status, retry_after, data, _ = answer
+        self._client._observe(write.method, str(status), start)
+        if not decode and 200 <= status < 300:
+            return {}
         return _answer(status, retry_after, data, write.method, write.path)
+
+    def _pace(self, sent: int, sent_at: float, receives: int) -> None:
+        """Learn how long to wait before reading the next pipeline's answers from how
+        this one's came: in one receive (every answer was there when the wait ended: it
+        may have been too long) or in more (the server's pace is what it took)."""
+        if receives <= 1:
+            self._answer_seconds *= _PACE_SHRINK
+        else:
+            self._answer_seconds = (time.monotonic() - sent_at) / sent
 
     def _write(self, method: str, path: str, body: JsonDict, content_type: str) -> JsonDict:
         client = self._client
@@ -1653,13 +1699,14 @@ class WriteSession:
             self._reader = None
             self._used = False
         if self._reader is None:
-            self._reader = conn.sock.makefile("rb")
+            self._raw = _SocketReads(conn.sock)
+            self._reader = io.BufferedReader(self._raw, _READ_BUFFER)
         conn.sock.settimeout(timeout)
         return conn
 
     def _release(self, *, keep: bool) -> None:
         conn, reader = self._conn, self._reader
-        self._conn = self._reader = None
+        self._conn = self._reader = self._raw = None
         self._used = keep and self._used
         if reader is not None:
             with contextlib.suppress(OSError):
@@ -1672,6 +1719,9 @@ class WriteSession:
 
 
 _MAX_LINE: Final = 65536
+_READ_BUFFER: Final = 256 * 1024  # bytes a session reads at once: a pipeline's answers
+_PACE_CAP: Final = 0.2  # seconds a pipeline waits for its answers before reading, at most
+_PACE_SHRINK: Final = 0.75  # the next wait after one that found every answer there
 
 
 def _encode_body(body: Any) -> bytes | None:
@@ -1682,6 +1732,23 @@ def _encode_body(body: Any) -> bytes | None:
     if isinstance(body, str):
         return body.encode()
     return orjson.dumps(body)
+
+
+class _SocketReads(io.RawIOBase):
+    """A socket as the raw stream under a write session's buffered reader, counting its
+    receives (each one a wait for the server, unless its answers were there already)."""
+
+    def __init__(self, sock: Any) -> None:
+        super().__init__()
+        self._sock = sock
+        self.receives = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        self.receives += 1
+        return int(self._sock.recv_into(buffer))
 
 
 class _ClosedEarly(ConnectionError):

@@ -77,11 +77,13 @@ class GatedSession(WriteSession):
         assert self.gated.release.wait(WAIT), "test never released the gate"
         return super().create(resource, body, namespace)
 
-    def pipeline(self, writes: Sequence[Write]) -> list[JsonDict | ApiError | WriteFenced]:
+    def pipeline(
+        self, writes: Sequence[Write], *, decode: bool = True
+    ) -> list[JsonDict | ApiError | WriteFenced]:
         if any(w.method == "POST" for w in writes):
             self.gated.entered.set()
             assert self.gated.release.wait(WAIT), "test never released the gate"
-        return super().pipeline(writes)
+        return super().pipeline(writes, decode=decode)
 
 
 @pytest.fixture
@@ -533,9 +535,11 @@ class CountingSession(WriteSession):
         self.counting.creates += 1
         return super().create(resource, body, namespace)
 
-    def pipeline(self, writes: Sequence[Write]) -> list[JsonDict | ApiError | WriteFenced]:
+    def pipeline(
+        self, writes: Sequence[Write], *, decode: bool = True
+    ) -> list[JsonDict | ApiError | WriteFenced]:
         self.counting.creates += sum(1 for w in writes if w.method == "POST")
-        return super().pipeline(writes)
+        return super().pipeline(writes, decode=decode)
 
 
 def test_a_terminating_namespace_costs_one_refused_event_then_none_for_a_while(
@@ -684,15 +688,27 @@ def test_an_event_goes_out_under_the_fence_where_it_was_recorded(
 
 
 class CountingSessions(KubeClient):
-    """A KubeClient that counts the write sessions the sender opens."""
+    """A KubeClient that counts the write sessions the sender opens and the rounds (the
+    batches) it uses them for."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.sessions = 0
+        self.rounds = 0
 
     def write_session(self) -> WriteSession:
         self.sessions += 1
-        return super().write_session()
+        return RoundCountingSession(self)
+
+
+class RoundCountingSession(WriteSession):
+    def __init__(self, client: CountingSessions) -> None:
+        super().__init__(client)
+        self.counting = client
+
+    def __enter__(self) -> RoundCountingSession:
+        self.counting.rounds += 1
+        return self
 
 
 def test_events_recorded_together_are_written_in_one_batch_on_one_connection(
@@ -708,8 +724,78 @@ def test_events_recorded_together_are_written_in_one_batch_on_one_connection(
             r.recorder.event(obj, NORMAL, "Batched", "one of twenty")
         r.recorder.event(objects[0], NORMAL, "Batched", "one of twenty")  # a repeat: PATCH
         r.flush()  # a flush does not wait for the interval
-        assert counting.sessions == 1
+        assert counting.rounds == 1
         for obj in objects:
             [event] = events_about(kube, namespace, obj["metadata"]["name"])
             assert event["reason"] == "Batched"
             assert event["count"] == (2 if obj is objects[0] else 1)
+
+
+def test_the_sender_keeps_one_write_session_and_uses_it_once_per_batch(
+    kubeconfig_path: str, kube: KubeClient, namespace: str, running: Callable[..., Running]
+) -> None:
+    about = make_configmap(kube, namespace)
+    with CountingSessions.from_kubeconfig(
+        kubeconfig_path, options=ClientOptions(qps=0)
+    ) as counting:
+        r = running(counting, batch_interval=5.0).start()
+        r.recorder.event(about, NORMAL, "First", "one")
+        r.flush()
+        r.recorder.event(about, NORMAL, "Second", "two")
+        r.flush()
+        assert (counting.sessions, counting.rounds) == (1, 2)
+        reasons = sorted(
+            e["reason"] for e in events_about(kube, namespace, about["metadata"]["name"])
+        )
+        assert reasons == ["First", "Second"]
+
+
+# -- correlation keys -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "n", "uid": "u"},
+        },
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1"}},
+    ],
+    ids=["namespaced", "cluster-scoped"],
+)
+def test_the_senders_object_key_is_the_correlators_key_of_the_event_it_builds(
+    obj: JsonDict,
+) -> None:
+    from manager.events import _build_event, _involved_object, _object_key, _recorded_object_key
+
+    ref = _involved_object(obj)
+    event = _build_event(
+        ref, NORMAL, "R", "m", component="c", host="h", at=time.time_ns(), stamp="s"
+    )
+    assert _recorded_object_key(ref, "c", "h") == _object_key(event)
+
+
+def test_the_correlator_takes_fields_that_are_no_strings_as_empty() -> None:
+    from manager.clock import FakeClock
+    from manager.events import EventCorrelator
+
+    def event(name: object, message: object) -> JsonDict:
+        return {
+            "metadata": {"name": "e.1", "namespace": "n"},
+            "involvedObject": {"kind": "Pod", "namespace": "n", "name": name},
+            "source": {"component": "c"},
+            "type": NORMAL,
+            "reason": "R",
+            "message": message,
+            "count": 1,
+            "firstTimestamp": "2026-11-28T15:00:00Z",
+            "lastTimestamp": "2026-11-28T15:00:00Z",
+        }
+
+    correlator = EventCorrelator(FakeClock())
+    first = correlator.correlate(event(None, 7))
+    again = correlator.correlate(event("", ""))
+    assert first is not None and first.patch is None
+    assert again is not None and again.patch is not None  # the same event: a repeat

@@ -1277,3 +1277,98 @@ def test_a_pipeline_through_a_closed_fence_sends_nothing(
         results = session.pipeline([Write.create(PODS, pod(n, "team")) for n in "ab"])
     assert all(isinstance(r, WriteFenced) for r in results) and len(results) == 2
     assert stub.requests() == []
+
+
+def test_a_pipeline_can_leave_successful_answers_undecoded_and_still_maps_errors(
+    client: KubeClient, stub: StubApiServer
+) -> None:
+    from manager.kube import Write
+
+    stub.reply(
+        "POST",
+        "/api/v1/namespaces/team/pods",
+        Reply(201, pod("a", "team")),
+        Reply(409, status_body(409, "AlreadyExists", "exists")),
+    )
+    with client.write_session() as session:
+        writes = [Write.create(PODS, pod("a", "team")), Write.create(PODS, pod("a", "team"))]
+        created, refused = session.pipeline(writes, decode=False)
+    assert created == {}  # a success, its body not decoded
+    assert isinstance(refused, AlreadyExists) and refused.message == "exists"
+
+
+def test_a_write_session_can_be_used_again_after_close_and_builds_its_head_anew(
+    client: KubeClient, stub: StubApiServer
+) -> None:
+    stub.reply("POST", "/api/v1/namespaces/team/pods", Reply(201, pod("a")), Reply(201, pod("b")))
+    session = client.write_session()
+    with session:
+        session.create(PODS, pod("a", "team"))
+
+    # a refreshed token (as a kubeconfig's exec plugin gives) is sent from the next round on
+    def refresh(configuration: Any) -> None:
+        configuration.api_key = {"authorization": "Bearer fresh-token"}
+        configuration.api_key_prefix = {}
+
+    client._api.configuration.refresh_api_key_hook = refresh
+    with session:
+        session.create(PODS, pod("b", "team"))
+    first, second = stub.requests("POST")
+    assert first.headers["authorization"] == "Bearer stub-token"
+    assert second.headers["authorization"] == "Bearer fresh-token"
+
+
+def test_a_pipeline_waits_once_for_its_answers_as_long_as_the_server_took_before(
+    client: KubeClient, stub: StubApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server answers pipelined writes one by one: the session learns its pace from a
+    pipeline whose answers came in several receives, and waits once before reading the
+    next pipeline's answers instead of waking per answer."""
+    from manager import kube
+    from manager.kube import Write
+
+    released = threading.Event()
+    stub.reply(
+        "POST",
+        "/api/v1/namespaces/team/pods",
+        Reply(201, pod("a", "team")),
+        Reply(201, pod("b", "team")),
+        # the third answer ends only once the session reads again: its answers cannot
+        # all be there in one receive
+        Reply(201, chunks=[json.dumps(pod("c", "team")).encode()], hold=released),
+        *(Reply(201, pod(n, "team")) for n in "def"),
+    )
+    real_readinto = kube._SocketReads.readinto
+
+    def readinto(raw: Any, buffer: Any) -> int:
+        if raw.receives >= 1:
+            released.set()
+        return real_readinto(raw, buffer)
+
+    monkeypatch.setattr(kube._SocketReads, "readinto", readinto)
+    waits: list[float] = []
+    with client.write_session() as session:
+        session._sleep = waits.append
+        first = session.pipeline([Write.create(PODS, pod(n, "team")) for n in "abc"])
+        assert [r["metadata"]["name"] for r in first if isinstance(r, dict)] == ["a", "b", "c"]
+        assert waits == []  # nothing known of the server's pace yet: read as they come
+        per_write = session._answer_seconds
+        assert per_write > 0
+        second = session.pipeline([Write.create(PODS, pod(n, "team")) for n in "def"])
+        assert [r["metadata"]["name"] for r in second if isinstance(r, dict)] == ["d", "e", "f"]
+        assert waits == [pytest.approx(3 * per_write)]
+        session.pipeline([])  # nothing sent, nothing waited for
+        assert len(waits) == 1
+
+
+def test_a_pipeline_wait_that_found_every_answer_there_is_shortened_next_time(
+    client: KubeClient,
+) -> None:
+    import time
+
+    session = client.write_session()
+    session._answer_seconds = 0.01
+    session._pace(4, time.monotonic(), receives=1)  # every answer in the first receive
+    assert session._answer_seconds == pytest.approx(0.0075)
+    session._pace(4, time.monotonic() - 0.2, receives=3)  # they kept coming: 0.2 s for 4
+    assert session._answer_seconds == pytest.approx(0.05, rel=0.2)
