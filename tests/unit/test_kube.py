@@ -8,6 +8,7 @@ the token bucket runs on a fake clock.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import socket
@@ -1301,16 +1302,21 @@ def test_a_write_session_can_be_used_again_after_close_and_builds_its_head_anew(
     client: KubeClient, stub: StubApiServer
 ) -> None:
     stub.reply("POST", "/api/v1/namespaces/team/pods", Reply(201, pod("a")), Reply(201, pod("b")))
+
+    class Rotating:  # credentials whose token changes (an exec plugin's, a token file's)
+        token = "stub-token"
+
+        def authorization(self) -> str:
+            return f"Bearer {self.token}"
+
+    rotating = Rotating()
+    client._config = dataclasses.replace(client._config, credentials=rotating)
     session = client.write_session()
     with session:
         session.create(PODS, pod("a", "team"))
 
-    # a refreshed token (as a kubeconfig's exec plugin gives) is sent from the next round on
-    def refresh(configuration: Any) -> None:
-        configuration.api_key = {"authorization": "Bearer fresh-token"}
-        configuration.api_key_prefix = {}
-
-    client._api.configuration.refresh_api_key_hook = refresh
+    # a refreshed token is sent from the next round on
+    rotating.token = "fresh-token"
     with session:
         session.create(PODS, pod("b", "team"))
     first, second = stub.requests("POST")
