@@ -41,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    from apiserver.http.gcpause import freeze_after_full_collections
+
+    freeze_after_full_collections()
     with LocalApiServer(port=0, kubeconfig_path=args.kubeconfig_out, feature_gates=gates) as server:
 
         class Handler(BaseHTTPRequestHandler):

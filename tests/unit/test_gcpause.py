@@ -1,0 +1,62 @@
+"""The garbage-collector settings of Overseer's own processes: the standalone local API
+server freezes what survives each full collection; ``overseer run`` freezes what is alive
+once its caches have synced. Each is checked in a fresh interpreter (freezing the test
+process would keep its garbage cycles forever)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+
+def run(code: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+def test_the_standalone_server_freezes_what_survives_a_full_collection() -> None:
+    code = """
+        import gc
+        from apiserver.http.gcpause import freeze_after_full_collections
+        kept = [[i] for i in range(10_000)]
+        gc.collect(1)
+        before = gc.get_freeze_count()
+        freeze_after_full_collections()
+        freeze_after_full_collections()  # once per process
+        gc.collect(1)
+        after_young = gc.get_freeze_count()
+        gc.collect()
+        print(before, after_young, gc.get_freeze_count() >= len(kept), len(gc.callbacks))
+    """
+    assert run(code) == "0 0 True 1"
+
+
+def test_overseer_run_freezes_once_its_caches_have_synced() -> None:
+    code = """
+        import gc, threading
+        from manager.cli import _freeze_after_sync
+
+        class Informer:
+            synced = False
+            def has_synced(self): return self.synced
+
+        class Factory:
+            def __init__(self): self.list = [Informer(), Informer()]
+            def informers(self): return self.list
+
+        class Manager:
+            factory = Factory()
+
+        mgr, stop = Manager(), threading.Event()
+        thread = threading.Thread(target=_freeze_after_sync, args=(mgr, stop))
+        thread.start()
+        thread.join(0.5)
+        waiting = thread.is_alive() and gc.get_freeze_count() == 0
+        mgr.factory.list[0].synced = mgr.factory.list[1].synced = True
+        thread.join(5)
+        print(waiting, thread.is_alive(), gc.get_freeze_count() > 1000)
+    """
+    assert run(code) == "True False True"
