@@ -36,7 +36,7 @@ import pytest
 
 from e2e.shardaudit import leader_violations, shard_violations
 from manager.errors import ApiError, NotFound, WriteFenced
-from manager.hashring import SlotRing
+from manager.hashring import RingParameters, SlotRing
 from manager.kube import ClientOptions, KubeClient
 from manager.manager import Manager, ManagerOptions
 from manager.metrics import REGISTRY
@@ -165,9 +165,9 @@ class Replica:
                 namespace=namespace,
                 slots=slots,
                 shard_by=shard_by,
-                lease_duration=LEASE,
-                renew_deadline=RENEW,
-                retry_period=RETRY,
+                lease_duration=timings[0],
+                renew_deadline=timings[1],
+                retry_period=timings[2],
                 drain_timeout=drain_timeout,
             )
         self.mgr = Manager(
@@ -260,12 +260,12 @@ class Setup:
                 r.close()
         self.server.audit.stop()
 
-    def shard_violations(self) -> list[str]:
+    def shard_violations(self, lease_duration: float = LEASE) -> list[str]:
         checked, bad = shard_violations(
             self.server.audit,
             self.namespace,
             self.ring,
-            LEASE,
+            lease_duration,
             writer=lambda rec: (
                 rec.resource == "configmaps"
                 and rec.namespace == self.namespace
@@ -382,28 +382,48 @@ def test_a_deleted_shard_lease_is_a_lost_lease_and_its_keys_wait_for_its_expiry(
 def test_a_write_in_flight_when_the_drain_times_out_is_abandoned_before_the_key_moves(
     setup: Setup,
 ) -> None:
-    """A's writes take a slow path (each PATCH held 1 s on the way); B joins; A's drain
-    times out with writes of moving keys on the wire. A must abandon them (close their
-    connections) before it publishes the ring that gives the keys to B: none is applied
-    after B took the key."""
-    # 8 workers: when the drain times out, A has 8 writes on the wire, and the chance
-    # that none of them is for a key moving to B (so nothing to abandon, and the test
-    # proves nothing) is 1 in 2**8, not 1 in 16 as with 4
-    a = setup.replica("rep-a", hold=0.1, drain_timeout=0.2, workers=8).start()
+    """A's writes of the keys B will take are held on the way (a slow path); B joins; A's
+    drain times out with those writes on the wire. A must abandon them (close their
+    connections) before it publishes the ring that gives the keys to B: once it has, the
+    held writes go on, and none may be applied.
+
+    The shard Leases here last 10 s (renew deadline 8 s), so a write's timeout (capped by
+    what is left of its permission, 7.5 s or more) outlasts the drain and the wait for
+    abandoned writes (0.2 + 2 s): without the abandon, the held writes would still be
+    open when A publishes, and land after the ring moved (as they could with the default
+    15/10 s Leases)."""
+    timings = (10.0, 8.0, RETRY)
+    a = setup.replica("rep-a", hold=0.1, drain_timeout=0.2, workers=8, timings=timings).start()
+    # B's Lease name (so the ring A will move to) is known before B runs: only the PATCHes
+    # of keys moving to B are held, so A's 8 workers pile up on them and the drain finds
+    # 8 writes of moving keys on the wire every time, not by chance
+    b = setup.replica("rep-b", hold=0.1, drain_timeout=0.2, timings=timings)
+    after = SlotRing([a.lease, b.lease], RingParameters(slots=64, shard_by="uid"))
+    moving = [
+        name
+        for name in setup.names
+        if after.owner_of_object(setup.client.get(CONFIGMAPS, name, setup.namespace)) == b.lease
+    ]
+    assert len(moving) >= 8, f"{len(moving)} keys move to B: too few to occupy A's workers"
     setup.tick()
     _until(lambda: setup.journal.written_by(a.identity) > 0, "A at work")
-    slow = a.proxy.delay_requests(rb"PATCH /api/v1/namespaces/[^/]+/configmaps/", 1.0)
-    time.sleep(1.5)  # A's writes are all on the slow path now
-    b = setup.replica("rep-b", hold=0.1, drain_timeout=0.2).start()
+    path = f"PATCH /api/v1/namespaces/{setup.namespace}/configmaps/(?:{'|'.join(moving)})[ ?]"
+    held = a.proxy.delay_requests(path.encode(), 60.0)
+    _until(lambda: held.matched >= 8, "A's 8 workers held on moving keys", timeout=5)
+    b.start()
+
+    def published() -> str:
+        lease = setup.client.get(LEASES, a.lease, setup.namespace)
+        return str((lease["metadata"].get("annotations") or {}).get(APPLIED_ANNOTATION, ""))
+
+    _until(lambda: b.lease in published(), "A published the ring with B", timeout=15)
+    held.release()  # what A did not abandon reaches the server now, after the move
     _until(lambda: setup.journal.written_by(b.identity) > 0, "B at work")
-    time.sleep(3.0)
-    assert slow.matched > 0
-    slow.release()
     setup.stop_ticking()
     _until(setup.converged, "every key reconciled")
     assert setup.journal.overlaps() == []
-    assert setup.shard_violations() == []
-    assert _metric("shard_abandoned_writes_total", setup.ring) > 0
+    assert setup.shard_violations(lease_duration=timings[0]) == []
+    assert _metric("shard_abandoned_writes_total", setup.ring) >= 8
 
 
 # -- 7. replicas configured with different ring parameters ------------------------------
