@@ -538,19 +538,23 @@ class KubeClient:
         rate_limiter: RateLimiter | None = None,
         retry_sleep: Callable[[float], None] | None = None,
     ) -> KubeClient:
-        """A client for a kubeconfig file (:func:`manager.kubeconfig.load_kubeconfig`
-        says what of it is used).
+        """A client for a kubeconfig (:func:`manager.kubeconfig.load_kubeconfig` says
+        what of it is used, and how several files are merged).
 
         Args:
-            path: the file; default the first entry of ``$KUBECONFIG``, then
+            path: the file, which must exist; default every file of ``$KUBECONFIG``,
+                merged as kubectl merges them (a missing one skipped), else
                 ``~/.kube/config``.
-            context: the context to use; default the file's ``current-context``.
+            context: the context to use; default the ``current-context``.
 
         Raises:
-            ConfigError: the file is missing, unreadable or not a usable kubeconfig.
+            ConfigError: the file is missing (or no file of ``$KUBECONFIG`` exists), a
+                file is unreadable, or it is not a usable kubeconfig.
         """
-        resolved = os.path.expanduser(path or _env_kubeconfig() or _HOME_KUBECONFIG)
-        configuration = load_kubeconfig(resolved, context)
+        files: str | list[str] = (
+            os.path.expanduser(path) if path else _env_kubeconfig() or _home_kubeconfig()
+        )
+        configuration = load_kubeconfig(files, context)
         return cls(
             configuration, options=options, rate_limiter=rate_limiter, retry_sleep=retry_sleep
         )
@@ -586,23 +590,28 @@ class KubeClient:
     ) -> KubeClient:
         """The client the process was configured for.
 
-        Order: ``kubeconfig`` when given, then ``$KUBECONFIG``, then ``~/.kube/config`` if
-        it exists, then the in-cluster service account when ``KUBERNETES_SERVICE_HOST`` is
-        set. Without any of those, a ``ConfigError`` names ``~/.kube/config``.
+        Order: ``kubeconfig`` when given (one file), then ``$KUBECONFIG`` (all its files,
+        merged as kubectl merges them: see :func:`manager.kubeconfig.load_kubeconfig`;
+        a missing one is skipped, none existing is an error naming them), then
+        ``~/.kube/config`` if it exists, then the in-cluster service account when
+        ``KUBERNETES_SERVICE_HOST`` is set. Without any of those, a ``ConfigError``
+        names ``~/.kube/config``.
 
         Raises:
             ConfigError: the chosen source is unusable.
         """
-        path = kubeconfig or _env_kubeconfig()
-        if path is None:
-            home = os.path.expanduser(_HOME_KUBECONFIG)
+        if not kubeconfig and not _env_kubeconfig():
+            home = _home_kubeconfig()
             if not os.path.isfile(home) and os.environ.get("KUBERNETES_SERVICE_HOST"):
                 return cls.in_cluster(
                     options=options, rate_limiter=rate_limiter, retry_sleep=retry_sleep
                 )
-            path = home
         return cls.from_kubeconfig(
-            path, context, options=options, rate_limiter=rate_limiter, retry_sleep=retry_sleep
+            kubeconfig,
+            context,
+            options=options,
+            rate_limiter=rate_limiter,
+            retry_sleep=retry_sleep,
         )
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -1837,11 +1846,15 @@ _BACKOFF_INITIAL: Final = 0.5  # seconds before the first retry, doubled per att
 _BACKOFF_JITTER: Final = 0.5  # up to this many seconds added at random
 
 
-def _env_kubeconfig() -> str | None:
-    for entry in os.environ.get("KUBECONFIG", "").split(os.pathsep):
-        if entry.strip():
-            return entry.strip()
-    return None
+def _env_kubeconfig() -> list[str]:
+    """The files of ``$KUBECONFIG`` in order, each once (as client-go deduplicates
+    them), ``~`` expanded; empty when it is unset or lists nothing."""
+    entries = (e.strip() for e in os.environ.get("KUBECONFIG", "").split(os.pathsep))
+    return list(dict.fromkeys(os.path.expanduser(e) for e in entries if e))
+
+
+def _home_kubeconfig() -> str:
+    return os.path.expanduser(_HOME_KUBECONFIG)
 
 
 def _describe(exc: BaseException) -> str:

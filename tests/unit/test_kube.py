@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import socket
 import threading
 from collections import defaultdict, deque
@@ -152,7 +153,11 @@ def _handler_for(stub: StubApiServer) -> type[BaseHTTPRequestHandler]:
             with stub.lock:
                 stub.seen.append(
                     Seen(
-                        self.command, split.path, parse_qs(split.query), _lower(self.headers), body
+                        self.command,
+                        split.path,
+                        parse_qs(split.query),
+                        _lower(self.headers),
+                        body,
                     )
                 )
             reply = stub.next_reply(self.command, split.path)
@@ -305,14 +310,48 @@ def test_from_kubeconfig_context_selects_another_cluster(kubeconfig: Path) -> No
         assert client.host == "http://127.0.0.2:6443"
 
 
-def test_kubeconfig_env_first_entry_of_a_list_is_used(
-    kubeconfig: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stub: StubApiServer
+def test_kubeconfig_env_files_are_merged_the_first_definition_winning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stub: StubApiServer
 ) -> None:
-    monkeypatch.setenv("KUBECONFIG", f"{kubeconfig}:{tmp_path / 'missing'}")
-    with KubeClient.from_kubeconfig() as client:
-        assert client.host == stub.url
-    with KubeClient.load() as client:
-        assert client.host == stub.url
+    """$KUBECONFIG as kubectl reads it: every file, a missing one skipped; of each name
+    the first definition, of the current-context the first one set."""
+    first = tmp_path / "first"
+    first.write_text(
+        json.dumps(
+            {
+                "users": [{"name": "stub", "user": {"token": "from-first"}}],
+                "contexts": [{"name": "mixed", "context": {"cluster": "stub", "user": "stub"}}],
+                "current-context": "mixed",
+            }
+        )
+    )
+    # The cluster is only here; its user "stub" and its current-context lose to the first's.
+    second = write_kubeconfig(tmp_path / "second", stub.url, token="from-second")
+    files = [str(first), str(tmp_path / "missing"), str(second)]
+    monkeypatch.setenv("KUBECONFIG", os.pathsep.join(files))
+    stub.reply("GET", "/api/v1/namespaces/default/pods/a", *[Reply(body=pod("a"))] * 2)
+    for make in (KubeClient.load, KubeClient.from_kubeconfig):
+        with make() as client:
+            assert client.host == stub.url
+            client.get(PODS, "a", "default")
+    assert [s.headers["authorization"] for s in stub.requests()] == ["Bearer from-first"] * 2
+    with KubeClient.load(context="other") as client:  # a context of the second file
+        assert client.host == "http://127.0.0.2:6443"
+    # An explicit kubeconfig is that one file.
+    with pytest.raises(ConfigError) as info:
+        KubeClient.load(str(first))
+    assert str(info.value) == f"kubeconfig {first}: cluster 'stub' of context 'mixed' not found"
+
+
+def test_kubeconfig_env_whose_files_are_all_missing_is_an_error_naming_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = [str(tmp_path / "a"), str(tmp_path / "b")]
+    monkeypatch.setenv("KUBECONFIG", os.pathsep.join(files))
+    for make in (KubeClient.load, KubeClient.from_kubeconfig):
+        with pytest.raises(ConfigError) as info:
+            make()
+        assert all(f in str(info.value) for f in files)
 
 
 def test_load_prefers_an_explicit_kubeconfig(
