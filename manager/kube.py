@@ -501,6 +501,10 @@ class KubeClient:
                 "(or a kubernetes.client.Configuration)"
             )
         self._config = config
+        # Impersonate-* header lines of every request (a name may repeat: not in a dict)
+        self._impersonation: tuple[tuple[str, str], ...] = (
+            config.impersonation.headers() if config.impersonation is not None else ()
+        )
         self._options = options if options is not None else ClientOptions()
         self._host: str = config.server
         self._host_label = urlsplit(self._host).netloc or self._host
@@ -1238,6 +1242,7 @@ class KubeClient:
         payload = _encode_body(body)
         lines = [f"{method} {url[len(self._origin) :] or '/'} HTTP/1.1", self._host_header]
         lines.extend(f"{name}: {value}" for name, value in headers.items())
+        lines.extend(f"{name}: {value}" for name, value in self._impersonation)
         if payload is not None:
             lines.append(f"Content-Length: {len(payload)}")
         request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
@@ -1278,7 +1283,8 @@ class KubeClient:
 
     def _headers(self) -> dict[str, str]:
         """User-Agent, Accept and the credentials' Authorization header (refreshed by the
-        credentials when due) for the next request."""
+        credentials when due) for the next request. The ``Impersonate-*`` headers, whose
+        names may repeat, are ``self._impersonation``: every way of sending adds them."""
         headers = {"User-Agent": self._options.user_agent, "Accept": "application/json"}
         credentials = self._config.credentials
         if credentials is not None:
@@ -1317,13 +1323,18 @@ class KubeClient:
             t = urllib3.Timeout(total=timeout)
         payload = _encode_body(body)
         pool = self._pool_manager
+        sent: Mapping[str, str] = headers
+        if self._impersonation:
+            sent = urllib3.HTTPHeaderDict(headers)  # one line per value of a repeated name
+            for name, value in self._impersonation:
+                sent.add(name, value)
         return cast(
             urllib3.BaseHTTPResponse,
             pool.request(
                 method,
                 url,
                 body=payload,
-                headers=headers,
+                headers=sent,
                 timeout=t,
                 preload_content=False,
                 retries=False,
@@ -1686,7 +1697,8 @@ class WriteSession:
         return answer
 
     def _build_head(self) -> bytes | None:
-        """Host, User-Agent, Accept and authentication headers, once per session."""
+        """Host, User-Agent, Accept, authentication and impersonation headers, once per
+        session."""
         headers = self._client._headers()
         host = urlsplit(self._client._host).netloc
         lines = [f"Host: {host}"] + [
@@ -1694,6 +1706,7 @@ class WriteSession:
             for k, v in headers.items()
             if k.lower() not in ("host", "content-type", "content-length")
         ]
+        lines.extend(f"{k}: {v}" for k, v in self._client._impersonation)
         self._head = ("\r\n".join(lines) + "\r\n").encode("latin-1")
         return self._head
 

@@ -37,6 +37,13 @@ What a kubeconfig may say, and what happens:
   ``expirationTimestamp``, then the plugin runs again; a client certificate it returns is
   used for the connections made from then on); ``username``/``password`` (basic auth).
   Client certificates: ``client-certificate-data``/``client-key-data`` or the file forms.
+* user impersonation (client-go's ``ImpersonationConfig``): ``as``, ``as-uid``,
+  ``as-groups``, ``as-user-extra`` become every request's ``Impersonate-User``,
+  ``Impersonate-Uid``, one ``Impersonate-Group`` per group and one
+  ``Impersonate-Extra-<key>`` per value (the key percent-encoded as client-go's
+  ``transport/round_trippers.go`` does); a uid, groups or extra without ``as`` is an
+  error, as in client-go. Through the ``kubernetes`` package too (which does not read
+  them: they are added here).
 * ``OVERSEER_KUBECONFIG_LOADER=kubernetes`` in the environment sends every kubeconfig
   through the ``kubernetes`` package's loader instead (for a kubeconfig feature not read
   here; the process then pays the package's import). Several files go to its
@@ -62,6 +69,7 @@ import ipaddress
 import json
 import logging
 import os
+import re
 import shutil
 import ssl
 import subprocess
@@ -123,7 +131,8 @@ class ClusterConfig:
     Certificates are PEM bytes (files were read when the configuration was loaded).
     ``proxy_url`` is the proxy in effect (the cluster's ``proxy-url``, else the
     environment's unless ``NO_PROXY`` or loopback exempts the server). ``source`` says
-    where the configuration came from, for messages.
+    where the configuration came from, for messages. ``impersonation``: whom every
+    request acts as (None: the authenticated user itself).
     """
 
     server: str
@@ -136,6 +145,7 @@ class ClusterConfig:
     credentials: Credentials | None = field(default=None, compare=False, repr=False)
     namespace: str = "default"
     source: str = ""
+    impersonation: Impersonation | None = None
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.server)
@@ -147,6 +157,71 @@ class ClusterConfig:
             raise ConfigError(
                 [f"{where}a client certificate needs its key, and a key its certificate"]
             )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Impersonation:
+    """Whom the requests act as: client-go's ``rest.ImpersonationConfig``, from a
+    kubeconfig user's ``as``, ``as-uid``, ``as-groups`` and ``as-user-extra``. The API
+    server authenticates the client as usual, checks that it may ``impersonate`` each of
+    these, then handles the request as this user. Not a secret.
+
+    Raises:
+        ConfigError: no user (uid, groups or extra cannot be impersonated without one,
+            as client-go and the API server refuse it), or a value that cannot be a
+            header value (a control character).
+    """
+
+    user: str
+    uid: str = ""
+    groups: tuple[str, ...] = ()
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (key, values), in order
+
+    def __post_init__(self) -> None:
+        problems: list[str] = []
+        if not self.user:
+            problems.append("as: required (uid, groups and user-extra act as a user)")
+        named = [("as", self.user), ("as-uid", self.uid)]
+        named += [("as-groups", g) for g in self.groups]
+        named += [(f"as-user-extra.{k}", v) for k, values in self.extra for v in values]
+        for name, value in named:
+            if _CONTROL_CHARACTER.search(value):
+                problems.append(f"{name}: {value!r} has a control character")
+        if problems:
+            raise ConfigError(problems)
+
+    def headers(self) -> tuple[tuple[str, str], ...]:
+        """The request headers, as client-go's impersonating round tripper sets them:
+        ``Impersonate-User``, ``Impersonate-Uid`` if set, one ``Impersonate-Group`` per
+        group, one ``Impersonate-Extra-<key>`` per value of each extra key, the key
+        percent-encoded (:func:`_header_key_escape`). Values are given as the latin-1
+        reading of their UTF-8 bytes, so that the HTTP layer (which encodes header text
+        as latin-1) sends the UTF-8 bytes, as Go does."""
+        pairs = [("Impersonate-User", self.user)]
+        if self.uid:
+            pairs.append(("Impersonate-Uid", self.uid))
+        pairs += [("Impersonate-Group", group) for group in self.groups]
+        for key, values in self.extra:
+            name = "Impersonate-Extra-" + _header_key_escape(key)
+            pairs += [(name, value) for value in values]
+        return tuple((name, value.encode().decode("latin-1")) for name, value in pairs)
+
+
+# What Go's HTTP client refuses in a header value (httpguts.ValidHeaderFieldValue).
+_CONTROL_CHARACTER: Final = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+# RFC 7230 ``tchar``: what a header name may hold. Not "%": it starts an escape.
+_HEADER_TOKEN_BYTES: Final = frozenset(
+    b"!#$&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+)
+
+
+def _header_key_escape(key: str) -> str:
+    """An extra key as client-go's ``headerKeyEscape`` writes it into a header name: each
+    byte of its UTF-8 that is not a token character, and "%", as ``%XX`` (upper-case
+    hex); the API server lower-cases the name and percent-decodes it."""
+    return "".join(
+        chr(byte) if byte in _HEADER_TOKEN_BYTES else f"%{byte:02X}" for byte in key.encode()
+    )
 
 
 # -- credentials --------------------------------------------------------------------------
@@ -567,6 +642,9 @@ def _from_merged(merged: _Merged, wanted: str | None) -> ClusterConfig:
         if not isinstance(server, str) or not server:
             raise ConfigError([f"cluster {cluster_name!r}: server is not set"])
         server = server.rstrip("/")
+    where = f"users[{user_name}].user"
+    with _in_file(user_file):
+        impersonation = _impersonation(user, where, str(user_name))
     if "auth-provider" in user or os.environ.get(LOADER_ENV) == "kubernetes":
         loaded = _through_kubernetes_package(
             [file for file, document in merged.documents if document], str(name), source
@@ -575,8 +653,8 @@ def _from_merged(merged: _Merged, wanted: str | None) -> ClusterConfig:
             loaded,
             namespace=str(context.get("namespace") or "default"),
             source=f"{source} (cluster {cluster_name}), through the kubernetes package",
+            impersonation=impersonation,
         )
-    where = f"users[{user_name}].user"
     cluster_base = os.path.dirname(os.path.abspath(cluster_file))
     user_base = os.path.dirname(os.path.abspath(user_file))
     with _in_file(cluster_file):
@@ -614,7 +692,54 @@ def _from_merged(merged: _Merged, wanted: str | None) -> ClusterConfig:
         credentials=credentials,
         namespace=str(context.get("namespace") or "default"),
         source=source,
+        impersonation=impersonation,
     )
+
+
+def _impersonation(user: Mapping[str, Any], where: str, user_name: str) -> Impersonation | None:
+    """A user's ``as``, ``as-uid``, ``as-groups`` and ``as-user-extra`` (client-go's
+    ``AuthInfo.Impersonate*``); None when ``as`` is not set, which client-go's
+    validation requires of the others too."""
+    problems: list[str] = []
+
+    def text(key: str) -> str:
+        value = user.get(key)
+        if value is None or isinstance(value, str):
+            return value or ""
+        problems.append(f"{where}.{key}: must be a string")
+        return ""
+
+    def texts(value: Any, key: str) -> tuple[str, ...]:
+        if value is None:
+            return ()
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+        problems.append(f"{where}.{key}: must be a list of strings")
+        return ()
+
+    as_user, uid = text("as"), text("as-uid")
+    groups = texts(user.get("as-groups"), "as-groups")
+    extra: list[tuple[str, tuple[str, ...]]] = []
+    extra_map = user.get("as-user-extra")
+    if isinstance(extra_map, Mapping):
+        extra = [(str(k), texts(v, f"as-user-extra.{k}")) for k, v in extra_map.items()]
+    elif extra_map is not None:
+        problems.append(f"{where}.as-user-extra: must be a mapping of keys to lists of strings")
+    if problems:
+        raise ConfigError(problems)
+    if not as_user:
+        if uid or groups or extra:
+            raise ConfigError(
+                [
+                    f"{where}: requesting uid, groups or user-extra for {user_name!r} "
+                    "without impersonating a user (as is not set)"
+                ]
+            )
+        return None
+    try:
+        return Impersonation(user=as_user, uid=uid, groups=groups, extra=tuple(extra))
+    except ConfigError as exc:
+        raise ConfigError([f"{where}.{p}" for p in exc.problems]) from None
 
 
 def load_in_cluster(
@@ -695,7 +820,8 @@ def _through_kubernetes_package(files: Sequence[str], name: str, source: str) ->
     provides each request's token. Several files go to the package's
     ``KubeConfigMerger`` as one ``os.pathsep``-separated list, which it merges as
     client-go does (the first definition of a name wins; its current-context rule
-    differs, but the context is named here)."""
+    differs, but the context is named here). It reads no impersonation: the caller adds
+    it."""
     if len(files) > 1 and any(os.pathsep in file for file in files):
         raise ConfigError(
             [

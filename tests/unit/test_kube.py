@@ -70,9 +70,14 @@ class Seen:
     query: dict[str, list[str]]
     headers: dict[str, str]
     body: bytes
+    header_lines: list[tuple[str, str]] = field(default_factory=list)  # as sent, repeats kept
 
     def json(self) -> Any:
         return json.loads(self.body)
+
+    def impersonation(self) -> list[tuple[str, str]]:
+        """The ``Impersonate-*`` headers, in order, names as sent."""
+        return [(n, v) for n, v in self.header_lines if n.lower().startswith("impersonate-")]
 
 
 def status_body(code: int, reason: str, message: str, **details: Any) -> dict[str, Any]:
@@ -158,6 +163,7 @@ def _handler_for(stub: StubApiServer) -> type[BaseHTTPRequestHandler]:
                         parse_qs(split.query),
                         _lower(self.headers),
                         body,
+                        list(self.headers.items()),
                     )
                 )
             reply = stub.next_reply(self.command, split.path)
@@ -352,6 +358,74 @@ def test_kubeconfig_env_whose_files_are_all_missing_is_an_error_naming_them(
         with pytest.raises(ConfigError) as info:
             make()
         assert all(f in str(info.value) for f in files)
+
+
+def test_every_request_impersonates_the_kubeconfig_users_as(
+    stub: StubApiServer, tmp_path: Path, make_client: Callable[..., KubeClient]
+) -> None:
+    """``as``, ``as-uid``, ``as-groups``, ``as-user-extra``: client-go's impersonation
+    headers on every request, whichever way it is sent (the client's own exchange, urllib3
+    for a watch, a write session and its pipeline)."""
+    from manager.kube import Write
+
+    path = tmp_path / "impersonating"
+    user = {
+        "token": "t",
+        "as": "jane",
+        "as-uid": "1234",
+        "as-groups": ["dev", "équipe-用"],
+        "as-user-extra": {"example.com/scopes": ["read", "write"], "ü %": ["x"]},
+    }
+    path.write_text(
+        json.dumps(
+            {
+                "clusters": [{"name": "c", "cluster": {"server": stub.url}}],
+                "users": [{"name": "u", "user": user}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    expected = [
+        ("Impersonate-User", "jane"),
+        ("Impersonate-Uid", "1234"),
+        ("Impersonate-Group", "dev"),
+        # A value goes as its UTF-8 bytes, as Go sends it (http.server reads latin-1).
+        ("Impersonate-Group", "équipe-用".encode().decode("latin-1")),
+        # A key is percent-encoded byte by byte where not a header token character,
+        # and so is "%" (client-go's headerKeyEscape).
+        ("Impersonate-Extra-example.com%2Fscopes", "read"),
+        ("Impersonate-Extra-example.com%2Fscopes", "write"),
+        ("Impersonate-Extra-%C3%BC%20%25", "x"),
+    ]
+    pods = "/api/v1/namespaces/team/pods"
+    stub.reply("GET", f"{pods}/a", Reply(body=pod("a", "team")))
+    stub.reply("GET", pods, Reply(body={"items": []}), Reply(chunks=[]))
+    stub.reply("POST", pods, *[Reply(201, pod("a", "team"))] * 3)
+    stub.reply("PATCH", f"{pods}/a", Reply(200, pod("a", "team")))
+    client = make_client(path)
+    client.get(PODS, "a", "team")
+    client.list(PODS, "team")
+    with client.watch(PODS, "team", resource_version="1", timeout_seconds=60, read_timeout=30) as w:
+        assert list(w) == []
+    client.create(PODS, pod("a", "team"))
+    with client.write_session() as session:
+        session.create(PODS, pod("a", "team"))
+        session.pipeline([Write.create(PODS, pod("a", "team")), Write.patch(PODS, "a", {}, "team")])
+    seen = stub.requests()
+    assert [(s.method, s.path) for s in seen] == [
+        ("GET", f"{pods}/a"),
+        ("GET", pods),
+        ("GET", pods),
+        ("POST", pods),
+        ("POST", pods),
+        ("POST", pods),
+        ("PATCH", f"{pods}/a"),
+    ]
+    assert seen[2].query["watch"] == ["true"]
+    for s in seen:
+        assert s.impersonation() == expected, (s.method, s.path)
+        assert s.headers["authorization"] == "Bearer t"  # the client still authenticates
 
 
 def test_load_prefers_an_explicit_kubeconfig(

@@ -30,6 +30,7 @@ from manager.kube import ClientOptions, KubeClient
 from manager.kubeconfig import (
     ClusterConfig,
     ExecPlugin,
+    Impersonation,
     TokenFile,
     _proxy_for,
     load_in_cluster,
@@ -753,6 +754,57 @@ def test_an_unusable_entry_is_an_error_naming_the_file_that_defined_it(tmp_path:
     )
 
 
+# -- impersonation ------------------------------------------------------------------------
+
+
+def test_impersonation_is_read_from_the_user(tmp_path: Path) -> None:
+    user = {
+        "token": "s3cret",
+        "as": "jane",
+        "as-uid": "1234",
+        "as-groups": ["dev", "ops"],
+        "as-user-extra": {"reason": ["on call"], "scopes": ["read", "write"]},
+    }
+    path = kubeconfig(tmp_path / "config", {"server": "http://127.0.0.1:1"}, user)
+    config = load_kubeconfig(str(path))
+    assert config.impersonation == Impersonation(
+        user="jane",
+        uid="1234",
+        groups=("dev", "ops"),
+        extra=(("reason", ("on call",)), ("scopes", ("read", "write"))),  # in file order
+    )
+    assert "jane" in repr(config)  # whom a client acts as is no secret
+    assert "s3cret" not in repr(config)
+    plain = kubeconfig(tmp_path / "plain", {"server": "http://127.0.0.1:1"}, {"as": ""})
+    assert load_kubeconfig(str(plain)).impersonation is None
+
+
+@pytest.mark.parametrize(
+    ("user", "problem"),
+    [
+        ({"as-groups": ["dev"]}, "requesting uid, groups or user-extra for 'u' without"),
+        ({"as-uid": "1"}, "requesting uid, groups or user-extra for 'u' without"),
+        ({"as-user-extra": {"k": ["v"]}}, "requesting uid, groups or user-extra for 'u' without"),
+        ({"as": "", "as-groups": ["dev"]}, "without impersonating a user"),
+        ({"as": "jane", "as-groups": "dev"}, "as-groups: must be a list of strings"),
+        ({"as": "jane", "as-user-extra": {"k": "v"}}, "as-user-extra.k: must be a list of strings"),
+        ({"as": "jane", "as-user-extra": ["k"]}, "as-user-extra: must be a mapping"),
+        ({"as": 7}, "as: must be a string"),
+        ({"as": "jane\r\nX-Evil: 1"}, "as: 'jane\\r\\nX-Evil: 1' has a control character"),
+    ],
+)
+def test_unusable_impersonation_is_a_config_error_naming_the_user(
+    tmp_path: Path, user: dict[str, Any], problem: str
+) -> None:
+    """As client-go refuses it (groups, uid or extra without ``as``), or as Go's HTTP
+    client would refuse to send it (a control character in a header)."""
+    path = kubeconfig(tmp_path / "config", {"server": "http://127.0.0.1:1"}, {"token": "t", **user})
+    with pytest.raises(ConfigError) as info:
+        load_kubeconfig(str(path))
+    assert str(info.value).startswith(f"kubeconfig {path}: users[u].user")
+    assert problem in str(info.value)
+
+
 # -- the kubernetes package: only for legacy auth-providers --------------------------------
 
 
@@ -791,7 +843,7 @@ def test_the_kubernetes_package_merges_a_list_the_same_way(
     stub: StubApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, route: str
 ) -> None:
     """Its ``KubeConfigMerger`` is given the files read: the first definition of a name
-    wins there too."""
+    wins there too. Impersonation, which it does not read, is added here."""
     if route == "auth-provider":
         user, token = oidc_user()
     else:
@@ -799,7 +851,7 @@ def test_the_kubernetes_package_merges_a_list_the_same_way(
         monkeypatch.setenv("OVERSEER_KUBECONFIG_LOADER", "kubernetes")
     first = config_file(
         tmp_path / "first",
-        users={"u": user},
+        users={"u": {**user, "as": "jane", "as-groups": ["dev"]}},
         contexts={"x": {"cluster": "c", "user": "u", "namespace": "ns"}},
         current="x",
     )
@@ -815,7 +867,9 @@ def test_the_kubernetes_package_merges_a_list_the_same_way(
         f"kubeconfig {first}, {second}, context x (cluster c), through the kubernetes package"
     )
     assert config.namespace == "ns"
-    assert get_pod(config, stub)["authorization"] == f"Bearer {token}"
+    headers = get_pod(config, stub)
+    assert headers["authorization"] == f"Bearer {token}"
+    assert (headers["impersonate-user"], headers["impersonate-group"]) == ("jane", "dev")
 
 
 def test_the_kubernetes_package_loader_can_be_asked_for(
