@@ -501,6 +501,10 @@ class KubeClient:
                 "(or a kubernetes.client.Configuration)"
             )
         self._config = config
+        # Impersonate-* header lines of every request (a name may repeat: not in a dict)
+        self._impersonation: tuple[tuple[str, str], ...] = (
+            config.impersonation.headers() if config.impersonation is not None else ()
+        )
         self._options = options if options is not None else ClientOptions()
         self._host: str = config.server
         self._host_label = urlsplit(self._host).netloc or self._host
@@ -538,19 +542,23 @@ class KubeClient:
         rate_limiter: RateLimiter | None = None,
         retry_sleep: Callable[[float], None] | None = None,
     ) -> KubeClient:
-        """A client for a kubeconfig file (:func:`manager.kubeconfig.load_kubeconfig`
-        says what of it is used).
+        """A client for a kubeconfig (:func:`manager.kubeconfig.load_kubeconfig` says
+        what of it is used, and how several files are merged).
 
         Args:
-            path: the file; default the first entry of ``$KUBECONFIG``, then
+            path: the file, which must exist; default every file of ``$KUBECONFIG``,
+                merged as kubectl merges them (a missing one skipped), else
                 ``~/.kube/config``.
-            context: the context to use; default the file's ``current-context``.
+            context: the context to use; default the ``current-context``.
 
         Raises:
-            ConfigError: the file is missing, unreadable or not a usable kubeconfig.
+            ConfigError: the file is missing (or no file of ``$KUBECONFIG`` exists), a
+                file is unreadable, or it is not a usable kubeconfig.
         """
-        resolved = os.path.expanduser(path or _env_kubeconfig() or _HOME_KUBECONFIG)
-        configuration = load_kubeconfig(resolved, context)
+        files: str | list[str] = (
+            os.path.expanduser(path) if path else _env_kubeconfig() or _home_kubeconfig()
+        )
+        configuration = load_kubeconfig(files, context)
         return cls(
             configuration, options=options, rate_limiter=rate_limiter, retry_sleep=retry_sleep
         )
@@ -586,23 +594,28 @@ class KubeClient:
     ) -> KubeClient:
         """The client the process was configured for.
 
-        Order: ``kubeconfig`` when given, then ``$KUBECONFIG``, then ``~/.kube/config`` if
-        it exists, then the in-cluster service account when ``KUBERNETES_SERVICE_HOST`` is
-        set. Without any of those, a ``ConfigError`` names ``~/.kube/config``.
+        Order: ``kubeconfig`` when given (one file), then ``$KUBECONFIG`` (all its files,
+        merged as kubectl merges them: see :func:`manager.kubeconfig.load_kubeconfig`;
+        a missing one is skipped, none existing is an error naming them), then
+        ``~/.kube/config`` if it exists, then the in-cluster service account when
+        ``KUBERNETES_SERVICE_HOST`` is set. Without any of those, a ``ConfigError``
+        names ``~/.kube/config``.
 
         Raises:
             ConfigError: the chosen source is unusable.
         """
-        path = kubeconfig or _env_kubeconfig()
-        if path is None:
-            home = os.path.expanduser(_HOME_KUBECONFIG)
+        if not kubeconfig and not _env_kubeconfig():
+            home = _home_kubeconfig()
             if not os.path.isfile(home) and os.environ.get("KUBERNETES_SERVICE_HOST"):
                 return cls.in_cluster(
                     options=options, rate_limiter=rate_limiter, retry_sleep=retry_sleep
                 )
-            path = home
         return cls.from_kubeconfig(
-            path, context, options=options, rate_limiter=rate_limiter, retry_sleep=retry_sleep
+            kubeconfig,
+            context,
+            options=options,
+            rate_limiter=rate_limiter,
+            retry_sleep=retry_sleep,
         )
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -1229,6 +1242,7 @@ class KubeClient:
         payload = _encode_body(body)
         lines = [f"{method} {url[len(self._origin) :] or '/'} HTTP/1.1", self._host_header]
         lines.extend(f"{name}: {value}" for name, value in headers.items())
+        lines.extend(f"{name}: {value}" for name, value in self._impersonation)
         if payload is not None:
             lines.append(f"Content-Length: {len(payload)}")
         request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
@@ -1269,7 +1283,8 @@ class KubeClient:
 
     def _headers(self) -> dict[str, str]:
         """User-Agent, Accept and the credentials' Authorization header (refreshed by the
-        credentials when due) for the next request."""
+        credentials when due) for the next request. The ``Impersonate-*`` headers, whose
+        names may repeat, are ``self._impersonation``: every way of sending adds them."""
         headers = {"User-Agent": self._options.user_agent, "Accept": "application/json"}
         credentials = self._config.credentials
         if credentials is not None:
@@ -1308,13 +1323,18 @@ class KubeClient:
             t = urllib3.Timeout(total=timeout)
         payload = _encode_body(body)
         pool = self._pool_manager
+        sent: Mapping[str, str] = headers
+        if self._impersonation:
+            sent = urllib3.HTTPHeaderDict(headers)  # one line per value of a repeated name
+            for name, value in self._impersonation:
+                sent.add(name, value)
         return cast(
             urllib3.BaseHTTPResponse,
             pool.request(
                 method,
                 url,
                 body=payload,
-                headers=headers,
+                headers=sent,
                 timeout=t,
                 preload_content=False,
                 retries=False,
@@ -1677,7 +1697,8 @@ class WriteSession:
         return answer
 
     def _build_head(self) -> bytes | None:
-        """Host, User-Agent, Accept and authentication headers, once per session."""
+        """Host, User-Agent, Accept, authentication and impersonation headers, once per
+        session."""
         headers = self._client._headers()
         host = urlsplit(self._client._host).netloc
         lines = [f"Host: {host}"] + [
@@ -1685,6 +1706,7 @@ class WriteSession:
             for k, v in headers.items()
             if k.lower() not in ("host", "content-type", "content-length")
         ]
+        lines.extend(f"{k}: {v}" for k, v in self._client._impersonation)
         self._head = ("\r\n".join(lines) + "\r\n").encode("latin-1")
         return self._head
 
@@ -1837,11 +1859,15 @@ _BACKOFF_INITIAL: Final = 0.5  # seconds before the first retry, doubled per att
 _BACKOFF_JITTER: Final = 0.5  # up to this many seconds added at random
 
 
-def _env_kubeconfig() -> str | None:
-    for entry in os.environ.get("KUBECONFIG", "").split(os.pathsep):
-        if entry.strip():
-            return entry.strip()
-    return None
+def _env_kubeconfig() -> list[str]:
+    """The files of ``$KUBECONFIG`` in order, each once (as client-go deduplicates
+    them), ``~`` expanded; empty when it is unset or lists nothing."""
+    entries = (e.strip() for e in os.environ.get("KUBECONFIG", "").split(os.pathsep))
+    return list(dict.fromkeys(os.path.expanduser(e) for e in entries if e))
+
+
+def _home_kubeconfig() -> str:
+    return os.path.expanduser(_HOME_KUBECONFIG)
 
 
 def _describe(exc: BaseException) -> str:

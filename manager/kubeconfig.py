@@ -13,11 +13,19 @@ oidc), whose kubeconfigs keep working exactly as before.
 
 What a kubeconfig may say, and what happens:
 
+* Several files (``$KUBECONFIG``'s list) are merged as client-go's
+  ``ClientConfigLoadingRules.Load`` merges them (``loader.go``): in order, a missing file
+  skipped (but one must exist), an unreadable or invalid one an error; of ``clusters``,
+  ``users`` and ``contexts``, the first file that defines a name gives that entry whole;
+  ``current-context`` is the first one set. One file given explicitly (``--kubeconfig``)
+  must exist and is read alone.
 * ``current-context`` (or the ``context`` argument) selects the context, whose ``cluster``
   and ``user`` must exist; the context's ``namespace`` is kept (default ``default``).
+* Relative paths (``certificate-authority``, ``client-certificate``, ``client-key``,
+  ``tokenFile``, an ``exec`` command with a ``/``) are relative to the directory of the
+  file that defined the cluster or user, as client-go's ``ResolveLocalPaths`` has them.
 * cluster: ``server``; ``certificate-authority-data`` (base64 PEM) or
-  ``certificate-authority`` (a file; relative paths are relative to the kubeconfig's
-  directory, as in client-go), else the system's trusted roots;
+  ``certificate-authority`` (a file), else the system's trusted roots;
   ``insecure-skip-tls-verify``; ``tls-server-name`` (SNI and the name the certificate is
   checked against); ``proxy-url`` (http, https or socks5; without it ``HTTPS_PROXY`` /
   ``HTTP_PROXY`` / ``NO_PROXY`` apply, and, as in Go, loopback and ``localhost`` are never
@@ -29,11 +37,20 @@ What a kubeconfig may say, and what happens:
   ``expirationTimestamp``, then the plugin runs again; a client certificate it returns is
   used for the connections made from then on); ``username``/``password`` (basic auth).
   Client certificates: ``client-certificate-data``/``client-key-data`` or the file forms.
+* user impersonation (client-go's ``ImpersonationConfig``): ``as``, ``as-uid``,
+  ``as-groups``, ``as-user-extra`` become every request's ``Impersonate-User``,
+  ``Impersonate-Uid``, one ``Impersonate-Group`` per group and one
+  ``Impersonate-Extra-<key>`` per value (the key percent-encoded as client-go's
+  ``transport/round_trippers.go`` does); a uid, groups or extra without ``as`` is an
+  error, as in client-go. Through the ``kubernetes`` package too (which does not read
+  them: they are added here).
 * ``OVERSEER_KUBECONFIG_LOADER=kubernetes`` in the environment sends every kubeconfig
   through the ``kubernetes`` package's loader instead (for a kubeconfig feature not read
-  here; the process then pays the package's import).
+  here; the process then pays the package's import). Several files go to its
+  ``KubeConfigMerger``, which merges them the same way.
 * Files are read when the configuration is loaded, so a missing or unreadable one is a
-  :class:`~manager.errors.ConfigError` naming it, not a failure at the first request.
+  :class:`~manager.errors.ConfigError` naming it, not a failure at the first request; a
+  problem of an entry names the file that defined it.
   A client key never touches the disk beyond the kubeconfig itself: key and certificate
   are loaded into the TLS context through a file that exists only while it loads.
 
@@ -52,13 +69,14 @@ import ipaddress
 import json
 import logging
 import os
+import re
 import shutil
 import ssl
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -113,7 +131,8 @@ class ClusterConfig:
     Certificates are PEM bytes (files were read when the configuration was loaded).
     ``proxy_url`` is the proxy in effect (the cluster's ``proxy-url``, else the
     environment's unless ``NO_PROXY`` or loopback exempts the server). ``source`` says
-    where the configuration came from, for messages.
+    where the configuration came from, for messages. ``impersonation``: whom every
+    request acts as (None: the authenticated user itself).
     """
 
     server: str
@@ -126,6 +145,7 @@ class ClusterConfig:
     credentials: Credentials | None = field(default=None, compare=False, repr=False)
     namespace: str = "default"
     source: str = ""
+    impersonation: Impersonation | None = None
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.server)
@@ -137,6 +157,71 @@ class ClusterConfig:
             raise ConfigError(
                 [f"{where}a client certificate needs its key, and a key its certificate"]
             )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Impersonation:
+    """Whom the requests act as: client-go's ``rest.ImpersonationConfig``, from a
+    kubeconfig user's ``as``, ``as-uid``, ``as-groups`` and ``as-user-extra``. The API
+    server authenticates the client as usual, checks that it may ``impersonate`` each of
+    these, then handles the request as this user. Not a secret.
+
+    Raises:
+        ConfigError: no user (uid, groups or extra cannot be impersonated without one,
+            as client-go and the API server refuse it), or a value that cannot be a
+            header value (a control character).
+    """
+
+    user: str
+    uid: str = ""
+    groups: tuple[str, ...] = ()
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (key, values), in order
+
+    def __post_init__(self) -> None:
+        problems: list[str] = []
+        if not self.user:
+            problems.append("as: required (uid, groups and user-extra act as a user)")
+        named = [("as", self.user), ("as-uid", self.uid)]
+        named += [("as-groups", g) for g in self.groups]
+        named += [(f"as-user-extra.{k}", v) for k, values in self.extra for v in values]
+        for name, value in named:
+            if _CONTROL_CHARACTER.search(value):
+                problems.append(f"{name}: {value!r} has a control character")
+        if problems:
+            raise ConfigError(problems)
+
+    def headers(self) -> tuple[tuple[str, str], ...]:
+        """The request headers, as client-go's impersonating round tripper sets them:
+        ``Impersonate-User``, ``Impersonate-Uid`` if set, one ``Impersonate-Group`` per
+        group, one ``Impersonate-Extra-<key>`` per value of each extra key, the key
+        percent-encoded (:func:`_header_key_escape`). Values are given as the latin-1
+        reading of their UTF-8 bytes, so that the HTTP layer (which encodes header text
+        as latin-1) sends the UTF-8 bytes, as Go does."""
+        pairs = [("Impersonate-User", self.user)]
+        if self.uid:
+            pairs.append(("Impersonate-Uid", self.uid))
+        pairs += [("Impersonate-Group", group) for group in self.groups]
+        for key, values in self.extra:
+            name = "Impersonate-Extra-" + _header_key_escape(key)
+            pairs += [(name, value) for value in values]
+        return tuple((name, value.encode().decode("latin-1")) for name, value in pairs)
+
+
+# What Go's HTTP client refuses in a header value (httpguts.ValidHeaderFieldValue).
+_CONTROL_CHARACTER: Final = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+# RFC 7230 ``tchar``: what a header name may hold. Not "%": it starts an escape.
+_HEADER_TOKEN_BYTES: Final = frozenset(
+    b"!#$&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+)
+
+
+def _header_key_escape(key: str) -> str:
+    """An extra key as client-go's ``headerKeyEscape`` writes it into a header name: each
+    byte of its UTF-8 that is not a token character, and "%", as ``%XX`` (upper-case
+    hex); the API server lower-cases the name and percent-decodes it."""
+    return "".join(
+        chr(byte) if byte in _HEADER_TOKEN_BYTES else f"%{byte:02X}" for byte in key.encode()
+    )
 
 
 # -- credentials --------------------------------------------------------------------------
@@ -397,81 +482,205 @@ class _KubernetesConfigurationAuth:
 # -- loading ------------------------------------------------------------------------------
 
 
-def load_kubeconfig(path: str, context: str | None = None) -> ClusterConfig:
-    """The :class:`ClusterConfig` of a context of a kubeconfig file.
+def load_kubeconfig(path: str | Sequence[str], context: str | None = None) -> ClusterConfig:
+    """The :class:`ClusterConfig` of a context of a kubeconfig file, or of several merged.
+
+    A path (``--kubeconfig``) is one file, which must exist. A sequence of paths (the
+    files of ``$KUBECONFIG``) is merged as client-go's ``ClientConfigLoadingRules.Load``
+    merges its precedence list: the files in order, a missing one skipped (one must
+    exist); of ``clusters``, ``users`` and ``contexts``, the first file that defines a
+    name gives that entry whole (a later file's entry of the same name is ignored, even
+    the fields the first one lacks); ``current-context`` is the first one set. Relative
+    paths of an entry are relative to the directory of the file that defined it.
 
     Args:
-        path: the kubeconfig.
-        context: the context; default the file's ``current-context``.
+        path: the kubeconfig, or the kubeconfigs in order of precedence.
+        context: the context; default the ``current-context``.
 
     Raises:
-        ConfigError: the file is missing or unreadable, or the context, its cluster or
-            its user is missing or unusable; every message names the file.
+        ConfigError: the file given is missing, no file of the list exists, a file is
+            unreadable or not a kubeconfig, or the context, its cluster or its user is
+            missing or unusable; every message names the file or files concerned.
     """
+    documents: list[tuple[str, dict[str, Any]]] = []
+    if isinstance(path, str):
+        document = _read_kubeconfig(path)
+        if document is None:
+            raise ConfigError([f"kubeconfig {path}: no such file"])
+        documents.append((path, document))
+    else:
+        paths = list(dict.fromkeys(p for p in path if p))
+        for file in paths:
+            document = _read_kubeconfig(file)
+            if document is None:
+                log.debug("kubeconfig file missing, skipped", extra={"path": file})
+            else:
+                documents.append((file, document))
+        if not documents:
+            listed = ", ".join(paths) if paths else "(none given)"
+            raise ConfigError([f"kubeconfig: none of the files exists: {listed}"])
+    return _from_merged(_merge(documents), context)
+
+
+def _read_kubeconfig(path: str) -> dict[str, Any] | None:
+    """A kubeconfig file's document (an empty file is an empty kubeconfig, as in
+    client-go); None if there is no such file."""
     try:
         with open(path, encoding="utf-8") as file:
             document = yaml.safe_load(file)
     except FileNotFoundError:
-        raise ConfigError([f"kubeconfig {path}: no such file"]) from None
+        return None
     except OSError as exc:
         raise ConfigError([f"kubeconfig {path}: cannot read: {exc.strerror or exc}"]) from None
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise ConfigError([f"kubeconfig {path}: not valid YAML: {_describe(exc)}"]) from None
+    if document is None:
+        return {}
     if not isinstance(document, dict):
         raise ConfigError([f"kubeconfig {path}: not a kubeconfig (expected a YAML mapping)"])
+    return document
+
+
+# The named sections of a kubeconfig, and the key of an entry's body in each.
+_SECTIONS: Final = {"clusters": "cluster", "users": "user", "contexts": "context"}
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """A cluster, user or context, as the first file that defined its name has it."""
+
+    section: str
+    name: str
+    raw: Any
+    file: str
+
+    def body(self) -> Mapping[str, Any]:
+        if self.raw is None:
+            return {}
+        if not isinstance(self.raw, Mapping):
+            key = _SECTIONS[self.section]
+            raise ConfigError(
+                [f"kubeconfig {self.file}: {self.section}[{self.name}].{key}: not a mapping"]
+            )
+        return self.raw
+
+
+@dataclass(frozen=True, slots=True)
+class _Merged:
+    """Kubeconfig documents merged: the files read (in order, with their documents),
+    each section's entries by name, the current-context."""
+
+    documents: tuple[tuple[str, Mapping[str, Any]], ...]
+    entries: Mapping[str, Mapping[str, _Entry]]
+    current_context: str | None
+
+    @property
+    def label(self) -> str:
+        """The files, for a message about what none of them has."""
+        return "kubeconfig " + ", ".join(file for file, _ in self.documents)
+
+
+def _merge(documents: Sequence[tuple[str, Mapping[str, Any]]]) -> _Merged:
+    """client-go's merge of a precedence list: of each name, the first definition (the
+    first in a file, the first file); the first non-empty current-context."""
+    entries: dict[str, dict[str, _Entry]] = {section: {} for section in _SECTIONS}
+    current: str | None = None
+    for file, document in documents:
+        for section, key in _SECTIONS.items():
+            listed = document.get(section) or []
+            if not isinstance(listed, list):
+                raise ConfigError([f"kubeconfig {file}: {section}: not a list"])
+            for item in listed:
+                if isinstance(item, Mapping) and isinstance(item.get("name"), str):
+                    name = item["name"]
+                    entries[section].setdefault(name, _Entry(section, name, item.get(key), file))
+        if current is None and document.get("current-context"):
+            current = str(document["current-context"])
+    return _Merged(tuple(documents), entries, current)
+
+
+@contextlib.contextmanager
+def _in_file(file: str) -> Iterator[None]:
+    """A ConfigError raised inside names ``file``: the kubeconfig of the entry at fault."""
     try:
-        return _from_document(document, path, context)
+        yield
     except ConfigError as exc:
-        raise ConfigError([f"kubeconfig {path}: {p}" for p in exc.problems]) from None
+        raise ConfigError([f"kubeconfig {file}: {p}" for p in exc.problems]) from None
 
 
-def _from_document(document: Mapping[str, Any], path: str, wanted: str | None) -> ClusterConfig:
-    name = wanted or document.get("current-context")
+def _from_merged(merged: _Merged, wanted: str | None) -> ClusterConfig:
+    name = wanted or merged.current_context
     if not name:
-        raise ConfigError(["no context given and no current-context set"])
-    context = _named(document, "contexts", "context", str(name))
-    if context is None:
-        known = ", ".join(_names(document, "contexts")) or "none"
-        raise ConfigError([f"context {name!r} not found (contexts: {known})"])
+        raise ConfigError([f"{merged.label}: no context given and no current-context set"])
+    contexts = merged.entries["contexts"]
+    context_entry = contexts.get(name)
+    if context_entry is None:
+        known = ", ".join(contexts) or "none"
+        raise ConfigError([f"{merged.label}: context {name!r} not found (contexts: {known})"])
+    context = context_entry.body()
     cluster_name = context.get("cluster")
-    cluster = _named(document, "clusters", "cluster", str(cluster_name)) if cluster_name else None
-    if cluster is None:
-        raise ConfigError([f"cluster {cluster_name!r} of context {name!r} not found"])
+    cluster_entry = merged.entries["clusters"].get(str(cluster_name)) if cluster_name else None
+    if cluster_entry is None:
+        raise ConfigError(
+            [f"{merged.label}: cluster {cluster_name!r} of context {name!r} not found"]
+        )
+    cluster = cluster_entry.body()
     user_name = context.get("user")
+    user_entry: _Entry | None = None
     user: Mapping[str, Any] = {}
     if user_name:
-        found = _named(document, "users", "user", str(user_name))
-        if found is None:
-            raise ConfigError([f"user {user_name!r} of context {name!r} not found"])
-        user = found
-    base = os.path.dirname(os.path.abspath(path))
-    server = cluster.get("server")
-    if not isinstance(server, str) or not server:
-        raise ConfigError([f"cluster {cluster_name!r}: server is not set"])
-    server = server.rstrip("/")
-    if "auth-provider" in user or os.environ.get(LOADER_ENV) == "kubernetes":
-        return _through_kubernetes_package(path, str(name), context, cluster_name)
+        user_entry = merged.entries["users"].get(str(user_name))
+        if user_entry is None:
+            raise ConfigError([f"{merged.label}: user {user_name!r} of context {name!r} not found"])
+        user = user_entry.body()
+    cluster_file = cluster_entry.file
+    user_file = user_entry.file if user_entry is not None else cluster_file
+    involved = dict.fromkeys([context_entry.file, cluster_file, user_file])
+    source = f"kubeconfig {', '.join(involved)}, context {name}"
+    with _in_file(cluster_file):
+        server = cluster.get("server")
+        if not isinstance(server, str) or not server:
+            raise ConfigError([f"cluster {cluster_name!r}: server is not set"])
+        server = server.rstrip("/")
     where = f"users[{user_name}].user"
-    ca = _pem(cluster, "certificate-authority", base, f"clusters[{cluster_name}].cluster")
-    cert = _pem(user, "client-certificate", base, where)
-    key = _pem(user, "client-key", base, where)
-    credentials: Credentials | None = None
-    if user.get("token"):
-        credentials = StaticToken(str(user["token"]))
-    elif user.get("tokenFile"):
-        credentials = TokenFile(_resolve(base, str(user["tokenFile"])))
-    elif user.get("exec"):
-        plugin = ExecPlugin(
-            user["exec"],
-            where=f"{where}.exec",
-            cluster=_exec_cluster_info(cluster, ca) if isinstance(cluster, Mapping) else None,
-            cwd=base,
+    with _in_file(user_file):
+        impersonation = _impersonation(user, where, str(user_name))
+    if "auth-provider" in user or os.environ.get(LOADER_ENV) == "kubernetes":
+        loaded = _through_kubernetes_package(
+            [file for file, document in merged.documents if document], str(name), source
         )
-        credentials = plugin
-        if plugin.client_cert_pem is not None:
-            cert, key = plugin.client_cert_pem, plugin.client_key_pem
-    elif user.get("username") is not None and user.get("password") is not None:
-        credentials = BasicAuth(str(user["username"]), str(user["password"]))
+        return dataclasses.replace(
+            loaded,
+            namespace=str(context.get("namespace") or "default"),
+            source=f"{source} (cluster {cluster_name}), through the kubernetes package",
+            impersonation=impersonation,
+        )
+    cluster_base = os.path.dirname(os.path.abspath(cluster_file))
+    user_base = os.path.dirname(os.path.abspath(user_file))
+    with _in_file(cluster_file):
+        ca = _pem(
+            cluster, "certificate-authority", cluster_base, f"clusters[{cluster_name}].cluster"
+        )
+    credentials: Credentials | None = None
+    with _in_file(user_file):
+        cert = _pem(user, "client-certificate", user_base, where)
+        key = _pem(user, "client-key", user_base, where)
+        if user.get("token"):
+            credentials = StaticToken(str(user["token"]))
+        elif user.get("tokenFile"):
+            credentials = TokenFile(_resolve(user_base, str(user["tokenFile"])))
+        elif user.get("exec"):
+            plugin = ExecPlugin(
+                user["exec"],
+                where=f"{where}.exec",
+                cluster=_exec_cluster_info(cluster, ca),
+                cwd=user_base,
+            )
+            credentials = plugin
+            if plugin.client_cert_pem is not None:
+                cert, key = plugin.client_cert_pem, plugin.client_key_pem
+        elif user.get("username") is not None and user.get("password") is not None:
+            credentials = BasicAuth(str(user["username"]), str(user["password"]))
     return ClusterConfig(
         server=server,
         ca_pem=ca,
@@ -482,8 +691,55 @@ def _from_document(document: Mapping[str, Any], path: str, wanted: str | None) -
         proxy_url=_proxy_for(server, cluster.get("proxy-url")),
         credentials=credentials,
         namespace=str(context.get("namespace") or "default"),
-        source=f"kubeconfig {path}, context {name}",
+        source=source,
+        impersonation=impersonation,
     )
+
+
+def _impersonation(user: Mapping[str, Any], where: str, user_name: str) -> Impersonation | None:
+    """A user's ``as``, ``as-uid``, ``as-groups`` and ``as-user-extra`` (client-go's
+    ``AuthInfo.Impersonate*``); None when ``as`` is not set, which client-go's
+    validation requires of the others too."""
+    problems: list[str] = []
+
+    def text(key: str) -> str:
+        value = user.get(key)
+        if value is None or isinstance(value, str):
+            return value or ""
+        problems.append(f"{where}.{key}: must be a string")
+        return ""
+
+    def texts(value: Any, key: str) -> tuple[str, ...]:
+        if value is None:
+            return ()
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+        problems.append(f"{where}.{key}: must be a list of strings")
+        return ()
+
+    as_user, uid = text("as"), text("as-uid")
+    groups = texts(user.get("as-groups"), "as-groups")
+    extra: list[tuple[str, tuple[str, ...]]] = []
+    extra_map = user.get("as-user-extra")
+    if isinstance(extra_map, Mapping):
+        extra = [(str(k), texts(v, f"as-user-extra.{k}")) for k, v in extra_map.items()]
+    elif extra_map is not None:
+        problems.append(f"{where}.as-user-extra: must be a mapping of keys to lists of strings")
+    if problems:
+        raise ConfigError(problems)
+    if not as_user:
+        if uid or groups or extra:
+            raise ConfigError(
+                [
+                    f"{where}: requesting uid, groups or user-extra for {user_name!r} "
+                    "without impersonating a user (as is not set)"
+                ]
+            )
+        return None
+    try:
+        return Impersonation(user=as_user, uid=uid, groups=groups, extra=tuple(extra))
+    except ConfigError as exc:
+        raise ConfigError([f"{where}.{p}" for p in exc.problems]) from None
 
 
 def load_in_cluster(
@@ -558,11 +814,21 @@ def from_kubernetes_configuration(configuration: Any) -> ClusterConfig:
     )
 
 
-def _through_kubernetes_package(
-    path: str, name: str, context: Mapping[str, Any], cluster_name: Any
-) -> ClusterConfig:
-    """A legacy ``auth-provider`` user: loaded by the ``kubernetes`` package (imported
-    here only), whose refresh hook then provides each request's token."""
+def _through_kubernetes_package(files: Sequence[str], name: str, source: str) -> ClusterConfig:
+    """A legacy ``auth-provider`` user (or any, with ``OVERSEER_KUBECONFIG_LOADER``):
+    loaded by the ``kubernetes`` package (imported here only), whose refresh hook then
+    provides each request's token. Several files go to the package's
+    ``KubeConfigMerger`` as one ``os.pathsep``-separated list, which it merges as
+    client-go does (the first definition of a name wins; its current-context rule
+    differs, but the context is named here). It reads no impersonation: the caller adds
+    it."""
+    if len(files) > 1 and any(os.pathsep in file for file in files):
+        raise ConfigError(
+            [
+                f"kubeconfig {', '.join(files)}: the kubernetes package cannot merge a "
+                f"file whose path has {os.pathsep!r} in it"
+            ]
+        )
     # Imported here only: the package's import costs about 20 MiB. Untyped: Any.
     k8s_client: Any = importlib.import_module("kubernetes.client")
     k8s_config: Any = importlib.import_module("kubernetes.config")
@@ -570,45 +836,14 @@ def _through_kubernetes_package(
     configuration = k8s_client.Configuration()
     try:
         k8s_config.load_kube_config(
-            config_file=path,
+            config_file=os.pathsep.join(files),
             context=name,
             client_configuration=configuration,
             persist_config=False,
         )
     except Exception as exc:
-        raise ConfigError([f"context {name!r}: {_describe(exc)}"]) from None
-    return dataclasses.replace(
-        from_kubernetes_configuration(configuration),
-        namespace=str(context.get("namespace") or "default"),
-        source=(
-            f"kubeconfig {path}, context {name} (cluster {cluster_name}), "
-            "through the kubernetes package"
-        ),
-    )
-
-
-def _named(
-    document: Mapping[str, Any], section: str, key: str, name: str
-) -> Mapping[str, Any] | None:
-    entries = document.get(section) or []
-    if not isinstance(entries, list):
-        raise ConfigError([f"{section}: not a list"])
-    for entry in entries:
-        if isinstance(entry, Mapping) and entry.get("name") == name:
-            body = entry.get(key)
-            if body is None:
-                return {}
-            if not isinstance(body, Mapping):
-                raise ConfigError([f"{section}[{name}].{key}: not a mapping"])
-            return body
-    return None
-
-
-def _names(document: Mapping[str, Any], section: str) -> list[str]:
-    entries = document.get(section) or []
-    if not isinstance(entries, list):
-        return []
-    return [str(e.get("name")) for e in entries if isinstance(e, Mapping)]
+        raise ConfigError([f"{source}: {_describe(exc)}"]) from None
+    return from_kubernetes_configuration(configuration)
 
 
 def _resolve(base: str, path: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import socket
 import threading
 from collections import defaultdict, deque
@@ -69,9 +70,14 @@ class Seen:
     query: dict[str, list[str]]
     headers: dict[str, str]
     body: bytes
+    header_lines: list[tuple[str, str]] = field(default_factory=list)  # as sent, repeats kept
 
     def json(self) -> Any:
         return json.loads(self.body)
+
+    def impersonation(self) -> list[tuple[str, str]]:
+        """The ``Impersonate-*`` headers, in order, names as sent."""
+        return [(n, v) for n, v in self.header_lines if n.lower().startswith("impersonate-")]
 
 
 def status_body(code: int, reason: str, message: str, **details: Any) -> dict[str, Any]:
@@ -152,7 +158,12 @@ def _handler_for(stub: StubApiServer) -> type[BaseHTTPRequestHandler]:
             with stub.lock:
                 stub.seen.append(
                     Seen(
-                        self.command, split.path, parse_qs(split.query), _lower(self.headers), body
+                        self.command,
+                        split.path,
+                        parse_qs(split.query),
+                        _lower(self.headers),
+                        body,
+                        list(self.headers.items()),
                     )
                 )
             reply = stub.next_reply(self.command, split.path)
@@ -305,14 +316,116 @@ def test_from_kubeconfig_context_selects_another_cluster(kubeconfig: Path) -> No
         assert client.host == "http://127.0.0.2:6443"
 
 
-def test_kubeconfig_env_first_entry_of_a_list_is_used(
-    kubeconfig: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stub: StubApiServer
+def test_kubeconfig_env_files_are_merged_the_first_definition_winning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stub: StubApiServer
 ) -> None:
-    monkeypatch.setenv("KUBECONFIG", f"{kubeconfig}:{tmp_path / 'missing'}")
-    with KubeClient.from_kubeconfig() as client:
-        assert client.host == stub.url
-    with KubeClient.load() as client:
-        assert client.host == stub.url
+    """$KUBECONFIG as kubectl reads it: every file, a missing one skipped; of each name
+    the first definition, of the current-context the first one set."""
+    first = tmp_path / "first"
+    first.write_text(
+        json.dumps(
+            {
+                "users": [{"name": "stub", "user": {"token": "from-first"}}],
+                "contexts": [{"name": "mixed", "context": {"cluster": "stub", "user": "stub"}}],
+                "current-context": "mixed",
+            }
+        )
+    )
+    # The cluster is only here; its user "stub" and its current-context lose to the first's.
+    second = write_kubeconfig(tmp_path / "second", stub.url, token="from-second")
+    files = [str(first), str(tmp_path / "missing"), str(second)]
+    monkeypatch.setenv("KUBECONFIG", os.pathsep.join(files))
+    stub.reply("GET", "/api/v1/namespaces/default/pods/a", *[Reply(body=pod("a"))] * 2)
+    for make in (KubeClient.load, KubeClient.from_kubeconfig):
+        with make() as client:
+            assert client.host == stub.url
+            client.get(PODS, "a", "default")
+    assert [s.headers["authorization"] for s in stub.requests()] == ["Bearer from-first"] * 2
+    with KubeClient.load(context="other") as client:  # a context of the second file
+        assert client.host == "http://127.0.0.2:6443"
+    # An explicit kubeconfig is that one file.
+    with pytest.raises(ConfigError) as info:
+        KubeClient.load(str(first))
+    assert str(info.value) == f"kubeconfig {first}: cluster 'stub' of context 'mixed' not found"
+
+
+def test_kubeconfig_env_whose_files_are_all_missing_is_an_error_naming_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = [str(tmp_path / "a"), str(tmp_path / "b")]
+    monkeypatch.setenv("KUBECONFIG", os.pathsep.join(files))
+    for make in (KubeClient.load, KubeClient.from_kubeconfig):
+        with pytest.raises(ConfigError) as info:
+            make()
+        assert all(f in str(info.value) for f in files)
+
+
+def test_every_request_impersonates_the_kubeconfig_users_as(
+    stub: StubApiServer, tmp_path: Path, make_client: Callable[..., KubeClient]
+) -> None:
+    """``as``, ``as-uid``, ``as-groups``, ``as-user-extra``: client-go's impersonation
+    headers on every request, whichever way it is sent (the client's own exchange, urllib3
+    for a watch, a write session and its pipeline)."""
+    from manager.kube import Write
+
+    path = tmp_path / "impersonating"
+    user = {
+        "token": "t",
+        "as": "jane",
+        "as-uid": "1234",
+        "as-groups": ["dev", "équipe-用"],
+        "as-user-extra": {"example.com/scopes": ["read", "write"], "ü %": ["x"]},
+    }
+    path.write_text(
+        json.dumps(
+            {
+                "clusters": [{"name": "c", "cluster": {"server": stub.url}}],
+                "users": [{"name": "u", "user": user}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    expected = [
+        ("Impersonate-User", "jane"),
+        ("Impersonate-Uid", "1234"),
+        ("Impersonate-Group", "dev"),
+        # A value goes as its UTF-8 bytes, as Go sends it (http.server reads latin-1).
+        ("Impersonate-Group", "équipe-用".encode().decode("latin-1")),
+        # A key is percent-encoded byte by byte where not a header token character,
+        # and so is "%" (client-go's headerKeyEscape).
+        ("Impersonate-Extra-example.com%2Fscopes", "read"),
+        ("Impersonate-Extra-example.com%2Fscopes", "write"),
+        ("Impersonate-Extra-%C3%BC%20%25", "x"),
+    ]
+    pods = "/api/v1/namespaces/team/pods"
+    stub.reply("GET", f"{pods}/a", Reply(body=pod("a", "team")))
+    stub.reply("GET", pods, Reply(body={"items": []}), Reply(chunks=[]))
+    stub.reply("POST", pods, *[Reply(201, pod("a", "team"))] * 3)
+    stub.reply("PATCH", f"{pods}/a", Reply(200, pod("a", "team")))
+    client = make_client(path)
+    client.get(PODS, "a", "team")
+    client.list(PODS, "team")
+    with client.watch(PODS, "team", resource_version="1", timeout_seconds=60, read_timeout=30) as w:
+        assert list(w) == []
+    client.create(PODS, pod("a", "team"))
+    with client.write_session() as session:
+        session.create(PODS, pod("a", "team"))
+        session.pipeline([Write.create(PODS, pod("a", "team")), Write.patch(PODS, "a", {}, "team")])
+    seen = stub.requests()
+    assert [(s.method, s.path) for s in seen] == [
+        ("GET", f"{pods}/a"),
+        ("GET", pods),
+        ("GET", pods),
+        ("POST", pods),
+        ("POST", pods),
+        ("POST", pods),
+        ("PATCH", f"{pods}/a"),
+    ]
+    assert seen[2].query["watch"] == ["true"]
+    for s in seen:
+        assert s.impersonation() == expected, (s.method, s.path)
+        assert s.headers["authorization"] == "Bearer t"  # the client still authenticates
 
 
 def test_load_prefers_an_explicit_kubeconfig(

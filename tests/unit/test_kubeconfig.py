@@ -30,6 +30,7 @@ from manager.kube import ClientOptions, KubeClient
 from manager.kubeconfig import (
     ClusterConfig,
     ExecPlugin,
+    Impersonation,
     TokenFile,
     _proxy_for,
     load_in_cluster,
@@ -124,6 +125,34 @@ def kubeconfig(path: Path, cluster: dict[str, Any], user: dict[str, Any], **cont
         )
     )
     return path
+
+
+def config_file(
+    path: Path,
+    *,
+    clusters: dict[str, Any] | None = None,
+    users: dict[str, Any] | None = None,
+    contexts: dict[str, Any] | None = None,
+    current: str | None = None,
+) -> Path:
+    """A kubeconfig of the entries given (name: body), with ``current-context`` if given."""
+    document: dict[str, Any] = {"apiVersion": "v1", "kind": "Config"}
+    for section, key, entries in (
+        ("clusters", "cluster", clusters),
+        ("users", "user", users),
+        ("contexts", "context", contexts),
+    ):
+        if entries is not None:
+            document[section] = [{"name": name, key: body} for name, body in entries.items()]
+    if current is not None:
+        document["current-context"] = current
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def authorization(config: ClusterConfig) -> str | None:
+    return config.credentials.authorization() if config.credentials is not None else None
 
 
 def get_pod(config: ClusterConfig | str, stub: StubApiServer) -> dict[str, str]:
@@ -557,12 +586,231 @@ def test_in_cluster_reads_the_service_account(tmp_path: Path, pki: Pki) -> None:
         load_in_cluster({}, str(tmp_path))
 
 
+# -- several files ($KUBECONFIG) ----------------------------------------------------------
+
+
+def test_several_files_merge_with_the_first_definition_of_each_name_winning(
+    tmp_path: Path,
+) -> None:
+    """client-go's ``ClientConfigLoadingRules.Load`` of a precedence list: of clusters,
+    users and contexts, the first file defining a name gives the whole entry; the
+    current-context is the first one set."""
+    a = config_file(
+        tmp_path / "a",
+        clusters={"shared": {"server": "http://127.0.0.1:1"}},
+        users={"shared": {"token": "from-a"}},
+        contexts={"ctx": {"cluster": "shared", "user": "shared", "namespace": "from-a"}},
+        current="",  # empty: not set
+    )
+    b = config_file(
+        tmp_path / "b",
+        clusters={
+            "shared": {"server": "http://127.0.0.1:2", "tls-server-name": "from-b"},
+            "only-b": {"server": "http://127.0.0.1:3"},
+        },
+        users={"shared": {"token": "from-b"}},
+        contexts={
+            "ctx": {"cluster": "only-b", "user": "shared"},
+            "other": {"cluster": "only-b", "user": "shared", "namespace": "from-b"},
+        },
+        current="ctx",
+    )
+    c = config_file(tmp_path / "c", current="other")
+    files = [str(a), str(b), str(c)]
+    config = load_kubeconfig(files)
+    # b's current-context; a's context, cluster and user, with nothing of b's mixed in
+    assert (config.server, config.namespace) == ("http://127.0.0.1:1", "from-a")
+    assert config.tls_server_name is None
+    assert authorization(config) == "Bearer from-a"
+    assert config.source == f"kubeconfig {a}, context ctx"  # the file it all came from
+    # A context of b: its cluster from b, its user from a, which came first.
+    other = load_kubeconfig(files, "other")
+    assert (other.server, other.namespace) == ("http://127.0.0.1:3", "from-b")
+    assert authorization(other) == "Bearer from-a"
+    assert other.source == f"kubeconfig {b}, {a}, context other"
+    # In the other order: c's current-context, b's user.
+    reverse = load_kubeconfig(files[::-1])
+    assert (reverse.server, reverse.namespace) == ("http://127.0.0.1:3", "from-b")
+    assert authorization(reverse) == "Bearer from-b"
+
+
+@needs_openssl
+def test_relative_paths_are_relative_to_the_file_that_defined_the_entry(
+    tls_stub: StubApiServer, pki: Pki, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As client-go's ResolveLocalPaths: the CA file of the cluster next to the file of
+    the cluster, the certificate, key, token file and exec command of the user next to
+    the file of the user."""
+    clusters, users = tmp_path / "clusters", tmp_path / "users"
+    users.mkdir()
+    shutil.copy(pki.other_ca, users / "ca.crt")  # the wrong CA, beside the wrong file
+    shutil.copy(pki.client_cert, users / "me.crt")
+    shutil.copy(pki.client_key, users / "me.key")
+    (users / "token").write_text("from-users\n")
+    script = plugin(
+        users,
+        """
+        print(json.dumps({"apiVersion": info["apiVersion"], "kind": "ExecCredential",
+            "status": {"token": "from-users-bin"}}))
+        """,
+    )
+    (users / "bin").mkdir()
+    (users / "bin" / "plugin").write_text(f"#!/bin/sh\nexec {sys.executable} {script}\n")
+    (users / "bin" / "plugin").chmod(0o755)
+    certificate = {"client-certificate": "me.crt", "client-key": "me.key"}
+    first = config_file(
+        clusters / "config",
+        clusters={
+            "c": {"server": tls_url(tls_stub), "certificate-authority": "ca.crt",
+                  "tls-server-name": "apiserver.test"},
+        },
+        contexts={"file": {"cluster": "c", "user": "file"},
+                  "exec": {"cluster": "c", "user": "exec"}},
+        current="file",
+    )  # fmt: skip
+    shutil.copy(pki.ca, clusters / "ca.crt")
+    second = config_file(
+        users / "config",
+        users={
+            "file": {**certificate, "tokenFile": "token"},
+            "exec": {**certificate, **exec_user(script, command="./bin/plugin", args=[])},
+        },
+    )
+    monkeypatch.chdir(tmp_path)  # neither file's directory
+    files = [str(first), str(second)]
+    assert get_pod(load_kubeconfig(files), tls_stub)["authorization"] == "Bearer from-users"
+    exec_config = load_kubeconfig(files, "exec")
+    assert get_pod(exec_config, tls_stub)["authorization"] == "Bearer from-users-bin"
+
+
+def test_missing_files_of_a_list_are_skipped_but_one_must_exist(tmp_path: Path) -> None:
+    present = kubeconfig(tmp_path / "present", {"server": "http://127.0.0.1:1"}, {"token": "t"})
+    gone, also_gone = tmp_path / "gone", tmp_path / "no-such-dir" / "config"
+    config = load_kubeconfig([str(gone), str(present), str(also_gone)])
+    assert config.server == "http://127.0.0.1:1"
+    assert config.source == f"kubeconfig {present}, context x"
+    with pytest.raises(ConfigError) as info:
+        load_kubeconfig([str(gone), str(also_gone)])
+    assert str(gone) in str(info.value)
+    assert str(also_gone) in str(info.value)
+    # An explicit kubeconfig (a path, not a list) is one file, which must exist.
+    with pytest.raises(ConfigError) as info:
+        load_kubeconfig(str(gone))
+    assert str(info.value) == f"kubeconfig {gone}: no such file"
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ("clusters: [\n", "not valid YAML"),
+        ("just a string\n", "expected a YAML mapping"),
+        ("users: {u: {token: t}}\n", "users: not a list"),
+        (None, "cannot read"),  # a directory
+    ],
+)
+def test_a_file_of_a_list_that_cannot_be_read_is_an_error_naming_it(
+    tmp_path: Path, content: str | None, problem: str
+) -> None:
+    """Even after a file that says everything needed: client-go's Load fails too."""
+    good = kubeconfig(tmp_path / "good", {"server": "http://127.0.0.1:1"}, {"token": "t"})
+    bad = tmp_path / "bad"
+    if content is None:
+        bad.mkdir()
+    else:
+        bad.write_text(content)
+    with pytest.raises(ConfigError) as info:
+        load_kubeconfig([str(good), str(bad)])
+    assert str(info.value).startswith(f"kubeconfig {bad}: ")
+    assert problem in str(info.value)
+
+
+def test_an_unusable_entry_is_an_error_naming_the_file_that_defined_it(tmp_path: Path) -> None:
+    first = config_file(
+        tmp_path / "first",
+        clusters={"c": {"server": "http://127.0.0.1:1"}},
+        contexts={"x": {"cluster": "c", "user": "u"}, "no-server": {"cluster": "d"}},
+        current="x",
+    )
+    second = config_file(
+        tmp_path / "second" / "config",
+        users={"u": {"client-certificate": "me.crt", "client-key-data": "a2V5"}},
+        clusters={"d": {"insecure-skip-tls-verify": True}},
+    )
+    files = [str(first), str(second)]
+    with pytest.raises(ConfigError) as info:
+        load_kubeconfig(files)
+    missing = tmp_path / "second" / "me.crt"
+    assert str(info.value).startswith(
+        f"kubeconfig {second}: users[u].user.client-certificate: {missing}: cannot read"
+    )
+    with pytest.raises(ConfigError) as info:
+        load_kubeconfig(files, "no-server")
+    assert str(info.value) == f"kubeconfig {second}: cluster 'd': server is not set"
+    # What no file has: every file read is named.
+    with pytest.raises(ConfigError) as info:
+        load_kubeconfig([*files, str(tmp_path / "missing")], "nope")
+    assert str(info.value) == (
+        f"kubeconfig {first}, {second}: context 'nope' not found (contexts: x, no-server)"
+    )
+
+
+# -- impersonation ------------------------------------------------------------------------
+
+
+def test_impersonation_is_read_from_the_user(tmp_path: Path) -> None:
+    user = {
+        "token": "s3cret",
+        "as": "jane",
+        "as-uid": "1234",
+        "as-groups": ["dev", "ops"],
+        "as-user-extra": {"reason": ["on call"], "scopes": ["read", "write"]},
+    }
+    path = kubeconfig(tmp_path / "config", {"server": "http://127.0.0.1:1"}, user)
+    config = load_kubeconfig(str(path))
+    assert config.impersonation == Impersonation(
+        user="jane",
+        uid="1234",
+        groups=("dev", "ops"),
+        extra=(("reason", ("on call",)), ("scopes", ("read", "write"))),  # in file order
+    )
+    assert "jane" in repr(config)  # whom a client acts as is no secret
+    assert "s3cret" not in repr(config)
+    plain = kubeconfig(tmp_path / "plain", {"server": "http://127.0.0.1:1"}, {"as": ""})
+    assert load_kubeconfig(str(plain)).impersonation is None
+
+
+@pytest.mark.parametrize(
+    ("user", "problem"),
+    [
+        ({"as-groups": ["dev"]}, "requesting uid, groups or user-extra for 'u' without"),
+        ({"as-uid": "1"}, "requesting uid, groups or user-extra for 'u' without"),
+        ({"as-user-extra": {"k": ["v"]}}, "requesting uid, groups or user-extra for 'u' without"),
+        ({"as": "", "as-groups": ["dev"]}, "without impersonating a user"),
+        ({"as": "jane", "as-groups": "dev"}, "as-groups: must be a list of strings"),
+        ({"as": "jane", "as-user-extra": {"k": "v"}}, "as-user-extra.k: must be a list of strings"),
+        ({"as": "jane", "as-user-extra": ["k"]}, "as-user-extra: must be a mapping"),
+        ({"as": 7}, "as: must be a string"),
+        ({"as": "jane\r\nX-Evil: 1"}, "as: 'jane\\r\\nX-Evil: 1' has a control character"),
+    ],
+)
+def test_unusable_impersonation_is_a_config_error_naming_the_user(
+    tmp_path: Path, user: dict[str, Any], problem: str
+) -> None:
+    """As client-go refuses it (groups, uid or extra without ``as``), or as Go's HTTP
+    client would refuse to send it (a control character in a header)."""
+    path = kubeconfig(tmp_path / "config", {"server": "http://127.0.0.1:1"}, {"token": "t", **user})
+    with pytest.raises(ConfigError) as info:
+        load_kubeconfig(str(path))
+    assert str(info.value).startswith(f"kubeconfig {path}: users[u].user")
+    assert problem in str(info.value)
+
+
 # -- the kubernetes package: only for legacy auth-providers --------------------------------
 
 
-def test_an_auth_provider_user_goes_through_the_kubernetes_package(
-    stub: StubApiServer, tmp_path: Path
-) -> None:
+def oidc_user() -> tuple[dict[str, Any], str]:
+    """A legacy ``auth-provider: oidc`` user whose id token has not expired; the token."""
+
     def part(value: dict[str, Any]) -> str:
         return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
 
@@ -579,8 +827,49 @@ def test_an_auth_provider_user_goes_through_the_kubernetes_package(
             },
         }
     }
+    return user, id_token
+
+
+def test_an_auth_provider_user_goes_through_the_kubernetes_package(
+    stub: StubApiServer, tmp_path: Path
+) -> None:
+    user, id_token = oidc_user()
     path = kubeconfig(tmp_path / "config", {"server": stub.url}, user)
     assert get_pod(str(path), stub)["authorization"] == f"Bearer {id_token}"
+
+
+@pytest.mark.parametrize("route", ["auth-provider", "OVERSEER_KUBECONFIG_LOADER"])
+def test_the_kubernetes_package_merges_a_list_the_same_way(
+    stub: StubApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, route: str
+) -> None:
+    """Its ``KubeConfigMerger`` is given the files read: the first definition of a name
+    wins there too. Impersonation, which it does not read, is added here."""
+    if route == "auth-provider":
+        user, token = oidc_user()
+    else:
+        user, token = {"token": "from-first"}, "from-first"
+        monkeypatch.setenv("OVERSEER_KUBECONFIG_LOADER", "kubernetes")
+    first = config_file(
+        tmp_path / "first",
+        users={"u": {**user, "as": "jane", "as-groups": ["dev"]}},
+        contexts={"x": {"cluster": "c", "user": "u", "namespace": "ns"}},
+        current="x",
+    )
+    second = config_file(
+        tmp_path / "second",
+        clusters={"c": {"server": stub.url}},
+        users={"u": {"token": "from-second"}},
+        contexts={"y": {"cluster": "c", "user": "u"}},
+        current="y",
+    )
+    config = load_kubeconfig([str(first), str(tmp_path / "missing"), str(second)])
+    assert config.source == (
+        f"kubeconfig {first}, {second}, context x (cluster c), through the kubernetes package"
+    )
+    assert config.namespace == "ns"
+    headers = get_pod(config, stub)
+    assert headers["authorization"] == f"Bearer {token}"
+    assert (headers["impersonate-user"], headers["impersonate-group"]) == ("jane", "dev")
 
 
 def test_the_kubernetes_package_loader_can_be_asked_for(
