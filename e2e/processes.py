@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,22 @@ class Replica:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
 
+    def pause(self, timeout: float = 10.0) -> float:
+        """SIGSTOP, and the time (``time.time()``) once the kernel shows the process
+        stopped: it did nothing after that moment (sending the signal is not enough: the
+        process runs on until the signal is delivered).
+
+        Raises:
+            AssertionError: not stopped within ``timeout`` seconds.
+        """
+        self.signal(signal.SIGSTOP)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if _state(self.proc.pid) in ("T", "t", "Z", ""):
+                return time.time()
+            time.sleep(0.005)
+        raise AssertionError(f"{self.name} not stopped {timeout} s after SIGSTOP")
+
     def wait(self, timeout: float) -> int | None:
         try:
             return self.proc.wait(timeout)
@@ -138,6 +155,15 @@ def holder(client: KubeClient, namespace: str, lease: str) -> str:
     except NotFound:
         return ""
     return str((obj.get("spec") or {}).get("holderIdentity") or "")
+
+
+def _state(pid: int) -> str:
+    """The process's state letter from ``/proc/<pid>/stat`` ("" when it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat[stat.rindex(")") + 2 :].split(" ", 1)[0]
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str, step: float = 0.02) -> Any:

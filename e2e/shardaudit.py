@@ -23,14 +23,23 @@ with ``<user>_``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from apiserver.http.audit import Audit, AuditRecord, LeaseState
 from manager.hashring import SHARD_BY_NAMESPACE, SlotRing, fnv1a_64
 from manager.sharding import APPLIED_ANNOTATION, RING_LABEL, decode_ring
 
-__all__ = ["leader_violations", "record_hash", "ring_of", "shard_violations"]
+__all__ = [
+    "journal_overlaps",
+    "leader_violations",
+    "read_journals",
+    "record_hash",
+    "ring_of",
+    "shard_violations",
+]
 
 _RINGS: dict[str, SlotRing | None] = {}
 
@@ -155,6 +164,31 @@ def shard_violations(
                     f"while {lease} claimed it since {other}"
                 )
     return checked, bad
+
+
+def read_journals(directory: Path) -> list[dict[str, Any]]:
+    """The entries of every ``*.jsonl`` journal in ``directory`` (one JSON object per
+    line, as the sharding test controller appends them).
+
+    A file's last line without its newline is not an entry: a replica is writing it as
+    we read (a read may see part of a write), or was killed while it did (the kernel may
+    end a write to a file at a page boundary when the process dies). Its span is lost to
+    :func:`journal_overlaps`; the audit still has the write itself.
+
+    Raises:
+        ValueError: a complete line is not JSON (naming the file and the line).
+    """
+    entries = []
+    for path in sorted(directory.glob("*.jsonl")):
+        lines = path.read_text(encoding="utf-8").split("\n")
+        for number, line in enumerate(lines[:-1], start=1):  # lines[-1]: not ended yet
+            if not line.strip():
+                continue
+            try:
+                entries.append(json.loads(line))
+            except ValueError as exc:
+                raise ValueError(f"journal {path}, line {number}: {exc}") from None
+    return entries
 
 
 def journal_overlaps(entries: Iterable[dict[str, Any]]) -> list[str]:

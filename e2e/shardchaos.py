@@ -32,7 +32,6 @@ holding a tick issued at that moment.
 from __future__ import annotations
 
 import contextlib
-import json
 import random
 import signal
 import threading
@@ -48,7 +47,7 @@ import yaml
 
 from e2e.chaos import _wait
 from e2e.replicapool import Exit, ReplicaPool
-from e2e.shardaudit import journal_overlaps, shard_violations
+from e2e.shardaudit import journal_overlaps, read_journals, shard_violations
 from manager.errors import ApiError
 from manager.kube import ClientOptions, KubeClient
 from manager.resources import builtin
@@ -258,11 +257,7 @@ class ShardHarness(ReplicaPool):
     def overlaps(self) -> list[str]:
         """Keys written by two replicas within one span: reconciles that wrote, by two
         replicas, overlapping in time."""
-        entries = []
-        for path in self.journal.glob("*.jsonl"):
-            for line in path.read_text().splitlines():
-                if line.strip():
-                    entries.append(json.loads(line))
+        entries = read_journals(self.journal)
         return journal_overlaps(e for e in entries if e["outcome"] == "written")
 
     def violations(self) -> tuple[int, list[str]]:

@@ -5,10 +5,14 @@ writes a key another replica took meanwhile was not reported."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
 
 from apiserver.http.audit import AuditRecord, LeaseState
-from e2e.shardaudit import leader_violations, shard_violations
+from e2e.shardaudit import leader_violations, read_journals, shard_violations
 from manager.hashring import SlotRing, fnv1a_64
 from manager.sharding import APPLIED_ANNOTATION, RING_LABEL, encode_ring
 
@@ -137,3 +141,29 @@ def test_leader_writes_after_another_acquired_are_reported_a_deleted_lease_is_it
         )
     bad = leader_violations(audit, NS, "leader", writer=lambda r: True)  # type: ignore[arg-type]
     assert len(bad) == 1 and "at revision 6" in bad[0], bad
+
+
+# -- the journals of the test controller (one JSON line per reconcile) ----------------------
+
+
+def _entry(key: str, who: str) -> str:
+    return json.dumps({"key": key, "who": who, "start": 1.0, "end": 2.0, "outcome": "written"})
+
+
+def test_a_journal_line_without_its_newline_is_not_an_entry_yet(tmp_path: Path) -> None:
+    """A line being written as the test reads (or cut by a kill -9: the kernel may end a
+    write at a page boundary) has no newline yet; it is not an entry, and not an error."""
+    (tmp_path / "a_1.jsonl").write_text(_entry("ns/k1", "a_1") + "\n" + _entry("ns/k2", "a_1")[:17])
+    (tmp_path / "b_1.jsonl").write_text(_entry("ns/k3", "b_1") + "\n")
+    (tmp_path / "c_1.jsonl").write_text("")
+    entries = read_journals(tmp_path)
+    assert sorted(e["key"] for e in entries) == ["ns/k1", "ns/k3"]
+
+
+def test_a_damaged_journal_line_before_the_last_is_an_error_naming_the_file(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "a_1.jsonl"
+    path.write_text(_entry("ns/k1", "a_1")[:17] + "\n" + _entry("ns/k2", "a_1") + "\n")
+    with pytest.raises(ValueError, match=r"a_1\.jsonl, line 1"):
+        read_journals(tmp_path)

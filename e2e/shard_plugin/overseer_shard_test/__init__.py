@@ -7,8 +7,9 @@ For each ConfigMap labelled ``overseer-shard-test=true`` whose ``data.tick`` dif
 the annotation ``shard/tick``, it holds the reconcile for ``holdSeconds`` (so that two
 replicas reconciling one key at once would overlap), then writes the tick and its
 identity, with the observed resourceVersion. Every reconcile it runs is journaled — key,
-start, end, identity, outcome — as one JSON line in ``<journal>/<identity>.jsonl``, so the
-test can prove that no key was ever reconciled by two replicas at the same moment.
+start, end, identity, outcome, and when its write was sent (``sent``, or null) — as one
+JSON line in ``<journal>/<identity>.jsonl``, so the test can prove that no key was
+ever reconciled by two replicas at the same moment.
 
 With ``blind: true`` its write carries no resourceVersion (a careless controller's merge
 patch): a stale replica's write is then refused by nothing but the key's write fence.
@@ -61,6 +62,7 @@ class ShardTestReconciler:
     def reconcile(self, request: Request) -> Result:
         start = time.time()
         outcome = "nothing"
+        sent: float | None = None
         try:
             obj = self._lister.get(request.name, request.namespace)
             if obj is None:
@@ -75,6 +77,7 @@ class ShardTestReconciler:
                 meta["resourceVersion"] = obj["metadata"]["resourceVersion"]
             patch = {"metadata": meta}
             try:
+                sent = time.time()
                 self._client.patch(CONFIGMAPS, request.name, patch, namespace=request.namespace)
             except (Conflict, NotFound):
                 outcome = "conflict"
@@ -91,6 +94,7 @@ class ShardTestReconciler:
                 "end": time.time(),
                 "who": self._me,
                 "outcome": outcome,
+                "sent": sent,
             }
             with self._lock:
                 self._journal.write(json.dumps(line) + "\n")
