@@ -25,6 +25,7 @@ __all__ = [
     "LeaderElectionLost",
     "NamespaceTerminating",
     "NotFound",
+    "OutcomeUnknown",
     "OverseerError",
     "PluginLoadError",
     "PluginSetupError",
@@ -200,6 +201,18 @@ class Unavailable(ServerError):
     """503, or the server could not be reached at all (connection refused, reset, timeout)."""
 
     default_status = 503
+
+
+class OutcomeUnknown(Unavailable):
+    """A write whose request reached the server (or may have) and whose answer never
+    came: the connection was reset or closed, or the answer timed out. The server may
+    have applied it, or not; only a read tells. Status 0, reason ``OutcomeUnknown``.
+
+    The client never sends such a write again by itself unless a replay cannot apply it
+    twice (a resourceVersion or uid precondition); a create is never resent (client-go
+    returns the error too). A reconcile that meets it fails and is requeued: the next
+    one sees what the server did (the object created, or not) and converges.
+    """
 
 
 def api_error_from_status(

@@ -173,14 +173,19 @@ class _Socketed(Protocol):
 
 
 class Flight:
-    """One fenced write from its first fence check until its answer has been read."""
+    """One fenced write (or pipeline of writes) from its first fence check until its
+    answer has been read."""
 
-    __slots__ = ("aborted", "conn", "fence")
+    __slots__ = ("aborted", "conn", "fence", "lands_by")
 
     def __init__(self, fence: Fence) -> None:
         self.fence = fence
         self.conn: _Socketed | None = None
         self.aborted = ""  # why it was abandoned ("" while it was not)
+        # monotonic time until which the server may still apply it although its
+        # connection was shut (writes queued behind others on a connection: the server
+        # reads ahead and does not see the close); None: the close stops it
+        self.lands_by: float | None = None
 
 
 class WritesInFlight:
@@ -193,12 +198,22 @@ class WritesInFlight:
     or the attempt failed. :meth:`abandon` shuts down the connections of the matching
     writes; a matching write that has not been sent yet is refused when it tries.
 
+    Shutting a connection down stops a write the server has not begun to commit only if
+    the server sees the close: one alone on its connection. Writes pipelined behind
+    others are read ahead by the server (Go's net/http server too), which sees the next
+    request's bytes, not the close, and applies them at its pace. Such a flight says until
+    when it may land (``lands_by``, from :meth:`sending`); abandoned, it counts as under
+    way until then, whatever its writer has noticed, so :meth:`wait` and :meth:`count`
+    do not give a permission up while it may still be applied.
+
     Thread-safe: one lock; sockets are shut down outside it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._cond = threading.Condition()
         self._flights: set[Flight] = set()
+        self._landing: set[Flight] = set()  # abandoned and ended, that may still land
+        self._clock = clock
 
     def begin(self, fence: Fence) -> Flight:
         flight = Flight(fence)
@@ -206,8 +221,9 @@ class WritesInFlight:
             self._flights.add(flight)
         return flight
 
-    def sending(self, flight: Flight, conn: _Socketed) -> None:
-        """``flight`` goes out on ``conn`` now.
+    def sending(self, flight: Flight, conn: _Socketed, *, lands_by: float | None = None) -> None:
+        """``flight`` goes out on ``conn`` now; ``lands_by``: for writes queued behind
+        others on it, the monotonic time by which the server will have handled them.
 
         Raises:
             WriteFenced: the write was abandoned before it was sent.
@@ -216,16 +232,27 @@ class WritesInFlight:
             if flight.aborted:
                 raise WriteFenced(f"write refused: {flight.aborted}", reason="abandoned")
             flight.conn = conn
+            if lands_by is not None:
+                flight.lands_by = max(flight.lands_by or 0.0, lands_by)
 
     def end(self, flight: Flight) -> None:
         with self._cond:
             self._flights.discard(flight)
+            if flight.aborted and flight.lands_by is not None and flight.lands_by > self._clock():
+                self._landing.add(flight)
             self._cond.notify_all()
 
+    def _under_way(self) -> list[Flight]:
+        """Flights under way, and abandoned ones that may still land (lock held)."""
+        now = self._clock()
+        self._landing = {f for f in self._landing if f.lands_by is not None and f.lands_by > now}
+        return [*self._flights, *self._landing]
+
     def count(self, match: Callable[[Fence], bool]) -> int:
-        """How many writes whose fence ``match`` accepts are under way."""
+        """How many writes whose fence ``match`` accepts are under way (or may still
+        land, abandoned)."""
         with self._cond:
-            return sum(1 for f in self._flights if match(f.fence))
+            return sum(1 for f in self._under_way() if match(f.fence))
 
     def abandon(self, match: Callable[[Fence], bool], why: str) -> int:
         """Abandon every write whose fence ``match`` accepts: its connection is shut down
@@ -246,14 +273,18 @@ class WritesInFlight:
 
     def wait(self, match: Callable[[Fence], bool], timeout: float) -> bool:
         """Wait until no write ``match`` accepts is under way; False on timeout."""
-        deadline = time.monotonic() + max(timeout, 0.0)
+        deadline = self._clock() + max(timeout, 0.0)
         with self._cond:
-            while any(match(f.fence) for f in self._flights):
-                remaining = deadline - time.monotonic()
+            while True:
+                matching = [f for f in self._under_way() if match(f.fence)]
+                if not matching:
+                    return True
+                now = self._clock()
+                remaining = deadline - now
                 if remaining <= 0:
                     return False
-                self._cond.wait(remaining)
-        return True
+                landing = [f.lands_by - now for f in matching if f in self._landing and f.lands_by]
+                self._cond.wait(min([remaining, *landing]))
 
     def give_up(self, match: Callable[[Fence], bool], why: str, timeout: float) -> bool:
         """Before a permission goes: abandon the matching writes and wait (at most

@@ -15,13 +15,27 @@ Contract:
   ``Status`` body when there is one. A server that cannot be reached (refused, reset,
   timed out, TLS failure) raises :class:`~manager.errors.Unavailable` with ``status=0``
   and the host in the message.
-* Retries happen here and nowhere else below the workqueue. A 429 is retried for every
-  verb (the server refused the request before doing anything); 5xx answers and broken
-  connections are retried only for requests that are safe to repeat: GET (get, list,
-  discovery and the opening request of a watch), PUT, DELETE, and merge/apply PATCH. A
-  connection that could not even be opened is retried for every verb (nothing was sent).
-  ``Retry-After`` is honoured; otherwise the wait is exponential with jitter. Attempts are
-  bounded by ``ClientOptions.max_retries`` and each wait by ``retry_max_wait``.
+* Retries happen here and nowhere else below the workqueue, by client-go's rules
+  (``rest/with_retry.go``, ``net/http``'s ``shouldRetryRequest``) made exact for writes:
+
+  - a request that never reached the server is sent again, whatever its verb: a
+    connection that could not be opened, or one found closed before the first byte of
+    the request went out (a kept-alive connection the server had closed while idle);
+  - a 429, or a 5xx that carries ``Retry-After``, is retried for every verb: the server
+    says it did not do it, and when to come back (client-go's ``checkWait``);
+  - anything else that went wrong after bytes of the request may have reached the
+    server (a connection reset or closed before the answer, an answer that timed out, a
+    5xx without ``Retry-After``) is retried only when a replay cannot apply the request
+    twice (:func:`_replayable`): a GET; a PUT or PATCH carrying a resourceVersion
+    precondition (``metadata.resourceVersion``, or a JSON patch that tests it); a DELETE
+    with a uid or resourceVersion precondition. A replay the server had already applied
+    then fails that precondition (409, 404): never applied twice. A create, a blind
+    update or patch, a blind delete are never sent again: they raise
+    :class:`~manager.errors.OutcomeUnknown` (the server may or may not have applied
+    them; the reconcile is requeued and reads what happened).
+
+  ``Retry-After`` is honoured; otherwise the wait is exponential with jitter. Attempts
+  are bounded by ``ClientOptions.max_retries`` and each wait by ``retry_max_wait``.
 * Every attempt passes the client-side :class:`~manager.flowcontrol.TokenBucket` first
   (``qps``/``burst``), shared by all requests of one client; a watch counts once, when it
   connects.
@@ -72,10 +86,12 @@ import tenacity
 import urllib3
 from opentelemetry import trace
 from prometheus_client import Counter, Histogram
+from urllib3.util.wait import wait_for_read
 
 from manager.errors import (
     ApiError,
     NotFound,
+    OutcomeUnknown,
     ServerError,
     TooManyRequests,
     Unavailable,
@@ -126,7 +142,7 @@ _PATCH_CONTENT_TYPES: Final[dict[str, str]] = {
 }
 _METHODS: Final = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
 _WRITES: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-_IDEMPOTENT_PATCHES: Final = frozenset({"merge", "apply"})
+_SAFE_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS"})
 _WATCH_CHUNK: Final = 64 * 1024
 _ERROR_TEXT_LIMIT: Final = 300
 
@@ -700,7 +716,7 @@ class KubeClient:
             NotFound: no such object (or namespace).
         """
         path = _object_path(resource, namespace, name)
-        return self._json("GET", path, idempotent=True, timeout=timeout)
+        return self._json("GET", path, replayable=True, timeout=timeout)
 
     def list(
         self,
@@ -733,7 +749,7 @@ class KubeClient:
             "resourceVersionMatch": resource_version_match,
             "shardSelector": shard_selector,
         }
-        return self._json("GET", resource.path(namespace), query=query, idempotent=True)
+        return self._json("GET", resource.path(namespace), query=query, replayable=True)
 
     def watch(
         self,
@@ -785,7 +801,7 @@ class KubeClient:
             query=query,
             body=None,
             content_type=None,
-            idempotent=True,
+            replayable=True,
             timeout=(self._options.timeout, read_timeout),
             stream=True,
         )
@@ -805,15 +821,17 @@ class KubeClient:
         """POST a new object; ``namespace`` defaults to ``body.metadata.namespace``;
         ``timeout``: seconds for this request (default the client's).
 
-        Not retried on 5xx or a broken connection (creating twice is not safe); retried
-        on 429 and when the connection could not be opened.
+        Never sent twice: retried only when nothing reached the server, or on a 429 or a
+        5xx with ``Retry-After`` (see the module's retry rules).
 
         Raises:
             AlreadyExists: the name is taken.
             Invalid: the object failed validation.
+            OutcomeUnknown: the request was sent and no answer came (the object may
+                exist now, or not).
         """
         ns = _namespace_for(resource, namespace, body)
-        return self._json("POST", resource.path(ns), body=body, idempotent=False, timeout=timeout)
+        return self._json("POST", resource.path(ns), body=body, replayable=False, timeout=timeout)
 
     def replace(
         self,
@@ -827,17 +845,20 @@ class KubeClient:
         """PUT an object (name and, by default, namespace from ``body.metadata``;
         ``timeout``: seconds for this request, default the client's).
 
-        With ``metadata.resourceVersion`` set this is an optimistic-concurrency update.
+        With ``metadata.resourceVersion`` set this is an optimistic-concurrency update,
+        and may be sent again after a broken connection; without, it is not.
 
         Raises:
             Conflict: the resourceVersion is stale.
+            OutcomeUnknown: a blind update was sent and no answer came.
         """
         name = _metadata(body).get("name")
         if not isinstance(name, str) or not name:
             raise ValueError(f"{resource.group_resource}: replace needs body.metadata.name")
         ns = _namespace_for(resource, namespace, body)
         path = resource.path(ns, name, subresource)
-        return self._json("PUT", path, body=body, idempotent=True, timeout=timeout)
+        replayable = _replayable("PUT", body, None)
+        return self._json("PUT", path, body=body, replayable=replayable, timeout=timeout)
 
     def patch(
         self,
@@ -854,9 +875,12 @@ class KubeClient:
         """PATCH an object.
 
         ``patch_type="json"`` takes a list of operations, the others an object.
-        ``"apply"`` (server-side apply) needs ``field_manager``. Merge and apply patches
-        are retried like PUT (applying them twice gives the same object); JSON and
-        strategic patches only on 429.
+        ``"apply"`` (server-side apply) needs ``field_manager``. A patch carrying a
+        resourceVersion precondition (``metadata.resourceVersion``, or a JSON patch
+        ``test`` of ``/metadata/resourceVersion``) may be sent again after a broken
+        connection; a blind one is not (applied twice, it could undo a write made in
+        between, or land on a re-created object of the same name) and raises
+        :class:`~manager.errors.OutcomeUnknown` instead.
         """
         content_type = _PATCH_CONTENT_TYPES.get(patch_type)
         if content_type is None:
@@ -873,7 +897,7 @@ class KubeClient:
             query=query,
             body=patch,
             content_type=content_type,
-            idempotent=patch_type in _IDEMPOTENT_PATCHES,
+            replayable=_replayable("PATCH", patch, content_type),
         )
 
     def delete(
@@ -890,13 +914,18 @@ class KubeClient:
         resources, the deleted object (or, with finalizers, the object still present)
         for others.
 
+        A DELETE with a uid or resourceVersion precondition may be sent again after a
+        broken connection (a replay the server had applied is a 404 or 409, and can never
+        delete a re-created object of the same name); a blind one is not.
+
         Raises:
-            NotFound: already gone (also when a retried DELETE had succeeded before).
+            NotFound: already gone (also when a replayed DELETE had succeeded before).
             Conflict: a precondition (uid, resourceVersion) failed.
+            OutcomeUnknown: a blind DELETE was sent and no answer came.
         """
         body = _delete_options(propagation_policy, preconditions, grace_period_seconds)
         path = _object_path(resource, namespace, name)
-        return self._json("DELETE", path, body=body, idempotent=True)
+        return self._json("DELETE", path, body=body, replayable=_replayable("DELETE", body, None))
 
     def delete_collection(
         self,
@@ -915,8 +944,9 @@ class KubeClient:
             "labelSelector": label_selector,
             "fieldSelector": field_selector,
         }
+        # not replayable: a second one could delete objects created in between
         return self._json(
-            "DELETE", resource.path(namespace), query=query, body=body, idempotent=True
+            "DELETE", resource.path(namespace), query=query, body=body, replayable=False
         )
 
     def request(
@@ -932,15 +962,18 @@ class KubeClient:
         """Any request: ``method`` on ``path`` (``/apis/...``), JSON ``body``; returns the
         decoded JSON object (``{}`` for an empty body).
 
-        ``idempotent`` says whether 5xx answers and broken connections may be retried.
+        ``idempotent``: the caller vouches that a replay cannot apply the request twice,
+        so that it may be sent again after a broken connection or a 5xx (GET, HEAD and
+        OPTIONS are, whatever it says); False follows the module's rules for writes.
         """
         method = method.upper()
         if method not in _METHODS:
             raise ValueError(f"unsupported HTTP method {method!r}")
         if not path.startswith("/"):
             raise ValueError(f"path must start with '/': {path!r}")
+        replayable = idempotent or method in _SAFE_METHODS
         return self._json(
-            method, path, query=query, body=body, content_type=content_type, idempotent=idempotent
+            method, path, query=query, body=body, content_type=content_type, replayable=replayable
         )
 
     def write_session(self) -> WriteSession:
@@ -968,7 +1001,7 @@ class KubeClient:
             group, version = "", group_version
             path = f"/api/{group_version}"
         try:
-            document = self._json("GET", path, idempotent=True)
+            document = self._json("GET", path, replayable=True)
         except NotFound as exc:
             raise NotFound(
                 f"{group_version} is not served by {self._host}", status=404, reason="NotFound"
@@ -1028,7 +1061,7 @@ class KubeClient:
         query: Query | None = None,
         body: Any = None,
         content_type: str | None = None,
-        idempotent: bool,
+        replayable: bool,
         timeout: float | None = None,
     ) -> JsonDict:
         seconds = self._options.timeout if timeout is None else timeout
@@ -1039,7 +1072,7 @@ class KubeClient:
                 query=query,
                 body=body,
                 content_type=content_type,
-                idempotent=idempotent,
+                replayable=replayable,
                 timeout=seconds,
                 stream=False,
             )
@@ -1054,7 +1087,7 @@ class KubeClient:
                 query=query,
                 body=body,
                 content_type=content_type,
-                idempotent=idempotent,
+                replayable=replayable,
                 timeout=seconds,
                 stream=False,
             )
@@ -1070,7 +1103,7 @@ class KubeClient:
                     query=query,
                     body=body,
                     content_type=content_type,
-                    idempotent=idempotent,
+                    replayable=replayable,
                     timeout=seconds,
                     stream=False,
                 )
@@ -1088,7 +1121,7 @@ class KubeClient:
         query: Query | None,
         body: Any,
         content_type: str | None,
-        idempotent: bool,
+        replayable: bool,
         timeout: float | tuple[float, float],
         stream: bool,
     ) -> bytes | urllib3.BaseHTTPResponse:
@@ -1098,7 +1131,7 @@ class KubeClient:
             url = f"{url}?{encoded}"
 
         def retryable(exc: BaseException) -> bool:
-            return _is_retryable(exc, idempotent)
+            return _is_retryable(exc, replayable)
 
         # The first attempt goes without tenacity's machinery (about 5% of a write's
         # Python time); only a failure that may be retried enters it, as attempt 1.
@@ -1235,10 +1268,13 @@ class KubeClient:
         urllib3's and http.client's per-request machinery (URL parsing, header objects,
         the email-based header parser: half of a write's Python time): the request is
         one buffer, the answer is read by :func:`_read_response`. The connection (TLS
-        as the kubeconfig set it up) comes from and goes back to the pool; the fence's
-        last check happens right before the bytes go out, as in
-        :class:`_FencedHTTPConnection`. A kept-alive connection the server had closed
-        while idle is replaced once (nothing was handled on it)."""
+        as the kubeconfig set it up) comes from and goes back to the pool (which drops a
+        kept-alive connection the server has closed meanwhile); the fence's last check
+        happens right before the bytes go out, as in :class:`_FencedHTTPConnection`.
+
+        Sent once: only a request of which not one byte left (:func:`_send_request`) goes
+        again, on a new connection. Whether one that broke after that may be replayed is
+        the retry rules' decision (:func:`_is_retryable`), not this exchange's."""
         payload = _encode_body(body)
         lines = [f"{method} {url[len(self._origin) :] or '/'} HTTP/1.1", self._host_header]
         lines.extend(f"{name}: {value}" for name, value in headers.items())
@@ -1253,24 +1289,18 @@ class KubeClient:
         keep = False
         reader: Any = None
         try:
-            for attempt in (1, 2):
+            while True:
                 reused = conn.sock is not None
                 if not reused:
                     conn.timeout = timeout
                     conn.connect()
                 _check_outgoing(conn)
                 conn.sock.settimeout(timeout)
-                reader = conn.sock.makefile("rb")
-                try:
-                    conn.sock.sendall(request)
-                    status, retry_after, data, close = _read_response(reader)
+                if _send_request(conn.sock, request) or not reused:
                     break
-                except (BrokenPipeError, ConnectionResetError, _ClosedEarly):
-                    if attempt == 2 or not reused:
-                        raise
-                    reader.close()
-                    reader = None
-                    conn.close()
+                conn.close()  # not a byte left on a stale connection: once more, anew
+            reader = conn.sock.makefile("rb")
+            status, retry_after, data, close = _read_response(reader)
             keep = not close
         finally:
             if reader is not None:
@@ -1355,9 +1385,18 @@ class KubeClient:
         children[1].inc()
 
     def _connection_error(self, exc: BaseException, method: str, path: str) -> Unavailable:
+        """The error a broken exchange is: :class:`~manager.errors.OutcomeUnknown` for a
+        write whose bytes may have reached the server, else ``Unavailable``."""
         cause: object = exc
         if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
             cause = exc.reason
+        if method in _WRITES and not _never_sent(exc):
+            return OutcomeUnknown(
+                f"{method} {path}: sent to {self._host}, no answer ({cause}): "
+                "the server may or may not have applied it",
+                status=0,
+                reason="OutcomeUnknown",
+            )
         return Unavailable(
             f"{method} {path}: cannot reach {self._host}: {cause}",
             status=0,
@@ -1467,6 +1506,9 @@ class WriteSession:
         self._raw: _SocketReads | None = None  # under ``_reader``: counts the receives
         # seconds the server took per write of the last pipelines (0: not known yet)
         self._answer_seconds = 0.0
+        # the slowest seconds per write the server showed lately (0: not known yet)
+        self._write_seconds = 0.0
+        self._authorization: str | None = None  # what the head sends
         self._sleep: Callable[[float], None] = time.sleep  # the wait for a pipeline's answers
 
     def __enter__(self) -> Self:
@@ -1497,20 +1539,29 @@ class WriteSession:
     ) -> builtins.list[JsonDict | ApiError | WriteFenced]:
         """Send ``writes`` back to back (HTTP/1.1 pipelining: one buffer, one send) and
         read their answers in order: the result of each, a decoded object or the
-        :class:`~manager.errors.ApiError` it met (``Unavailable`` for one that got no
-        answer because the connection broke; ``WriteFenced`` for every write of a
-        pipeline the fence refused or abandoned). Nothing raises, nothing is retried,
-        except that writes the server did not answer because it closed the connection
-        (after a ``Connection: close`` answer, or an idle kept-alive connection) go out
-        again on a new one. One fence check and one flight for the whole pipeline;
-        every write takes its token from the rate limiter. The API server handles a
-        connection's requests one after the other, in order.
+        :class:`~manager.errors.ApiError` it met. Nothing raises. Every write takes its
+        token from the rate limiter. The API server handles a connection's requests one
+        after the other, in order, and reads ahead: a write queued behind others is
+        handled even if this client has gone meanwhile.
 
-        The server answers the writes one by one as it handles them; reading each as it
-        comes would wake this thread once per write. So a pipeline of several writes
-        first waits about as long as the server took per write in the last pipelines
-        (at most :data:`_PACE_CAP`), then reads what has arrived in one go; a wait that
-        found every answer there already is shortened next time.
+        Nothing is sent twice. Writes behind an answer that closes the connection
+        (``Connection: close``: the server handles nothing more on it) go out again on a
+        new connection; when the connection breaks otherwise, every write without an
+        answer is :class:`~manager.errors.OutcomeUnknown` (it may have been handled).
+
+        A fenced session sends in rounds, asking the fence before each: a round holds
+        as many writes as the server answers, at the slowest pace it showed on this
+        session lately (:attr:`write_seconds`), within half of what is left of the
+        fence's permission (at least one; one while the pace is not known yet). So no
+        write waits in the server's queue beyond the permission of the replica that
+        sent it, even if that replica is paused right after sending; writes left when
+        the fence closes are :class:`~manager.errors.WriteFenced`, unsent.
+
+        The server answers the writes of a round one by one as it handles them; reading
+        each as it comes would wake this thread once per write. So a round of several
+        writes first waits about as long as the server took per write before (at most
+        :data:`_PACE_CAP`), then reads what has arrived in one go; a wait that found
+        every answer there already is shortened next time.
 
         Args:
             writes: what to send, in order.
@@ -1531,55 +1582,56 @@ class WriteSession:
                     results.append(exc)
             return results
         fence = client._write_fence(writes[0].method)
-        timeout = client._options.timeout
         try:
             if fence is not None:
-                fence.check()
+                fence.check()  # before waiting for tokens: a refused pipeline spends none
             for _ in writes:
                 client._limiter.accept()
-            if fence is not None:
-                valid_for = fence.check()
-                if valid_for is not None:
-                    timeout = min(timeout, valid_for)
         except WriteFenced as exc:
             return [exc] * len(writes)
         requests = [_request_bytes(w, self._prefix, head) for w in writes]
         flight = IN_FLIGHT.begin(fence) if fence is not None else None
         start = time.monotonic()
+        pending = 0  # index of the first write without an answer
         try:
-            pending = 0  # index of the first write without an answer
             reopened = 0
             while pending < len(writes):
+                timeout = client._options.timeout
+                valid_for = fence.check() if fence is not None else None
+                if valid_for is not None:
+                    timeout = min(timeout, valid_for)
+                count = self._round(len(writes) - pending, valid_for)
                 conn = self._connection(timeout)
                 reused = self._used
                 if flight is not None:
                     flight.fence.check()
-                    IN_FLIGHT.sending(flight, conn)
-                conn.sock.sendall(b"".join(requests[pending:]))
+                    lands_by = None
+                    if count > 1 and valid_for is not None:
+                        lands_by = time.monotonic() + valid_for
+                    IN_FLIGHT.sending(flight, conn, lands_by=lands_by)
+                if not _send_request(conn.sock, b"".join(requests[pending : pending + count])):
+                    if reused:  # not a byte left on a stale connection: anew
+                        self._release(keep=False)
+                        continue
+                    raise _NothingSent("the connection broke before the request's first byte")
                 self._used = True
-                sent = len(writes) - pending
                 sent_at = time.monotonic()
-                if sent > 1 and self._answer_seconds > 0:
-                    self._sleep(min(self._answer_seconds * sent, _PACE_CAP, timeout))
+                if count > 1 and self._answer_seconds > 0:
+                    self._sleep(min(self._answer_seconds * count, _PACE_CAP, timeout))
                 receives = self._raw.receives if self._raw is not None else 0
-                answered_here = 0
-                try:
-                    while pending < len(writes):
-                        answer = _read_response(self._reader)
-                        results.append(self._result(writes[pending], answer, start, decode))
-                        close = answer[3]
-                        pending += 1
-                        answered_here += 1
-                        if close:
-                            break
-                except (BrokenPipeError, ConnectionResetError, _ClosedEarly):
-                    if answered_here == 0 and (not reused or reopened):
-                        raise  # a new connection broke: not a stale one
-                if sent > 1 and answered_here == sent and self._raw is not None:
-                    self._pace(sent, sent_at, self._raw.receives - receives)
-                if pending < len(writes):
-                    # the server closed the connection: what it did not answer it did
-                    # not handle; again on a new connection
+                answered = 0
+                close = False
+                while answered < count and not close:
+                    answer = _read_response(self._reader)
+                    results.append(self._result(writes[pending], answer, start, decode))
+                    close = answer[3]
+                    pending += 1
+                    answered += 1
+                if answered == count:
+                    self._learn(count, sent_at, self._raw.receives - receives if self._raw else 1)
+                if close:
+                    # the server handles nothing more on this connection (RFC 9112 9.6):
+                    # what it did not answer it did not handle; again on a new one
                     self._release(keep=False)
                     reopened += 1
                     if reopened > len(writes):
@@ -1601,6 +1653,13 @@ class WriteSession:
                 IN_FLIGHT.end(flight)
         return results
 
+    @property
+    def write_seconds(self) -> float:
+        """The slowest time per write the server showed on this session's recent rounds
+        (seconds, from the send to the last answer; 0 while not known). It bounds how
+        many fenced writes a round holds."""
+        return self._write_seconds
+
     def close(self) -> None:
         """Give the connection back to the client's pool (or close it if it is broken)
         and forget the request head; the session may be used again."""
@@ -1616,7 +1675,37 @@ class WriteSession:
         self._client._observe(write.method, str(status), start)
         if not decode and 200 <= status < 300:
             return {}
+        if status == 401:
+            self._rejected()
         return _answer(status, retry_after, data, write.method, write.path)
+
+    def _rejected(self) -> None:
+        """A 401: the credentials are fetched again (an exec plugin's) and the head is
+        built anew for the next write."""
+        self._client._rejected(self._authorization)
+        self._head = None
+
+    def _round(self, left: int, valid_for: float | None) -> int:
+        """How many of ``left`` writes the next round sends: all without a time limit;
+        else as many as the server answers within half of ``valid_for`` at the pace
+        of :attr:`write_seconds`, at least one (one alone on its connection: the
+        server drops it when the connection closes before it commits), and one while
+        the pace is not known."""
+        if valid_for is None:
+            return left
+        if self._write_seconds <= 0:
+            return 1
+        return max(1, min(left, int(valid_for * _FENCED_SHARE / self._write_seconds)))
+
+    def _learn(self, sent: int, sent_at: float, receives: int) -> None:
+        """What a round whose answers all came says about the server's pace: the time
+        per write for :attr:`write_seconds` (the slowest lately: a slower round raises
+        it at once, a faster one lowers it by half at most), and the wait before reading
+        the next round's answers (:meth:`_pace`)."""
+        per_write = (time.monotonic() - sent_at) / sent
+        self._write_seconds = max(per_write, self._write_seconds * _PACE_DECAY)
+        if sent > 1:
+            self._pace(sent, sent_at, receives)
 
     def _pace(self, sent: int, sent_at: float, receives: int) -> None:
         """Learn how long to wait before reading the next pipeline's answers from how
@@ -1631,12 +1720,12 @@ class WriteSession:
         client = self._client
         if self._pool is None:  # a proxy: the ordinary, slower path
             return client._json(
-                method, path, body=body, content_type=content_type, idempotent=False
+                method, path, body=body, content_type=content_type, replayable=False
             )
         head = self._head if self._head is not None else self._build_head()
         if head is None:  # authentication in the query string: the ordinary path
             return client._json(
-                method, path, body=body, content_type=content_type, idempotent=False
+                method, path, body=body, content_type=content_type, replayable=False
             )
         fence = client._write_fence(method)
         timeout = client._options.timeout
@@ -1660,23 +1749,21 @@ class WriteSession:
         )
         start = time.monotonic()
         try:
-            for attempt in (1, 2):
+            while True:
                 conn = self._connection(timeout)
                 reused = self._used
                 if flight is not None:
                     flight.fence.check()
                     IN_FLIGHT.sending(flight, conn)  # refused if abandoned meanwhile
-                try:
-                    conn.sock.sendall(request)
-                    status, retry_after, data, close = _read_response(self._reader)
+                if _send_request(conn.sock, request):
                     break
-                except (BrokenPipeError, ConnectionResetError, _ClosedEarly):
-                    # A kept-alive connection the server had closed while idle: nothing
-                    # was handled; once more on a new connection (Go's transport does so).
-                    if attempt == 2 or not reused or (flight is not None and flight.aborted):
-                        raise
-                    self._release(keep=False)
+                if not reused:
+                    raise _NothingSent("the connection broke before the request's first byte")
+                self._release(keep=False)  # not a byte left on a stale connection: anew
             self._used = True
+            sent_at = time.monotonic()
+            status, retry_after, data, close = _read_response(self._reader)
+            self._learn(1, sent_at, 1)
         except (OSError, ValueError, urllib3.exceptions.HTTPError) as exc:
             self._release(keep=False)
             client._observe(method, "<error>", start)
@@ -1691,6 +1778,8 @@ class WriteSession:
         if close:
             self._release(keep=False)
         client._observe(method, str(status), start)
+        if status == 401:
+            self._rejected()
         answer = _answer(status, retry_after, data, method, path)
         if isinstance(answer, ApiError):
             raise answer
@@ -1700,6 +1789,7 @@ class WriteSession:
         """Host, User-Agent, Accept, authentication and impersonation headers, once per
         session."""
         headers = self._client._headers()
+        self._authorization = headers.get("Authorization")
         host = urlsplit(self._client._host).netloc
         lines = [f"Host: {host}"] + [
             f"{k}: {v}"
@@ -1715,6 +1805,11 @@ class WriteSession:
             self._conn = self._pool._get_conn(timeout=timeout)
             self._used = self._conn.sock is not None  # a pooled, kept-alive connection
         conn = self._conn
+        if conn.sock is not None and self._used and wait_for_read(conn.sock, timeout=0.0):
+            # held since its last answer, and readable now: the server closed it (or
+            # sent what nobody asked for): not to be written on
+            self._release(keep=False)
+            return self._connection(timeout)
         if conn.sock is None:
             conn.timeout = timeout
             conn.connect()
@@ -1744,6 +1839,21 @@ _MAX_LINE: Final = 65536
 _READ_BUFFER: Final = 256 * 1024  # bytes a session reads at once: a pipeline's answers
 _PACE_CAP: Final = 0.2  # seconds a pipeline waits for its answers before reading, at most
 _PACE_SHRINK: Final = 0.75  # the next wait after one that found every answer there
+_PACE_DECAY: Final = 0.5  # how far one faster round lowers WriteSession.write_seconds
+_FENCED_SHARE: Final = 0.5  # of a fence's remaining permission, what a round may take
+
+
+def _send_request(sock: Any, request: bytes) -> bool:
+    """Send ``request`` whole. False when the connection refused its first byte (broken
+    before anything left: safe to send on another one, as Go's ``nothingWrittenError``);
+    an error once a byte has left is raised: the server may be handling the request."""
+    try:
+        sent = int(sock.send(request))
+    except (BrokenPipeError, ConnectionResetError):
+        return False
+    if sent < len(request):
+        sock.sendall(request[sent:])
+    return True
 
 
 def _encode_body(body: Any) -> bytes | None:
@@ -1775,6 +1885,10 @@ class _SocketReads(io.RawIOBase):
 
 class _ClosedEarly(ConnectionError):
     """The server closed the connection before the first byte of its answer."""
+
+
+class _NothingSent(ConnectionError):
+    """A new connection broke before the first byte of the request left."""
 
 
 def _read_response(reader: Any) -> tuple[int, str, bytes, bool]:
@@ -1875,15 +1989,47 @@ def _describe(exc: BaseException) -> str:
     return text if len(text) <= _ERROR_TEXT_LIMIT else text[: _ERROR_TEXT_LIMIT - 3] + "..."
 
 
-def _is_retryable(exc: BaseException, idempotent: bool) -> bool:
+def _is_retryable(exc: BaseException, replayable: bool) -> bool:
+    """The module's retry rules: may a request that failed with ``exc`` go again?"""
     if isinstance(exc, TooManyRequests):
         return True  # refused before anything was done: safe for every verb
     if isinstance(exc, Unavailable) and _never_sent(exc.__cause__):
         return True  # the connection never opened: nothing reached the server
-    return idempotent and isinstance(exc, ServerError)
+    if isinstance(exc, ServerError) and exc.status >= 500 and exc.retry_after is not None:
+        return True  # the server says it did not do it, and when to come back
+    return replayable and isinstance(exc, ServerError)
+
+
+def _replayable(method: str, body: Any, content_type: str | None) -> bool:
+    """Whether a request may be sent again although its bytes may have reached the
+    server: a replay of it cannot be applied twice. GET, HEAD, OPTIONS; a PUT or PATCH
+    with a resourceVersion precondition (the server applies one request of a given
+    resourceVersion at most once: the replay of an applied one is a 409); a DELETE with
+    a uid or resourceVersion precondition (the replay of an applied one is a 404, or a
+    409 on a re-created object). Never a POST."""
+    if method in _SAFE_METHODS:
+        return True
+    if method == "DELETE":
+        preconditions = body.get("preconditions") if isinstance(body, Mapping) else None
+        return isinstance(preconditions, Mapping) and bool(
+            preconditions.get("uid") or preconditions.get("resourceVersion")
+        )
+    if method not in ("PUT", "PATCH"):
+        return False
+    if content_type == _PATCH_CONTENT_TYPES["json"]:
+        return isinstance(body, builtins.list) and any(
+            isinstance(op, Mapping)
+            and op.get("op") == "test"
+            and op.get("path") == "/metadata/resourceVersion"
+            and bool(op.get("value"))
+            for op in body
+        )
+    return bool(_metadata(body).get("resourceVersion"))
 
 
 def _never_sent(cause: BaseException | None) -> bool:
+    if isinstance(cause, _NothingSent):
+        return True
     if isinstance(cause, urllib3.exceptions.MaxRetryError):
         cause = cause.reason
     # NewConnectionError (refused, no route, DNS) is a ConnectTimeoutError in urllib3 2.

@@ -21,6 +21,9 @@ patterns are matched against the bytes on the wire):
   matches (a watch, say), what the server sends back is held from the first chunk that
   matches ``after`` (or at once) until :meth:`Rule.release`; the connection stays open
   and every other connection passes.
+* :meth:`TcpProxy.reset_after_answer` — a server (or a load balancer) that dies after
+  committing a write and before answering it: the request goes through, the server
+  handles it, and its answer is thrown away while the client's connection is reset.
 
 Works in front of any server (the local one or a real API server: TLS passes through
 untouched, and rules then match nothing).
@@ -35,6 +38,7 @@ import contextlib
 import logging
 import re
 import socket
+import struct
 import threading
 import time
 from types import TracebackType
@@ -57,10 +61,12 @@ class Rule:
         delay: float = 0.0,
         hold_after: bytes | None = None,
         hold: bool = False,
+        reset: int = 0,
     ) -> None:
         self.request = re.compile(request)
         self.delay = delay
         self.hold = hold
+        self.reset = reset  # connections still to reset once answered (reset_after_answer)
         self.hold_after = re.compile(hold_after) if hold_after is not None else None
         self.matched = 0  # requests that matched
         self.holding = threading.Event()  # set once a response stream is being held
@@ -78,10 +84,11 @@ class Rule:
 class _Conn:
     """What the rules know of one proxied connection."""
 
-    __slots__ = ("held", "request", "triggered")
+    __slots__ = ("held", "request", "reset", "triggered")
 
     def __init__(self) -> None:
         self.held: Rule | None = None  # a hold_responses rule its request matched
+        self.reset = False  # a reset_after_answer rule took it: its next answer resets it
         self.triggered = False
         self.request = b""  # the last chunk the client sent (its latest request)
 
@@ -164,6 +171,19 @@ class TcpProxy:
                 if conn.held is None and rule.request.search(conn.request):
                     rule.matched += 1
                     conn.held = rule
+        return rule
+
+    def reset_after_answer(self, request: bytes, *, times: int = 1) -> Rule:
+        """The next ``times`` requests whose bytes match the regex ``request`` reach the
+        server, which handles them; the first bytes of each answer are thrown away and
+        the client's connection is reset (RST) instead, as when the server, or a load
+        balancer in front of it, dies between committing a write and answering it.
+        ``Rule.matched`` counts the connections reset."""
+        if times < 1:
+            raise ValueError(f"times must be at least 1, got {times}")
+        rule = Rule(request, reset=times)
+        with self._cond:
+            self._rules.append(rule)
         return rule
 
     def clear_rules(self) -> None:
@@ -272,6 +292,14 @@ class TcpProxy:
             for rule in rules:
                 if rule.released or not rule.request.search(data):
                     continue
+                if rule.reset:
+                    with self._cond:
+                        if rule.reset <= 0:
+                            continue
+                        rule.reset -= 1
+                        rule.matched += 1
+                        conn.reset = True
+                    continue
                 rule.matched += 1
                 if rule.hold:
                     conn.held = rule
@@ -281,6 +309,8 @@ class TcpProxy:
                         if time.monotonic() >= deadline or self._stopping:
                             break
             return not self._stopping
+        if conn.reset:
+            return False  # the answer is dropped; _pump resets the client
         held = conn.held
         if held is None or held.released:
             return True
@@ -300,6 +330,10 @@ class TcpProxy:
             except OSError:
                 data = b""
             if data and not self._rules_wait(data, conn, up):
+                if conn.reset and not up:
+                    _reset(dst)  # dst is the client: it sees its connection reset
+                    with contextlib.suppress(OSError):
+                        src.shutdown(socket.SHUT_RDWR)
                 return
             if not self._pass():
                 return
@@ -318,6 +352,16 @@ class TcpProxy:
                 with contextlib.suppress(OSError):
                     src.shutdown(socket.SHUT_RD)
                 return
+
+
+def _reset(sock: socket.socket) -> None:
+    """Abort a connection: its close (by ``_connect``, once both pumps end) sends an RST
+    instead of a FIN (SO_LINGER 0); the pump reading it is woken now (a shutdown of the
+    read side sends nothing to the peer)."""
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RD)
 
 
 def _eof_waiting(sock: socket.socket) -> bool:
