@@ -176,12 +176,13 @@ class Flight:
     """One fenced write (or pipeline of writes) from its first fence check until its
     answer has been read."""
 
-    __slots__ = ("aborted", "conn", "fence", "lands_by")
+    __slots__ = ("aborted", "answered", "conn", "fence", "lands_by")
 
     def __init__(self, fence: Fence) -> None:
         self.fence = fence
-        self.conn: _Socketed | None = None
+        self.conn: _Socketed | None = None  # set once its bytes start going out
         self.aborted = ""  # why it was abandoned ("" while it was not)
+        self.answered = False  # every answer was read: nothing of it can land later
         # monotonic time until which the server may still apply it although its
         # connection was shut (writes queued behind others on a connection: the server
         # reads ahead and does not see the close); None: the close stops it
@@ -213,6 +214,9 @@ class WritesInFlight:
         self._cond = threading.Condition()
         self._flights: set[Flight] = set()
         self._landing: set[Flight] = set()  # abandoned and ended, that may still land
+        # (fence, when) of writes that ended sent but unanswered: nobody knows when (or
+        # whether) the server applies them
+        self._unsettled: list[tuple[Fence, float]] = []
         self._clock = clock
 
     def begin(self, fence: Fence) -> Flight:
@@ -236,10 +240,16 @@ class WritesInFlight:
                 flight.lands_by = max(flight.lands_by or 0.0, lands_by)
 
     def end(self, flight: Flight) -> None:
+        """The writer is done with ``flight``: answered (``flight.answered``), refused
+        unsent, or failed once sent (then it is *unsettled*: see :meth:`settle`)."""
         with self._cond:
             self._flights.discard(flight)
-            if flight.aborted and flight.lands_by is not None and flight.lands_by > self._clock():
+            now = self._clock()
+            if flight.aborted and flight.lands_by is not None and flight.lands_by > now:
                 self._landing.add(flight)
+            if flight.conn is not None and not flight.answered:
+                self._unsettled = [u for u in self._unsettled if now - u[1] < _UNSETTLED_KEPT]
+                self._unsettled.append((flight.fence, now))
             self._cond.notify_all()
 
     def _under_way(self) -> list[Flight]:
@@ -286,12 +296,43 @@ class WritesInFlight:
                 landing = [f.lands_by - now for f in matching if f in self._landing and f.lands_by]
                 self._cond.wait(min([remaining, *landing]))
 
+    def settle(
+        self, match: Callable[[Fence], bool], why: str, *, timeout: float, window: float
+    ) -> bool:
+        """Before a Lease is released: may it be, with nothing sent under it able to land
+        afterwards? Waits up to ``timeout`` for the matching writes under way to be
+        answered. True when none is left and none ended unanswered in the last
+        ``window`` seconds (the Lease's duration: within it, such a write may still be
+        on its way). Otherwise the ones under way are abandoned and the answer is
+        False: the Lease must be left to expire, as after a crash, so that the Lease
+        rules bound what is still on its way; a release would let a standby in at once.
+        """
+        if not self.wait(match, timeout):
+            self.abandon(match, why)
+            logger.warning(
+                "writes unanswered when the Lease is to be released: not releasing it",
+                extra={"why": why, "timeout_seconds": timeout},
+            )
+            return False
+        now = self._clock()
+        with self._cond:
+            unsettled = sum(1 for f, at in self._unsettled if now - at < window and match(f))
+        if unsettled:
+            logger.warning(
+                "writes ended unanswered lately: not releasing the Lease",
+                extra={"why": why, "writes": unsettled, "window_seconds": window},
+            )
+            return False
+        return True
+
     def give_up(self, match: Callable[[Fence], bool], why: str, timeout: float) -> bool:
         """Before a permission goes: abandon the matching writes and wait (at most
         ``timeout``) for their writers to notice. True when none is left."""
         self.abandon(match, why)
         return self.wait(match, timeout)
 
+
+_UNSETTLED_KEPT: Final = 600.0  # seconds an unanswered write is remembered (> any Lease)
 
 IN_FLIGHT: Final[WritesInFlight] = WritesInFlight()
 """The writes under way in this process (every client registers its fenced writes)."""

@@ -1240,6 +1240,8 @@ class KubeClient:
                     return response
                 data = response.data
                 answer_headers = response.headers
+            if flight is not None:
+                flight.answered = True
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             if response is not None:
                 response.close()
@@ -1609,6 +1611,7 @@ class WriteSession:
                     if count > 1 and valid_for is not None:
                         lands_by = time.monotonic() + valid_for
                     IN_FLIGHT.sending(flight, conn, lands_by=lands_by)
+                    flight.answered = False
                 if not _send_request(conn.sock, b"".join(requests[pending : pending + count])):
                     if reused:  # not a byte left on a stale connection: anew
                         self._release(keep=False)
@@ -1629,6 +1632,8 @@ class WriteSession:
                     answered += 1
                 if answered == count:
                     self._learn(count, sent_at, self._raw.receives - receives if self._raw else 1)
+                if flight is not None:
+                    flight.answered = True  # this round's: nothing of it can land later
                 if close:
                     # the server handles nothing more on this connection (RFC 9112 9.6):
                     # what it did not answer it did not handle; again on a new one
@@ -1763,6 +1768,8 @@ class WriteSession:
             self._used = True
             sent_at = time.monotonic()
             status, retry_after, data, close = _read_response(self._reader)
+            if flight is not None:
+                flight.answered = True
             self._learn(1, sent_at, 1)
         except (OSError, ValueError, urllib3.exceptions.HTTPError) as exc:
             self._release(keep=False)

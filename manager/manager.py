@@ -1008,15 +1008,19 @@ class Manager:
 
     def _may_release(self) -> bool:
         """Asked by the elector once leading has ended (the leader fence is closed): every
-        leader-only runnable has ended, and no write made under the leader fence is still
-        on its way — one that is (an Event's POST, say) is abandoned, its connection shut
-        down, before the Lease is given to a standby."""
+        leader-only runnable has ended, and every write made under the leader fence has
+        been answered — none is still under way (an Event's POST, say: waited for, each
+        one's timeout having been capped by the permission it was sent under), and none
+        ended unanswered within a lease duration. Otherwise the Lease is not released
+        but left to expire, so that a write still on its way cannot land after a standby
+        took over at once (:meth:`~manager.fencing.WritesInFlight.settle`)."""
         if not self._drained:
             return False
-        return IN_FLIGHT.give_up(
+        return IN_FLIGHT.settle(
             lambda fence: fence is self._fence or isinstance(fence, _FallbackFence),
             "the leader Lease is being released",
             timeout=2.0,
+            window=self.options.lease_duration,
         )
 
     def join(self, timeout: float | None = None) -> bool:

@@ -54,7 +54,11 @@ What a replica trusts (each rule closes a window a fault script opened):
   permission ends at the drain deadline (a request's timeout is cut to it); before the
   ring that gives the key away is published, every write of the key still under way is
   abandoned (:data:`~manager.fencing.IN_FLIGHT`: its connection is shut down), Events
-  included. The same holds for every key before the shard Lease is released.
+  included; writes pipelined behind others, which the server reads ahead and applies
+  whatever the close, count as under way until the server will have handled them at
+  its pace (bounded by the permission they were sent under). The shard Lease is released
+  only once every write under it has been answered, and none ended unanswered within a
+  lease duration; otherwise it is left to expire.
 * **One set of ring parameters.** Each member publishes its configured parameters
   (``sharding.overseer.io/params``: :meth:`~manager.hashring.RingParameters.describe`,
   e.g. ``slots-v1;slots=64;shardBy=uid``); the ring uses those of the lowest-named live
@@ -602,7 +606,12 @@ class ShardRing:
         fences are closed): the manager agrees, and no write of our keys is in flight."""
         if not self._released_ok():
             return False
-        return self._give_up(lambda h: True, "the shard Lease is being released")
+        return IN_FLIGHT.settle(
+            lambda fence: isinstance(fence, KeyFence) and fence.ring is self,
+            "the shard Lease is being released",
+            timeout=_ABANDON_WAIT,
+            window=self.options.lease_duration,
+        )
 
     def _give_up(self, lost: Callable[[int], bool], why: str) -> bool:
         """Abandon the writes in flight for keys (by hash) that ``lost`` accepts; True
