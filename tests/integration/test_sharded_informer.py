@@ -263,7 +263,6 @@ class OwnedCaches:
             return list(self.recorder.deletes)
 
 
-@pytest.mark.xfail(strict=True, reason="an object leaving the range keeps its stale copy")
 def test_a_reparented_owned_object_moves_to_its_new_owners_cache(
     kube_client: KubeClient, namespace: str, running: Running
 ) -> None:
@@ -291,7 +290,6 @@ def test_a_reparented_owned_object_moves_to_its_new_owners_cache(
     assert caches.deletes_told() == ["moved"]  # it had left: no second delete
 
 
-@pytest.mark.xfail(strict=True, reason="an object leaving the range keeps its stale copy")
 def test_an_orphaned_owned_object_leaves_the_owned_cache(
     kube_client: KubeClient, namespace: str, running: Running
 ) -> None:

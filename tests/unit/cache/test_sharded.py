@@ -236,7 +236,6 @@ class Owned:
         return self.recorder.seen
 
 
-@pytest.mark.xfail(strict=True, reason="an object leaving the range keeps its stale copy")
 def test_an_orphaned_object_leaves_the_owned_cache_as_a_delete() -> None:
     # the owner deleted with propagationPolicy=Orphan: the garbage collector removes the
     # ownerReference; the dependent has no controller owner, so no replica's key
@@ -255,7 +254,6 @@ def test_an_orphaned_object_leaves_the_owned_cache_as_a_delete() -> None:
     ]
 
 
-@pytest.mark.xfail(strict=True, reason="an object leaving the range keeps its stale copy")
 def test_a_reparented_object_moves_to_its_new_owners_shard_and_its_delete_is_not_lost() -> None:
     mine, theirs = Owned.of([(0, HALF)]), Owned.of([(HALF, HASH_SPACE)])
     for r in (mine, theirs):  # every replica watches every owned object
