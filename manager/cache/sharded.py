@@ -39,6 +39,17 @@ Ring changes (:meth:`ShardedInformer.set_ranges`), without relisting what is kep
   changed; here nothing changed but the owner). Dropped objects are counted.
 * Each gain adds one LIST and one WATCH; segments end when their ranges are all lost.
 
+An object whose hash changes leaves the ranges as an object leaves a label selector in
+client-go: only ``owner`` hashes can change (an object re-parented to an owner of another
+shard, or orphaned: an owner deleted with ``propagationPolicy: Orphan`` loses its
+dependents' ownerReferences, and an object without a controller owner is in no range).
+The cache that held it drops it and delivers a delete carrying its last cached state at
+the revision of the change, what kube-apiserver's watch cache (and the local server)
+sends for an object that stops matching a selector; the cache whose ranges it enters
+gets an add. Without that, its stale copy would stay, and stay after its deletion (whose
+final state is out of range too) until a relist. A uid or namespace never changes, so by
+those (and in server mode, which only they use) nothing leaves.
+
 Two segments may hold the same ``namespace/name`` for a moment (an object deleted and
 re-created under a new uid that hashes into another segment, seen by the two watches
 in either order): a delete or update never touches a cached object with another uid
@@ -596,10 +607,14 @@ class ShardedInformer(SharedInformer):
 
     def _segment_event(self, seg: _Segment, type_: str, obj: JsonDict) -> None:
         with self._lock:
-            if seg.stopped or not self._in(seg, obj):
+            if seg.stopped:
                 return
             key = meta_namespace_key(obj)
             before = self._indexer.get_by_key(key)
+            if not self._in(seg, obj):
+                if before is not None and self._left(seg, before, obj):
+                    self._leave(key, before, obj)
+                return
             if type_ == "DELETED":
                 if before is None or not self._same_or_older(before, obj):
                     return
@@ -613,6 +628,30 @@ class ShardedInformer(SharedInformer):
                 self._gone.pop(key, None)
                 self._notify(("add", obj, False) if before is None else ("update", before, obj))
             self._metric.set(len(self._indexer))
+
+    def _left(self, seg: _Segment, cached: JsonDict, obj: JsonDict) -> bool:
+        """Whether ``obj``, out of ``seg``'s ranges, is ``cached`` (same uid) leaving this
+        cache: ``seg`` held it and none of the informer's ranges holds it now (in another
+        segment's ranges it only moved: that segment's event updates it)."""
+        if not self._in(seg, cached) or not self._same_or_older(cached, obj):
+            return False
+        h = self._hash(obj)
+        return h is None or h not in self._ranges
+
+    def _leave(self, key: str, cached: JsonDict, obj: JsonDict) -> None:
+        """The object at ``key`` left the ranges (its owner changed, or it has none): for
+        this cache it is deleted. Handlers get the delete kube-apiserver's watch cache
+        sends for an object leaving a selector: the last state this cache had (whose
+        owner is the key to wake) at the revision of the change."""
+        gone = dict(cached)
+        gone["metadata"] = dict(cached.get("metadata") or {})
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if rv:
+            gone["metadata"]["resourceVersion"] = rv
+        self._indexer.delete(gone)
+        self._note_gone(key, gone)
+        self._notify(("delete", gone, None))
+        self._metric.set(len(self._indexer))
 
     @staticmethod
     def _same_or_older(current: JsonDict, deleted: JsonDict) -> bool:

@@ -2,7 +2,9 @@
 share, in server mode (kube-apiserver 1.36 with ShardedListAndWatch, or the local server
 started with it) and in the client-filter fallback (gate off); ranges gained are listed
 and reported synced without relisting the kept ones; ranges lost leave the cache at once,
-without delete notifications, and their watch narrows."""
+without delete notifications, and their watch narrows; an owned object whose owner
+changes (re-parented, orphaned) leaves the cache that held it with a delete
+notification."""
 
 from __future__ import annotations
 
@@ -197,3 +199,123 @@ def test_owned_objects_follow_their_owners_uid(
     assert informer.mode == MODE_CLIENT  # no server can filter on an owner's uid
     assert informer.set_ranges([(0, HASH_SPACE)]).wait(20)
     assert _cached(informer) == {f"{n}-child" for n in owners}
+
+
+def _owner_ref(name: str, uid: str) -> JsonDict:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "name": name, "uid": uid, "controller": True}
+
+
+class OwnedCaches:
+    """Two replicas' caches of owned objects (by their controller owner's uid), each of
+    half the hash space, the first one's handler recorded; and owners on both sides."""
+
+    def __init__(self, client: KubeClient, namespace: str, running: Running) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.tag = f"r{uuid.uuid4().hex[:6]}"
+        self.low: list[tuple[str, str]] = []  # (name, uid) of owners in mine's ranges
+        self.high: list[tuple[str, str]] = []  # ... in theirs
+        for i in range(64):  # uids are the server's: create until both sides have one
+            if self.low and self.high:
+                break
+            body = {"metadata": {"name": f"{self.tag}-owner-{i}"}}
+            owner = client.create(CM, body, namespace)
+            uid = owner["metadata"]["uid"]
+            (self.low if fnv1a_64(uid) < HALF else self.high).append(
+                (owner["metadata"]["name"], uid)
+            )
+        assert self.low and self.high, "no owners on both sides of the hash space"
+        self.running = running
+        self.recorder = Recorder()
+        self.mine = self._cache([(0, HALF)])
+        self.theirs = self._cache([(HALF, HASH_SPACE)])
+        self.mine.add_event_handler(self.recorder)
+
+    def _cache(self, ranges: list[tuple[int, int]]) -> ShardedInformer:
+        return ShardedInformer(
+            self.client,
+            CM,
+            namespace=self.namespace,
+            label_selector=f"suite={self.tag}-child",
+            shard_by=SHARD_BY_OWNER,
+            ranges=ranges,
+        )
+
+    def create_child(self, name: str, owner: tuple[str, str]) -> None:
+        body = {
+            "metadata": {
+                "name": name,
+                "labels": {"suite": f"{self.tag}-child"},
+                "ownerReferences": [_owner_ref(*owner)],
+            }
+        }
+        self.client.create(CM, body, self.namespace)
+
+    def start(self) -> None:
+        self.running.start(self.mine)
+        self.running.start(self.theirs)
+
+    def cached(self) -> tuple[set[str], set[str]]:
+        return _cached(self.mine), _cached(self.theirs)
+
+    def deletes_told(self) -> list[str]:
+        with self.recorder.lock:
+            return list(self.recorder.deletes)
+
+
+def test_a_reparented_owned_object_moves_to_its_new_owners_cache(
+    kube_client: KubeClient, namespace: str, running: Running
+) -> None:
+    # an owned object's shard is its controller owner's: given an owner of the other
+    # shard, it leaves this replica's cache as a delete (as an object leaving a label
+    # selector does) and enters the other's; its later deletion leaves nothing behind
+    caches = OwnedCaches(kube_client, namespace, running)
+    caches.create_child("moved", caches.low[0])
+    caches.start()
+    assert caches.cached() == ({"moved"}, set())
+
+    patch = {"metadata": {"ownerReferences": [_owner_ref(*caches.high[0])]}}
+    kube_client.patch(CM, "moved", patch, namespace=namespace)
+    eventually(
+        lambda: caches.cached() == (set(), {"moved"}),
+        timeout=20,
+        what="the re-parented object moved to the other replica's cache",
+    )
+    eventually(lambda: caches.deletes_told() == ["moved"], timeout=20, what="a delete told")
+
+    kube_client.delete(CM, "moved", namespace)
+    eventually(
+        lambda: caches.cached() == (set(), set()), timeout=20, what="the deleted object gone"
+    )
+    assert caches.deletes_told() == ["moved"]  # it had left: no second delete
+
+
+def test_an_orphaned_owned_object_leaves_the_owned_cache(
+    kube_client: KubeClient, namespace: str, running: Running
+) -> None:
+    # the owner deleted with propagationPolicy=Orphan: the garbage collector removes the
+    # dependent's ownerReference (on a real cluster the GC controller does it, a bit
+    # later); without a controller owner the object is no replica's: no cache keeps it
+    caches = OwnedCaches(kube_client, namespace, running)
+    caches.create_child("orphan", caches.low[0])
+    caches.start()
+    assert caches.cached() == ({"orphan"}, set())
+
+    kube_client.delete(CM, caches.low[0][0], namespace, propagation_policy="Orphan")
+    eventually(
+        lambda: not kube_client.get(CM, "orphan", namespace)["metadata"].get("ownerReferences"),
+        timeout=60,
+        what="the garbage collector orphaned the dependent",
+    )
+    eventually(
+        lambda: caches.cached() == (set(), set()),
+        timeout=20,
+        what="the orphaned object left the owned cache",
+    )
+    eventually(lambda: caches.deletes_told() == ["orphan"], timeout=20, what="a delete told")
+
+    kube_client.delete(CM, "orphan", namespace)
+    eventually(
+        lambda: caches.cached() == (set(), set()), timeout=20, what="the deleted object gone"
+    )
+    assert caches.deletes_told() == ["orphan"]  # it had left: no second delete

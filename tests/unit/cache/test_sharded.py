@@ -1,18 +1,24 @@
-"""The sharded informer's store rules, without threads or a server: the range filter
-before the store, and a key held by two segments at once (an object re-created under a
-new uid that hashes elsewhere) ends with the live object whatever the order."""
+"""The sharded informer's store rules, without a server: the range filter before the
+store; a key held by two segments at once (an object re-created under a new uid that
+hashes elsewhere) ends with the live object whatever the order; and an owned object whose
+owner changes (re-parented, orphaned) leaves the cache that held it as a delete and
+enters the one of its new range as an add."""
 
 from __future__ import annotations
 
+import threading
 import uuid
-from typing import cast
+from dataclasses import dataclass
+from typing import Any, cast
 
 import pytest
 
+from manager.cache.informer import HandlerRegistration
 from manager.cache.sharded import SHARD_BY_OWNER, ShardedInformer, _Segment
 from manager.hashring import HASH_SPACE, RangeSet, fnv1a_64
 from manager.kube import KubeClient
 from manager.resources import builtin
+from tests.unit.cache.fakes import WAIT
 
 CM = builtin("v1", "configmaps")
 HALF = 1 << 63
@@ -152,3 +158,139 @@ def test_caches_sharded_by_uid_list_in_pages_each_filtered_before_the_next() -> 
     seg.reflector._list()
     assert lister.calls == [("", 500, None), ("", 500, "1")]
     assert kept == ["a", "c"]
+
+
+# -- owned objects that leave (or enter) the range: their owner changed -----------------
+
+
+class Recorder:
+    """What a handler was told: (kind, name, controller owner's uid, resourceVersion)."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, str | None, str]] = []
+
+    @staticmethod
+    def _row(kind: str, obj: dict[str, Any]) -> tuple[str, str, str | None, str]:
+        meta = obj["metadata"]
+        refs = [r["uid"] for r in meta.get("ownerReferences") or () if r.get("controller")]
+        return kind, meta["name"], (refs[0] if refs else None), meta["resourceVersion"]
+
+    def on_add(self, obj: dict[str, Any], is_in_initial_list: bool) -> None:
+        self.seen.append(self._row("add", obj))
+
+    def on_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        self.seen.append(self._row("update", new))
+
+    def on_delete(self, obj: object) -> None:
+        assert isinstance(obj, dict), "a watch delete carries the object, not a tombstone"
+        self.seen.append(self._row("delete", obj))
+
+
+def delivered(registration: HandlerRegistration) -> None:
+    """Deliver what the informer pushed to one handler so far (the informer is not run
+    here: its handler thread is started, drained up to a marker, and joined)."""
+    listener = registration._listener
+    done = threading.Event()
+    listener.push(("call", done.set, None))
+    listener.start()
+    try:
+        assert done.wait(WAIT), "the handler thread did not drain"
+    finally:
+        listener.stop()
+        listener.join(WAIT)
+
+
+def owned(name: str, rv: int, owner_uid: str | None) -> dict[str, object]:
+    """A dependent whose controller owner has ``owner_uid`` (None: orphaned, the
+    garbage collector removed the ownerReference)."""
+    refs = (
+        []
+        if owner_uid is None
+        else [{"kind": "ConfigMap", "name": "o", "uid": owner_uid, "controller": True}]
+    )
+    return cm(name, UIDS[-1], rv, ownerReferences=refs)
+
+
+@dataclass
+class Owned:
+    """An owned-object cache (by the controller owner's uid) of some ranges, listed empty,
+    with a recording handler."""
+
+    inf: ShardedInformer
+    seg: _Segment
+    recorder: Recorder
+    registration: HandlerRegistration
+
+    @classmethod
+    def of(cls, ranges: list[tuple[int, int]]) -> Owned:
+        client = cast(KubeClient, object())
+        inf = ShardedInformer(client, CM, shard_by=SHARD_BY_OWNER, ranges=ranges)
+        recorder = Recorder()
+        registration = inf.add_event_handler(recorder)
+        (seg,) = inf._segments
+        seg.replace([], "1")
+        return cls(inf, seg, recorder, registration)
+
+    def seen(self) -> list[tuple[str, str, str | None, str]]:
+        delivered(self.registration)
+        return self.recorder.seen
+
+
+def test_an_orphaned_object_leaves_the_owned_cache_as_a_delete() -> None:
+    # the owner deleted with propagationPolicy=Orphan: the garbage collector removes the
+    # ownerReference; the dependent has no controller owner, so no replica's key
+    mine = Owned.of([(0, HALF)])
+    mine.seg.add(owned("child", 2, LOW_UIDS[0]))
+    mine.seg.update(owned("child", 3, None))
+    assert names(mine.inf) == set()
+    assert mine.inf.last_known("ns/child") is not None  # as for any delete: metadata kept
+    mine.seg.delete(owned("child", 4, None))  # deleted later: nothing left to remove
+    assert names(mine.inf) == set()
+    # the delete carries the last state this cache had (its owner: whose key to wake),
+    # at the revision it left, as kube-apiserver's watch sends an object leaving a selector
+    assert mine.seen() == [
+        ("add", "child", LOW_UIDS[0], "2"),
+        ("delete", "child", LOW_UIDS[0], "3"),
+    ]
+
+
+def test_a_reparented_object_moves_to_its_new_owners_shard_and_its_delete_is_not_lost() -> None:
+    mine, theirs = Owned.of([(0, HALF)]), Owned.of([(HALF, HASH_SPACE)])
+    for r in (mine, theirs):  # every replica watches every owned object
+        r.seg.add(owned("child", 2, LOW_UIDS[0]))
+    assert (names(mine.inf), names(theirs.inf)) == ({"child"}, set())
+    for r in (mine, theirs):  # re-parented to an owner of the other shard
+        r.seg.update(owned("child", 3, HIGH_UIDS[1]))
+    assert (names(mine.inf), names(theirs.inf)) == (set(), {"child"})
+    for r in (mine, theirs):
+        r.seg.delete(owned("child", 4, HIGH_UIDS[1]))
+    assert (names(mine.inf), names(theirs.inf)) == (set(), set())
+    assert mine.seen() == [
+        ("add", "child", LOW_UIDS[0], "2"),
+        ("delete", "child", LOW_UIDS[0], "3"),
+    ]
+    assert theirs.seen() == [
+        ("add", "child", HIGH_UIDS[1], "3"),
+        ("delete", "child", HIGH_UIDS[1], "4"),
+    ]
+
+
+@pytest.mark.parametrize("order", ["leaving-segment-first", "entering-segment-first"])
+def test_an_object_moving_between_two_segments_of_one_cache_stays_cached(order: str) -> None:
+    # both ranges are this replica's: the object changed owner but not cache, an update
+    mine = Owned.of([(0, HALF)])
+    low = mine.seg
+    low.add(owned("child", 2, LOW_UIDS[0]))
+    mine.inf._ranges = RangeSet([(0, HASH_SPACE)])
+    high = _Segment(mine.inf, RangeSet([(HALF, HASH_SPACE)]), 1)
+    high.listed = True
+    mine.inf._segments.append(high)
+    moved = owned("child", 3, HIGH_UIDS[1])
+    for seg in (low, high) if order == "leaving-segment-first" else (high, low):
+        seg.update(moved)
+    (cached,) = mine.inf.indexer.list()
+    assert cached["metadata"]["resourceVersion"] == "3"
+    assert mine.seen() == [
+        ("add", "child", LOW_UIDS[0], "2"),
+        ("update", "child", HIGH_UIDS[1], "3"),
+    ]
