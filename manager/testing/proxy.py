@@ -16,7 +16,8 @@ patterns are matched against the bytes on the wire):
 * :meth:`TcpProxy.delay_requests` — a slow path: a request whose bytes match is held for
   a while before it goes on (and what follows it on that connection behind it); if the
   client closes meanwhile, the close is delivered right behind the request, as it would
-  arrive.
+  arrive — or, with ``close_after``, that many seconds after it (a path that delivers the
+  data and the close in two pieces: the server may commit the request in between).
 * :meth:`TcpProxy.hold_responses` — a stalled stream: on a connection whose request
   matches (a watch, say), what the server sends back is held from the first chunk that
   matches ``after`` (or at once) until :meth:`Rule.release`; the connection stays open
@@ -62,9 +63,11 @@ class Rule:
         hold_after: bytes | None = None,
         hold: bool = False,
         reset: int = 0,
+        close_after: float = 0.0,
     ) -> None:
         self.request = re.compile(request)
         self.delay = delay
+        self.close_after = close_after  # seconds between a delayed request and its close
         self.hold = hold
         self.reset = reset  # connections still to reset once answered (reset_after_answer)
         self.hold_after = re.compile(hold_after) if hold_after is not None else None
@@ -84,9 +87,10 @@ class Rule:
 class _Conn:
     """What the rules know of one proxied connection."""
 
-    __slots__ = ("held", "request", "reset", "triggered")
+    __slots__ = ("close_after", "held", "request", "reset", "triggered")
 
     def __init__(self) -> None:
+        self.close_after = 0.0  # a delay_requests rule's: the client's close comes this late
         self.held: Rule | None = None  # a hold_responses rule its request matched
         self.reset = False  # a reset_after_answer rule took it: its next answer resets it
         self.triggered = False
@@ -152,10 +156,11 @@ class TcpProxy:
             self._blocked = False
             self._cond.notify_all()
 
-    def delay_requests(self, request: bytes, seconds: float) -> Rule:
+    def delay_requests(self, request: bytes, seconds: float, *, close_after: float = 0.0) -> Rule:
         """Hold every request whose bytes match the regex ``request`` for ``seconds``
-        before forwarding it (until the rule is released)."""
-        rule = Rule(request, delay=seconds)
+        before forwarding it (until the rule is released). A close of the client that
+        follows it is delivered ``close_after`` seconds after the request (0: with it)."""
+        rule = Rule(request, delay=seconds, close_after=close_after)
         with self._cond:
             self._rules.append(rule)
         return rule
@@ -304,6 +309,7 @@ class TcpProxy:
                 if rule.hold:
                     conn.held = rule
                 elif rule.delay > 0:
+                    conn.close_after = max(conn.close_after, rule.close_after)
                     deadline = time.monotonic() + rule.delay
                     while not rule._released.wait(min(0.05, max(deadline - time.monotonic(), 0))):
                         if time.monotonic() >= deadline or self._stopping:
@@ -339,6 +345,10 @@ class TcpProxy:
                 return
             closed = not data or _eof_waiting(src)  # a close held during a partition
             try:
+                if closed and data and up and conn.close_after > 0:
+                    dst.sendall(data)  # the data now, the close a little later
+                    time.sleep(conn.close_after)
+                    data = b""
                 if closed and data and hasattr(socket, "TCP_CORK"):
                     # The close travels in the data's last segment, as one held through a
                     # partition arrives once it heals: the server sees both at once.

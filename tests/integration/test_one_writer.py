@@ -509,12 +509,16 @@ def test_a_thread_started_without_the_reconciles_context_cannot_write_in_a_shard
 # -- 4. an Event in flight at a graceful stop -------------------------------------------
 
 
-def test_a_graceful_stop_abandons_an_event_in_flight_before_releasing_the_lease(
-    setup: Setup,
+@pytest.mark.parametrize("close_after", [0.0, 0.3], ids=["close-with-data", "close-later"])
+def test_a_graceful_stop_releases_the_lease_only_once_no_event_can_land(
+    setup: Setup, close_after: float
 ) -> None:
     """A's Event POSTs are slow (2 s on the way); A is stopped (SIGTERM) with one in
     flight and a short graceful timeout. The Lease must not go to B while A's Event can
-    still be applied."""
+    still be applied. ``close-later``: the path delivers the request's data, and A's
+    close 0.3 s later (two pieces, as some proxies do), so the server has applied the
+    Event before it sees the close: shutting the connection down does not stop it, and
+    a release that relied on it let B in first (issue 31, defect 4)."""
     lease = f"{setup.ring}-leader"
     # a renew deadline long enough that the Event's request is not cut short by it
     timings = (6.0, 4.0, 0.5)
@@ -530,7 +534,9 @@ def test_a_graceful_stop_abandons_an_event_in_flight_before_releasing_the_lease(
         lambda: any(rec.resource == "events" for rec in setup.server.audit.records("rep-a")),
         "an Event of A written",
     )
-    slow = a.proxy.delay_requests(rb"(POST|PATCH) /api/v1/namespaces/[^/]+/events", 2.0)
+    slow = a.proxy.delay_requests(
+        rb"(POST|PATCH) /api/v1/namespaces/[^/]+/events", 2.0, close_after=close_after
+    )
     _until(lambda: slow.matched > 0, "an Event on the slow path")
     assert a.running is not None
     a.running.stop.set()

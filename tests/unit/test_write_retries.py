@@ -176,6 +176,7 @@ REPLAYS: list[tuple[str, str, Callable[[KubeClient], Any], bool]] = [
     ("what", "method", "call", "replayed"), REPLAYS, ids=[r[0] for r in REPLAYS]
 )
 def test_a_request_reset_after_it_was_sent_is_replayed_only_if_a_replay_cannot_apply_twice(
+    *,
     client: KubeClient,
     stub: StubApiServer,
     sleeps: list[float],
