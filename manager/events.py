@@ -17,12 +17,12 @@ Contract:
   in batches by time: it lets events gather for ``batch_interval`` seconds (a flush or a
   stop ends the wait), then builds each Event (its timestamps and name from the time it
   was recorded), runs it through the :class:`EventCorrelator` and writes it, in order,
-  one after the other on one held connection (:meth:`KubeClient.write_session`, one
-  for the sender's life: the request head built once per batch, one ``orjson.dumps``
-  per body, the answers read together at the server's pace by a minimal parser, a
-  successful answer's body not decoded: the correlator keeps the Event as written),
-  which costs a fraction of an ordinary request's CPU. The correlator's rules are
-  client-go's:
+  one after the other on one held connection (:meth:`KubeClient.write_session`, kept
+  from batch to batch, a new one after a failed batch: the request head built once per
+  batch, one ``orjson.dumps`` per body, the answers read together at the server's pace
+  by a minimal parser, a successful answer's body not decoded: the correlator keeps the
+  Event as written), which costs a fraction of an ordinary request's CPU. The
+  correlator's rules are client-go's:
 
   - *Aggregation*: events that differ only by message (same involved object, type,
     reason, source) are tracked per object for ``aggregate_window`` seconds (sliding:
@@ -54,6 +54,21 @@ Contract:
   errors (4xx) are not retried. An event that cannot be written is logged and dropped
   (``reason="api_error"``); nothing reaches the caller and the sender keeps going. 429s
   and retryable 5xx are also retried inside :class:`~manager.kube.KubeClient`.
+* Any other exception the sender meets never ends it. One raised by a write (the
+  credentials failing while the request head is built, as an exec plugin does at a
+  refresh; a broken session) is, as client-go's ``recordToSink`` treats a transport
+  error, a failed attempt: logged with its traceback, counted
+  (``overseer_event_sender_errors_total``), the session closed (the next attempt takes a
+  connection and builds its head anew), and the write tried again after the same waits
+  as a 5xx, ``max_attempts`` in all — a pipeline's writes together, one wait for all of
+  them — then dropped (``reason="sender_error"``). One that escapes a batch anyway (a
+  defect) is logged and counted the same way; the batch's events not yet written or
+  dropped are dropped (``reason="sender_error"``), a flush waiting on the batch returns,
+  the session is made anew, and the sender waits (on the clock: the first wait
+  ``retry_interval`` times a random factor in [0.5, 1), then ``retry_interval``; a stop
+  cuts it short) before its next batch. :meth:`EventBroadcaster.sender_alive` reports a
+  sender that ended other than as asked (what no handler catches, a ``BaseException``)
+  for a liveness check; from then on events are dropped (``reason="sender_error"``).
 * Write fencing: an event is written under the write fence that applied where it was
   recorded (:func:`manager.fencing.current_fence`, else the client's), so a replica that
   may no longer write does not write the Events its reconciles recorded either; such an
@@ -96,7 +111,7 @@ import random
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import repeat
@@ -155,8 +170,15 @@ _SENT = Counter(
 )
 _DROPPED = Counter(
     "overseer_events_dropped_total",
-    "Kubernetes Events not written, by reason (queue_full, spam, api_error, fenced, shutdown).",
+    "Kubernetes Events not written, by reason (queue_full, spam, api_error, fenced, "
+    "namespace_terminating, sender_error, shutdown).",
     ["reason"],
+    registry=REGISTRY,
+)
+_SENDER_ERRORS = Counter(
+    "overseer_event_sender_errors_total",
+    "Exceptions other than API errors met by the Kubernetes Event sender (a failed write "
+    "attempt, or a failed batch); it logged each, waited and went on.",
     registry=REGISTRY,
 )
 
@@ -668,6 +690,9 @@ class EventBroadcaster:
         self._thread: threading.Thread | None = None
         # namespace -> clock time until which its Events are dropped (sender thread only)
         self._terminating: dict[str, float] = {}
+        # events of the batch being sent not yet written or dropped (sender thread only)
+        self._in_hand = 0
+        self._failure: str | None = None  # why the sender ended other than as asked
 
     def recorder(self, component: str | None = None) -> EventRecorder:
         """A recorder whose events come from ``component`` (default: the broadcaster's)."""
@@ -687,7 +712,28 @@ class EventBroadcaster:
             self._thread = threading.Thread(
                 target=self._run, args=(stop,), name="events/sender", daemon=False
             )
-            self._thread.start()
+            try:
+                self._thread.start()
+            except BaseException as exc:
+                self._thread = None  # a shutdown drops what is queued: nothing to join
+                self._failure = f"the event sender could not start: {type(exc).__name__}: {exc}"
+                raise
+
+    def sender_alive(self) -> str | None:
+        """For a liveness check: why the sender cannot write Events, or None.
+
+        None while the sender runs (failing writes included: it survives them), before
+        :meth:`start`, and once it has ended as asked (``stop`` set, :meth:`shutdown`).
+        A reason when its thread could not start or has ended by itself (an exception no
+        handler of the sender catches); that stays so, a later stop does not hide it.
+        """
+        with self._lock:
+            failure, thread, stop = self._failure, self._thread, self._stop
+        if failure is not None or thread is None or thread.is_alive():
+            return failure
+        if self._closed or (stop is not None and stop.is_set()):
+            return None
+        return "the event sender is not running"  # no thread ends without a reason set
 
     def flush(self, timeout: float) -> bool:
         """Block until every event queued before the call is written or dropped.
@@ -759,7 +805,7 @@ class EventBroadcaster:
             if self._idle:
                 self._wake.set()
             return
-        reason = "shutdown" if stopped else "queue_full"
+        reason = "queue_full" if not stopped else "sender_error" if self._failure else "shutdown"
         _DROPPED.labels(reason).inc()
         logger.debug("event dropped", extra={"reason": reason, **_describe_recorded(recorded)})
 
@@ -775,12 +821,20 @@ class EventBroadcaster:
             else:
                 dropped += 1
         if dropped:
-            _DROPPED.labels("shutdown").inc(dropped)
-            logger.warning("events dropped at shutdown", extra={"events": dropped})
+            reason = "sender_error" if self._failure else "shutdown"
+            _DROPPED.labels(reason).inc(dropped)
+            logger.warning(
+                "events dropped at shutdown", extra={"events": dropped, "reason": reason}
+            )
 
     def _run(self, stop: threading.Event) -> None:
+        """The sender thread: batches until ``stop`` or :meth:`shutdown`. An exception
+        escaping a batch ends the batch, not the thread (see :meth:`_batch_failed`);
+        what no handler catches (a ``BaseException``) is logged and recorded for
+        :meth:`sender_alive`."""
         interval = self._options.batch_interval
-        session: WriteSession | None = None  # one for the sender's life, used per batch
+        session: WriteSession | None = None  # kept from batch to batch until one fails
+        failures = 0  # batches in a row that failed
         try:
             while True:
                 if self._abandon:
@@ -799,22 +853,73 @@ class EventBroadcaster:
                     # (a flush or a shutdown cuts it short)
                     self._hurry.wait(interval)
                 self._hurry.clear()
-                if session is None:
-                    session = self._client.write_session()
-                self._send_batch(stop, session)
+                items = [self._queue.popleft() for _ in range(len(self._queue))]
+                self._in_hand = sum(1 for item in items if not isinstance(item, threading.Event))
+                try:
+                    if session is None:
+                        session = self._client.write_session()
+                    self._send_batch(items, stop, session)
+                except Exception:  # never let one batch end the sender
+                    failures += 1
+                    self._batch_failed(items, session, failures)
+                    session = None  # the next batch makes a new one
+                    self._backoff(failures, stop)  # cut short by a stop
+                else:
+                    failures = 0
+        except BaseException as exc:  # not survivable: say why the sender is gone
+            self._failure = f"the event sender has ended: {type(exc).__name__}: {exc}"
+            _SENDER_ERRORS.inc()
+            logger.exception("event sender ended", extra={"error": repr(exc)})
         finally:
+            if self._failure is None and not (self._stopping(stop) or self._abandon):
+                self._failure = "the event sender has ended"
             self._closed = True
             self._drop_queued()
 
-    def _send_batch(self, stop: threading.Event, session: WriteSession) -> None:
-        """Build, correlate and write what is queued, on one held connection (given back
-        when the batch is done)."""
-        items = [self._queue.popleft() for _ in range(len(self._queue))]
+    def _batch_failed(
+        self,
+        items: list[_Recorded | threading.Event],
+        session: WriteSession | None,
+        failures: int,
+    ) -> None:
+        """What an exception that escaped a batch costs (called in its ``except``): it is
+        logged with its traceback and counted, the batch's events not yet written or
+        dropped are dropped (``reason="sender_error"``), its flushes are released (their
+        events are handled: dropped), and its session is closed."""
+        lost, self._in_hand = self._in_hand, 0
+        _SENDER_ERRORS.inc()
+        logger.exception(
+            "event batch failed",
+            extra={"events_dropped": lost, "failures_in_a_row": failures},
+        )
+        if lost:
+            _DROPPED.labels("sender_error").inc(lost)
+        for item in items:
+            if isinstance(item, threading.Event):
+                item.set()
+        if session is not None:
+            self._close_session(session)
+
+    def _close_session(self, session: WriteSession) -> None:
+        """Close ``session`` after a failure: its connection is given back (or closed if
+        broken) and its head forgotten; its next use starts afresh."""
+        try:
+            session.close()
+        except Exception:  # closing must not mask the failure it follows
+            logger.debug("event write session close failed", exc_info=True)
+
+    def _send_batch(
+        self, items: list[_Recorded | threading.Event], stop: threading.Event, session: WriteSession
+    ) -> None:
+        """Build, correlate and write ``items`` (what was queued), on one held connection
+        (given back when the batch is done). Every event leaving the batch, written or
+        dropped, leaves ``_in_hand``."""
         pending: list[_Pending] = []
         with session:
             for i, item in enumerate(items):
                 if self._abandon:  # back in front, to be dropped at the shutdown
                     self._queue.extendleft(reversed(items[i:]))
+                    self._in_hand = 0
                     return
                 if isinstance(item, threading.Event):
                     self._write_pending(pending, session, stop)
@@ -824,11 +929,14 @@ class EventBroadcaster:
                 try:
                     prepared = self._prepare(item)
                 except Exception:  # never let one event kill the sender
+                    self._in_hand -= 1
                     _DROPPED.labels("api_error").inc()
                     logger.exception("event could not be sent", extra=_describe_recorded(item))
                     continue
                 if prepared is not None:
                     pending.append(prepared)
+                else:
+                    self._in_hand -= 1
             self._write_pending(pending, session, stop)
 
     def _prepare(self, item: _Recorded) -> _Pending | None:
@@ -891,6 +999,7 @@ class EventBroadcaster:
                 kept = []
                 for entry in rest:
                     if self._namespace_terminating(_namespace_of(entry[0].event)):
+                        self._in_hand -= 1
                         self._drop_terminating(entry[0].event)
                     else:
                         kept.append(entry)
@@ -901,28 +1010,70 @@ class EventBroadcaster:
     ) -> None:
         if not entries:
             return
-        results: list[JsonDict | ApiError | WriteFenced] = []
+        answered: list[tuple[Correlation, _Result]] = []
         for at in range(0, len(entries), _PIPELINE_DEPTH):
             chunk = entries[at : at + _PIPELINE_DEPTH]
-            writes = [_write_of(correlation) for correlation, _ in chunk]
-            # the answers are not decoded: what was written is what the correlator keeps
-            results += session.pipeline(writes, decode=False)
-        for (correlation, _), result in zip(entries, results, strict=True):
+            results = self._send_pipeline([c for c, _ in chunk], session, stop)
+            if results is not None:
+                answered += zip((c for c, _ in chunk), results, strict=True)
+        for correlation, result in answered:
             try:
                 self._complete(correlation, result, session, stop)
             except Exception:  # never let one event kill the sender
                 _DROPPED.labels("api_error").inc()
                 logger.exception("event could not be sent", extra=_describe(correlation.event))
+            finally:
+                self._in_hand -= 1
+
+    def _send_pipeline(
+        self, correlations: list[Correlation], session: WriteSession, stop: threading.Event
+    ) -> Sequence[_Result] | None:
+        """Write ``correlations`` pipelined (the answers not decoded: what was written is
+        what the correlator keeps); their results, in order.
+
+        An exception instead of results (the credentials failing while the head is
+        built, a broken session) is a failed attempt for all of them: logged, counted,
+        the session closed, and after a wait on the clock the pipeline goes out again,
+        ``max_attempts`` in all (none after a stop). None: they were dropped
+        (``reason="sender_error"``).
+        """
+        writes = [_write_of(correlation) for correlation in correlations]
+        attempt = 1
+        while True:
+            try:
+                return session.pipeline(writes, decode=False)
+            except Exception:  # not an answer of the server: never let it kill the sender
+                _SENDER_ERRORS.inc()
+                logger.exception(
+                    "event writes failed", extra={"attempt": attempt, "events": len(writes)}
+                )
+                self._close_session(session)
+            if (
+                attempt >= self._options.max_attempts
+                or self._stopping(stop)
+                or not self._backoff(attempt, stop)
+            ):
+                self._in_hand -= len(writes)
+                _DROPPED.labels("sender_error").inc(len(writes))
+                logger.warning(
+                    "events dropped after sender errors",
+                    extra={"attempts": attempt, "events": len(writes)},
+                )
+                return None
+            logger.info("retrying event writes", extra={"attempt": attempt, "events": len(writes)})
+            attempt += 1
 
     def _complete(
         self,
         correlation: Correlation,
-        result: JsonDict | ApiError | WriteFenced,
+        result: _Result,
         session: WriteSession,
         stop: threading.Event,
     ) -> None:
         """client-go ``recordToSink``'s second half: the answer's consequences, with
-        bounded retries (one after the other, on the clock) for what may be retried."""
+        bounded retries (one after the other, on the clock) for what may be retried: a
+        5xx, a 429, and an exception that is no answer (client-go retries a transport
+        error)."""
         event = correlation.event
         attempt = 1
         while True:
@@ -948,16 +1099,20 @@ class EventBroadcaster:
                 )
                 self._drop_terminating(event)
                 return
-            retryable = isinstance(result, ServerError | TooManyRequests)
+            api_error = isinstance(result, ApiError)
+            retryable = isinstance(result, ServerError | TooManyRequests) or not api_error
             if (
                 not retryable
                 or attempt >= self._options.max_attempts
                 or self._stopping(stop)
                 or not self._backoff(attempt, stop)
             ):
-                _DROPPED.labels("api_error").inc()
+                reason = "api_error" if api_error else "sender_error"
+                _DROPPED.labels(reason).inc()
                 logger.warning(
-                    "event dropped after API error",
+                    "event dropped after API error"
+                    if api_error
+                    else "event dropped after sender error",
                     extra={"attempts": attempt, "error": str(result), **_describe(event)},
                 )
                 return
@@ -968,12 +1123,17 @@ class EventBroadcaster:
             attempt += 1
             result = self._write_one(correlation, session)
 
-    def _write_one(
-        self, correlation: Correlation, session: WriteSession
-    ) -> JsonDict | ApiError | WriteFenced:
+    def _write_one(self, correlation: Correlation, session: WriteSession) -> _Result:
+        """One write of ``correlation``: the answer, or the exception met instead (one
+        that is no answer of the server logged and counted, the session closed)."""
         try:
             return self._write(correlation, session)
         except (ApiError, WriteFenced) as exc:
+            return exc
+        except Exception as exc:  # not an answer of the server: never let it kill the sender
+            _SENDER_ERRORS.inc()
+            logger.exception("event write failed", extra=_describe(correlation.event))
+            self._close_session(session)
             return exc
 
     def _drop_terminating(self, event: JsonDict) -> None:
@@ -1010,6 +1170,9 @@ class EventBroadcaster:
 
 # An event ready to be written: its correlation and the fence it is written under.
 _Pending = tuple[Correlation, "Fence | None"]
+# What a write came to: the answer (an empty dict for an undecoded success), the API
+# error or fence refusal it met, or an exception that is no answer (credentials, defects).
+_Result = JsonDict | Exception
 
 
 def _namespace_of(event: JsonDict) -> str:

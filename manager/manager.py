@@ -29,9 +29,11 @@ cache sync → leader election → leader-only runnables (controllers). Stop in 
   runnables added with ``leader_only=False`` are not fenced. Before the Lease is released,
   writes still in flight under it (an Event's POST) are abandoned, their connections shut
   down.
-* ``/healthz``: the process, its informer threads and its election thread are alive.
-  ``/readyz``: caches synced — a standby with synced caches is ready; readiness does not
-  mean leadership.
+* ``/healthz``: the process, its informer threads, its election thread and its Event
+  sender are alive (a sender that ended by itself fails check ``event-sender`` until the
+  manager stops; one that ended because the manager stops does not). ``/readyz``:
+  caches synced — a standby with synced caches is ready; readiness does not mean
+  leadership.
 
 Every thread is named and non-daemon. ``run`` may be called once.
 
@@ -372,6 +374,7 @@ class Manager:
         self._health.add("ping", lambda: None)
         self._health.add("informers", self._informers_alive)
         self._health.add("leader-election", self._elector_alive)
+        self._health.add("event-sender", self._events_alive)
         self._ready.add("informers-synced", self._informers_synced)
         if self.shards is not None:
             self._health.add("shard-lease", self.shards.elector_alive)
@@ -708,6 +711,14 @@ class Manager:
         if thread is None or thread.is_alive() or self._stopping:
             return None
         return "the leader election thread has ended"
+
+    def _events_alive(self) -> str | None:
+        """The Event sender survives every failure of a write or a batch; if it has ended
+        anyway (or could not start), reconciles record Events nobody sends: restart us.
+        Not while stopping, when it ends by design."""
+        if self._stopping or self._finished:
+            return None
+        return self.events.sender_alive()
 
     def _informers_synced(self) -> str | None:
         if not self._informers_started.is_set():

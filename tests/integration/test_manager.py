@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from manager.events import EventBroadcaster
 from manager.kube import KubeClient
 from manager.manager import Manager, ManagerOptions
 from manager.reconcile import Request, Result
@@ -240,3 +241,48 @@ def test_standby_does_not_reconcile_while_another_leads(client: KubeClient, name
         t2.join(30)
     assert out1["rc"] == 0 and out2["rc"] == 0
     assert first.join(10) and second.join(10)
+
+
+class Killed(BaseException):
+    """What no handler of the Event sender catches: it ends the thread (test only)."""
+
+
+def test_healthz_fails_while_the_event_sender_is_gone_but_not_while_stopping(
+    client: KubeClient, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sender that ended by itself is a fault worth a restart (reconciles record Events
+    nobody sends); a manager draining in a graceful stop does not fail its probe."""
+
+    def killed(self: EventBroadcaster, *args: Any) -> None:
+        raise Killed("injected")
+
+    monkeypatch.setattr(EventBroadcaster, "_send_batch", killed)
+    about = client.create(CONFIGMAPS, {"metadata": {"name": "about"}}, namespace)
+    about.update(apiVersion="v1", kind="ConfigMap")
+    mgr = Manager(client, _options(namespace))
+    rec = Recorder(mgr, namespace)
+    rec.release.clear()
+    mgr.controller("held", rec).for_(CONFIGMAPS).complete()
+    stop = threading.Event()
+    thread, out = _run(mgr, stop)
+    try:
+        assert rec.entered.wait(15), "no reconcile started"
+        status, body = _get(mgr.health_probe_address, "/healthz?verbose")
+        assert status == 200 and "[+]event-sender ok" in body, body
+
+        mgr.events.recorder().event(about, "Normal", "Fatal", "kills the sender")
+        assert _wait(lambda: _get(mgr.health_probe_address, "/healthz")[0] == 500)
+        status, body = _get(mgr.health_probe_address, "/healthz?verbose")
+        assert "[-]event-sender failed: the event sender has ended: Killed: injected" in body
+        assert "[+]informers ok" in body and "[+]leader-election ok" in body, body
+
+        stop.set()  # a reconcile is held: the manager drains
+        assert _wait(lambda: mgr.role() == "stopping")
+        status, body = _get(mgr.health_probe_address, "/healthz?verbose")
+        assert status == 200 and "[+]event-sender ok" in body, body
+    finally:
+        rec.release.set()
+        stop.set()
+        thread.join(30)
+    assert out["rc"] == 0
+    assert mgr.join(10)

@@ -6,6 +6,7 @@ for the sender with ``flush``/``shutdown`` (event driven) and never sleep.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 import time
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from manager.clock import FakeClock
-from manager.errors import ApiError, WriteFenced
+from manager.errors import ApiError, ConfigError, ServerError, WriteFenced
 from manager.events import (
     COMBINED_PREFIX,
     NORMAL,
@@ -30,6 +31,7 @@ from manager.events import (
 from manager.fencing import UNFENCED, ValidityFence, fenced
 from manager.keys import JsonDict
 from manager.kube import ClientOptions, KubeClient, Write, WriteSession
+from manager.kubeconfig import Credentials
 from manager.metrics import REGISTRY
 from manager.resources import builtin
 
@@ -46,6 +48,10 @@ def dropped(reason: str) -> float:
 
 def sent(type_: str = NORMAL) -> float:
     return REGISTRY.get_sample_value("overseer_events_sent_total", {"type": type_}) or 0.0
+
+
+def sender_errors() -> float:
+    return REGISTRY.get_sample_value("overseer_event_sender_errors_total") or 0.0
 
 
 def events_about(kube: KubeClient, namespace: str, name: str) -> list[JsonDict]:
@@ -682,6 +688,226 @@ def test_an_event_goes_out_under_the_fence_where_it_was_recorded(
     assert dropped("fenced") == before + 1
     reasons = sorted(e["reason"] for e in events_about(kube, namespace, name))
     assert reasons == ["Elsewhere", "Leading"]
+
+
+# -- the sender survives what goes wrong --------------------------------------------
+
+
+class FlakyCredentials:
+    """Credentials that fail their next ``failures`` uses with a ``ConfigError`` (an exec
+    plugin failing at a token refresh), and otherwise answer as ``inner`` does."""
+
+    def __init__(self, inner: Credentials | None) -> None:
+        self.inner = inner
+        self.failures = 0
+        self.calls = 0
+
+    def authorization(self) -> str | None:
+        self.calls += 1
+        if self.failures:
+            self.failures -= 1
+            raise ConfigError(["users[0].user.exec: the plugin exited with status 1"])
+        return None if self.inner is None else self.inner.authorization()
+
+
+@pytest.fixture
+def flaky(kubeconfig_path: str) -> Iterator[tuple[KubeClient, FlakyCredentials]]:
+    client = KubeClient.from_kubeconfig(kubeconfig_path, options=ClientOptions(qps=0))
+    credentials = FlakyCredentials(client._config.credentials)
+    client._config = dataclasses.replace(client._config, credentials=credentials)
+    try:
+        yield client, credentials
+    finally:
+        client.close()
+
+
+def test_a_credential_error_while_building_the_request_head_is_retried_and_survived(
+    kube: KubeClient,
+    namespace: str,
+    configmap: JsonDict,
+    flaky: tuple[KubeClient, FlakyCredentials],
+    running: Callable[..., Running],
+) -> None:
+    """An exec plugin that fails once at a token refresh: the batch's writes wait on the
+    clock and go out again (client-go's recordToSink retries a failed write), and the
+    sender keeps writing what is recorded later."""
+    client, credentials = flaky
+    r = running(client).start()
+    errors_before, shutdown_before = sender_errors(), dropped("shutdown")
+    lost_before = dropped("sender_error") + dropped("api_error")
+    credentials.failures = 1
+    for i in range(3):
+        r.recorder.event(configmap, WARNING, f"Before{i}", "recorded while the plugin fails")
+    assert r.clock.wait_for_waiters(1, timeout=WAIT), "the sender did not back off"
+    assert sender_errors() == errors_before + 1
+    r.clock.step(10.0)  # the first wait is at most retry_interval
+    r.flush()
+    assert not r.clock.has_waiters()  # one wait: the rest of the batch went out after it
+    for i in range(5):
+        r.recorder.event(configmap, NORMAL, f"After{i}", "recorded once the plugin works")
+    r.flush()
+
+    reasons = sorted(
+        e["reason"] for e in events_about(kube, namespace, configmap["metadata"]["name"])
+    )
+    assert reasons == [f"After{i}" for i in range(5)] + [f"Before{i}" for i in range(3)]
+    assert r.broadcaster.sender_alive() is None
+    assert dropped("shutdown") == shutdown_before
+    assert dropped("sender_error") + dropped("api_error") == lost_before
+    assert sender_errors() == errors_before + 1
+
+
+def test_a_credential_error_that_lasts_drops_the_batch_after_max_attempts_and_counts_it(
+    kube: KubeClient,
+    namespace: str,
+    configmap: JsonDict,
+    flaky: tuple[KubeClient, FlakyCredentials],
+    running: Callable[..., Running],
+) -> None:
+    client, credentials = flaky
+    r = running(client, max_attempts=2).start()
+    errors_before, lost_before = sender_errors(), dropped("sender_error")
+    credentials.failures = 2
+    r.recorder.event(configmap, NORMAL, "First", "never written")
+    assert r.clock.wait_for_waiters(1, timeout=WAIT), "the sender did not back off"
+    r.clock.step(10.0)
+    r.flush()
+    assert not r.clock.has_waiters()  # two attempts in all: no third wait
+    assert dropped("sender_error") == lost_before + 1
+    assert sender_errors() == errors_before + 2
+
+    r.recorder.event(configmap, NORMAL, "Later", "written")
+    r.flush()
+    [event] = events_about(kube, namespace, configmap["metadata"]["name"])
+    assert event["reason"] == "Later"
+
+
+class RaisingOnRetry(KubeClient):
+    """A KubeClient whose write session answers the first pipelined write with a 500 and
+    raises ``RuntimeError`` at the first single write (a retry): something other than an
+    API error, where the sender writes one Event again."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pipelines = 0
+        self.creates = 0
+
+    def write_session(self) -> WriteSession:
+        return RaisingOnRetrySession(self)
+
+
+class RaisingOnRetrySession(WriteSession):
+    def __init__(self, client: RaisingOnRetry) -> None:
+        super().__init__(client)
+        self.counting = client
+
+    def pipeline(
+        self, writes: Sequence[Write], *, decode: bool = True
+    ) -> list[JsonDict | ApiError | WriteFenced]:
+        self.counting.pipelines += 1
+        if self.counting.pipelines == 1:
+            return [ServerError("injected", status=500, reason="InternalError")] * len(writes)
+        return super().pipeline(writes, decode=decode)
+
+    def create(self, resource: Any, body: JsonDict, namespace: str | None = None) -> JsonDict:
+        self.counting.creates += 1
+        if self.counting.creates == 1:
+            raise RuntimeError("injected: the session broke")
+        return super().create(resource, body, namespace)
+
+
+def test_an_exception_in_a_retried_write_is_one_more_failed_attempt(
+    kubeconfig_path: str,
+    kube: KubeClient,
+    namespace: str,
+    configmap: JsonDict,
+    running: Callable[..., Running],
+) -> None:
+    with RaisingOnRetry.from_kubeconfig(kubeconfig_path, options=ClientOptions(qps=0)) as client:
+        r = running(client).start()
+        errors_before, api_errors_before = sender_errors(), dropped("api_error")
+        r.recorder.event(configmap, NORMAL, "Flaky", "written on the third attempt")
+        for _ in range(2):  # after the 500, after the exception
+            assert r.clock.wait_for_waiters(1, timeout=WAIT), "the sender did not back off"
+            r.clock.step(10.0)
+        r.flush()
+        [event] = events_about(kube, namespace, configmap["metadata"]["name"])
+        assert event["reason"] == "Flaky"
+        assert client.creates == 2
+        assert sender_errors() == errors_before + 1
+        assert dropped("api_error") == api_errors_before
+        assert r.broadcaster.shutdown(WAIT)
+
+
+def test_an_exception_escaping_a_batch_drops_and_counts_its_events_and_the_sender_goes_on(
+    kube: KubeClient,
+    namespace: str,
+    configmap: JsonDict,
+    running: Callable[..., Running],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The safety net: a defect anywhere in a batch costs that batch's events (dropped,
+    counted), not the sender; a flush waiting on the batch returns."""
+    original = EventBroadcaster._write_pending
+    calls = {"n": 0}
+
+    def broken_once(self: EventBroadcaster, *args: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("injected: a defect in the sender")
+        original(self, *args)
+
+    monkeypatch.setattr(EventBroadcaster, "_write_pending", broken_once)
+    r = running().start()
+    errors_before, lost_before = sender_errors(), dropped("sender_error")
+    r.recorder.event(configmap, NORMAL, "Lost1", "in the broken batch")
+    r.recorder.event(configmap, NORMAL, "Lost2", "in the broken batch")
+    r.flush()  # the barrier of the failed batch is released
+    assert dropped("sender_error") == lost_before + 2
+    assert sender_errors() == errors_before + 1
+    assert r.clock.wait_for_waiters(1, timeout=WAIT), "the sender did not back off"
+    r.recorder.event(configmap, NORMAL, "Later", "written after the backoff")
+    r.clock.step(10.0)
+    r.flush()
+
+    [event] = events_about(kube, namespace, configmap["metadata"]["name"])
+    assert event["reason"] == "Later"
+    assert r.broadcaster.sender_alive() is None
+
+
+class Killed(BaseException):
+    """What no handler of the sender catches: it ends the thread (test only)."""
+
+
+def test_sender_alive_reports_a_sender_that_ended_by_itself_not_one_that_was_stopped(
+    configmap: JsonDict, running: Callable[..., Running], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    healthy = running()
+    assert healthy.broadcaster.sender_alive() is None  # not started: nothing to report
+    healthy.start()
+    healthy.recorder.event(configmap, NORMAL, "Fine", "written")
+    healthy.flush()
+    assert healthy.broadcaster.sender_alive() is None
+    assert healthy.broadcaster.shutdown(WAIT)
+    assert healthy.broadcaster.sender_alive() is None  # ended as asked
+
+    stopped = running().start()
+    stopped.stop.set()
+    assert stopped.broadcaster.flush(WAIT)
+    assert stopped.broadcaster.sender_alive() is None  # ended as asked
+
+    def killed(self: EventBroadcaster, *args: Any) -> None:
+        raise Killed("injected")
+
+    monkeypatch.setattr(EventBroadcaster, "_send_batch", killed)
+    dead = running().start()
+    dead.recorder.event(configmap, NORMAL, "Fatal", "kills the sender")
+    assert dead.broadcaster.flush(WAIT)  # returns: the sender has ended
+    reason = dead.broadcaster.sender_alive()
+    assert reason is not None and "the event sender has ended" in reason and "Killed" in reason
+    dead.stop.set()
+    assert dead.broadcaster.shutdown(WAIT)
+    assert dead.broadcaster.sender_alive() == reason  # a stop later does not hide it
 
 
 # -- batching -------------------------------------------------------------------------
