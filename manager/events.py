@@ -121,9 +121,11 @@ from prometheus_client import Counter
 
 from manager.clock import Clock, RealClock
 from manager.errors import (
+    AlreadyExists,
     ApiError,
     NamespaceTerminating,
     NotFound,
+    OutcomeUnknown,
     ServerError,
     TooManyRequests,
     WriteFenced,
@@ -1076,7 +1078,14 @@ class EventBroadcaster:
         error)."""
         event = correlation.event
         attempt = 1
+        unknown = False  # a create of this Event may have been applied already
+        repatched = False
         while True:
+            if isinstance(result, OutcomeUnknown) and correlation.patch is None:
+                unknown = True
+            if isinstance(result, AlreadyExists) and unknown:
+                # the Event has a fixed name: the create whose answer was lost did it
+                result = {}
             if isinstance(result, dict):
                 # a pipeline's undecoded success is {}: the Event is what was written
                 self._correlator.update_state(correlation.key, result or correlation.event)
@@ -1086,10 +1095,13 @@ class EventBroadcaster:
                 _DROPPED.labels("fenced").inc()
                 logger.debug("event dropped", extra={"reason": "fenced", **_describe(event)})
                 return
-            if isinstance(result, NotFound) and correlation.patch is not None:
-                # client-go recordEvent: the Event to update is gone: create it anew
-                logger.debug("event to update is gone, creating it", extra=_describe(event))
-                correlation = Correlation(event, correlation.key, None)
+            if isinstance(result, NotFound) and correlation.patch is not None and not repatched:
+                # The Event to update was not there when the pipelined PATCH came: gone
+                # (client-go recordEvent then creates it anew), or its create, ahead in
+                # the same pipeline, had failed and has been retried since. Patch again,
+                # creating it only if it is still missing (_write), or the retried create
+                # would make the new one an AlreadyExists and lose this repeat's count.
+                repatched = True
                 result = self._write_one(correlation, session)
                 continue
             if isinstance(result, NamespaceTerminating):

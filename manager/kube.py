@@ -1483,8 +1483,12 @@ class WriteSession:
     :data:`~manager.fencing.IN_FLIGHT` (so that an abandon shuts its connection) and
     raises :class:`~manager.errors.WriteFenced` when refused; answers other than 2xx raise
     the mapped :class:`~manager.errors.ApiError`; ``rest_client_*`` metrics count each
-    write. Nothing is retried here (a POST is not safe to repeat): a broken connection
-    raises :class:`~manager.errors.Unavailable` and the next write opens a new one.
+    write; a 401 makes the credentials fetch again and the head be built anew. Nothing is
+    sent twice: a write goes again (on a new connection) only if not one byte of it had
+    left, or (in a pipeline) if the server had closed the connection by ``Connection:
+    close`` before handling it. A write that broke after that raises (or, in a
+    pipeline, results in) :class:`~manager.errors.OutcomeUnknown`; one whose connection
+    could not be opened, ``Unavailable``. The next write opens a new connection.
 
     When the client goes through an HTTP proxy or authenticates with a query parameter,
     the session falls back to the client's ordinary requests.
@@ -1522,17 +1526,21 @@ class WriteSession:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if exc is not None:
+            self._release(keep=False)  # left by an exception: the connection may be mid-answer
         self.close()
 
     def create(self, resource: Resource, body: JsonDict, namespace: str | None = None) -> JsonDict:
-        """POST ``body`` (as :meth:`KubeClient.create`, without its retries)."""
+        """POST ``body`` (as :meth:`KubeClient.create`: sent once, never again once a
+        byte of it has left)."""
         ns = _namespace_for(resource, namespace, body)
         return self._write("POST", resource.path(ns), body, "application/json")
 
     def patch(
         self, resource: Resource, name: str, patch: JsonDict, *, namespace: str | None = None
     ) -> JsonDict:
-        """A merge PATCH (as :meth:`KubeClient.patch` with ``patch_type="merge"``)."""
+        """A merge PATCH (as :meth:`KubeClient.patch` with ``patch_type="merge"``, sent
+        once: a session replays nothing)."""
         path = _object_path(resource, namespace, name)
         return self._write("PATCH", path, patch, _PATCH_CONTENT_TYPES["merge"])
 
@@ -1653,6 +1661,9 @@ class WriteSession:
             for w in writes[pending:]:
                 client._observe(w.method, "<error>", start)
             results.extend([error] * (len(writes) - pending))
+        except BaseException:
+            self._release(keep=False)  # never give a connection back mid-exchange
+            raise
         finally:
             if flight is not None:
                 IN_FLIGHT.end(flight)
@@ -1779,6 +1790,9 @@ class WriteSession:
                     f"{method} {path}: write abandoned: {flight.aborted}", reason="abandoned"
                 ) from exc
             raise client._connection_error(exc, method, path) from exc
+        except BaseException:
+            self._release(keep=False)  # never give a connection back mid-exchange
+            raise
         finally:
             if flight is not None:
                 IN_FLIGHT.end(flight)

@@ -503,6 +503,69 @@ def test_a_transient_server_error_is_retried_until_written(
 
 
 @pytest.mark.local_only
+def test_a_repeat_patched_behind_its_failed_create_keeps_its_count(
+    kube: KubeClient,
+    namespace: str,
+    configmap: JsonDict,
+    local_server: Any,
+    running: Callable[..., Running],
+) -> None:
+    """One batch: another Event's repeat (the namespace's first write), then E and E's
+    repeat pipelined behind it: E's create fails (500) and E's repeat PATCH finds no
+    Event (404). E's create is retried and written; the repeat must then patch it (count
+    2), not create it anew into an AlreadyExists that loses the repeat."""
+    r = running().start()
+    r.recorder.event(configmap, NORMAL, "Other", "first")
+    r.flush()
+    local_server.faults.fail_next(1, 500, verb="create", resource="events")
+    r.recorder.event(configmap, NORMAL, "Other", "first")
+    r.recorder.event(configmap, NORMAL, "Flaky", "twice")
+    r.recorder.event(configmap, NORMAL, "Flaky", "twice")
+    assert r.clock.wait_for_waiters(1, timeout=WAIT)  # E's create waits to be retried
+    r.clock.step(10.0)
+    r.flush()
+
+    events = events_about(kube, namespace, configmap["metadata"]["name"])
+    assert sorted((e["reason"], e["count"]) for e in events) == [("Flaky", 2), ("Other", 2)]
+
+
+@pytest.mark.local_only
+def test_a_create_whose_answer_was_lost_is_sent_again_and_already_exists_is_written(
+    *,
+    namespace: str,
+    configmap: JsonDict,
+    local_server: Any,
+    running: Callable[..., Running],
+    kube: KubeClient,
+    tmp_path: Any,
+) -> None:
+    """Event names are fixed: a create whose outcome is unknown (the server committed
+    it, the answer was lost) is sent again, and its AlreadyExists means written."""
+    from manager.testing.proxy import TcpProxy
+
+    host, port = local_server.url.removeprefix("http://").split(":")
+    with TcpProxy((host, int(port))) as proxy:
+        path = local_server.kubeconfig_for("events", tmp_path / "events", server=proxy.url)
+        client = KubeClient.from_kubeconfig(str(path), options=ClientOptions(qps=0))
+        try:
+            r = running(client).start()
+            sent_before, errors_before = sent(), dropped("api_error")
+            proxy.reset_after_answer(rb"POST /api/v1/namespaces/[^/]+/events")
+            r.recorder.event(configmap, NORMAL, "Lost", "answer lost")
+            assert r.clock.wait_for_waiters(1, timeout=WAIT)
+            r.clock.step(10.0)
+            r.flush()
+            r.stop.set()
+            assert r.broadcaster.shutdown(WAIT)
+        finally:
+            client.close()
+    [event] = events_about(kube, namespace, configmap["metadata"]["name"])
+    assert (event["reason"], event["count"]) == ("Lost", 1)
+    assert sent() == sent_before + 1
+    assert dropped("api_error") == errors_before
+
+
+@pytest.mark.local_only
 def test_client_errors_are_dropped_without_retrying(
     kube: KubeClient,
     namespace: str,
