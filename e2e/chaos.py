@@ -832,6 +832,10 @@ SHARD_NOT_THE_FENCE = {
     "stalled-watch": "the handshake keeps it: nobody's Lease expires on a stale view",
     "deleted-lease": "the owner stops at once; its claims are kept until they expire",
     "apiserver-restart": "they know they lost at the renew deadline and exit",
+    "recreate-ring-change": (
+        "both incarnations' fences are open: the uid preconditions keep it "
+        "(`--preconditions-off-runs` breaks those)"
+    ),
 }
 
 
