@@ -832,6 +832,10 @@ SHARD_NOT_THE_FENCE = {
     "stalled-watch": "the handshake keeps it: nobody's Lease expires on a stale view",
     "deleted-lease": "the owner stops at once; its claims are kept until they expire",
     "apiserver-restart": "they know they lost at the renew deadline and exit",
+    "recreate-ring-change": (
+        "both incarnations' fences are open: the uid preconditions keep it "
+        "(`--preconditions-off-runs` breaks those)"
+    ),
 }
 
 
@@ -966,6 +970,13 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="runs per scenario with the write fence switched off (default 0)",
     )
+    parser.add_argument(
+        "--preconditions-off-runs",
+        type=int,
+        default=0,
+        help="runs per owned-mode sharding scenario (recreate-ring-change) with the test "
+        "controller's uid preconditions switched off (default 0)",
+    )
     parser.add_argument("--scenario", action="append", help="repeatable (leader or sharding)")
     parser.add_argument(
         "--suite", choices=("all", "leader", "sharding"), default="all", help="default all"
@@ -1011,20 +1022,36 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
     for name in shard_names:
-        for run in range(args.runs + args.fence_off_runs):
-            fence = run < args.runs
+        owned = SHARD_SCENARIOS[name].owned
+        off_runs = args.preconditions_off_runs if owned else 0
+        for run in range(args.runs + args.fence_off_runs + off_runs):
+            fence = run < args.runs or run >= args.runs + args.fence_off_runs
+            guarded = run < args.runs + args.fence_off_runs
+            suffix = "" if fence and guarded else "-unfenced" if guarded else "-unguarded"
             sr = run_shard_scenario(
-                name, base / f"shard-{name}-{run}{'' if fence else '-unfenced'}", fence=fence
+                name, base / f"shard-{name}-{run}{suffix}", fence=fence, preconditions=guarded
             )
-            (shards if fence else shards_unfenced).setdefault(name, []).append(sr)
-            ok = ok and (sr.ok or not fence)
+            if guarded:
+                (shards if fence else shards_unfenced).setdefault(name, []).append(sr)
+            ok = ok and (sr.ok or not fence or not guarded)
+            what = (
+                "" if fence and guarded else " (fence off)" if guarded else " (preconditions off)"
+            )
             print(
-                f"sharding/{name} run {run + 1}{'' if fence else ' (fence off)'}: "
+                f"sharding/{name} run {run + 1}{what}: "
                 f"{'ok' if sr.ok else 'FAILED'} in {sr.seconds:.0f} s, "
                 f"recovery {', '.join(f'{x:.2f}' for x in sr.recovery)} s, {sr.writes} writes, "
-                f"{len(sr.overlaps)} two-writer keys, {len(sr.violations)} without ownership",
+                f"{len(sr.overlaps)} two-writer keys, {len(sr.violations)} without ownership"
+                + (
+                    f", {sr.name_overlaps} keys on two replicas by name, "
+                    f"{len(sr.lost)} keys wrong at the end"
+                    if owned
+                    else ""
+                ),
                 flush=True,
             )
+            if not guarded and sr.lost:
+                print("  " + "\n  ".join(sr.lost[:5]), flush=True)
     shown = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--workdir"]
     if args.workdir:
         shown.remove(args.workdir)

@@ -35,6 +35,7 @@ from manager.sharding import APPLIED_ANNOTATION, RING_LABEL, decode_ring
 __all__ = [
     "journal_overlaps",
     "leader_violations",
+    "owner_hash",
     "read_journals",
     "record_hash",
     "ring_of",
@@ -56,6 +57,15 @@ def record_hash(record: AuditRecord, shard_by: str) -> int:
     """The shard hash of the key a write belongs to, when it wrote the primary object
     itself: FNV-1a 64 of its uid or namespace."""
     return fnv1a_64(record.namespace if shard_by == SHARD_BY_NAMESPACE else record.uid)
+
+
+def owner_hash(record: AuditRecord, shard_by: str) -> int:
+    """As :func:`record_hash`, but an owned object (one with a controller ownerReference)
+    is placed by its owner's uid, as the ring places it: a write to an object of another
+    incarnation of the same name is then a write to a key the writer does not own."""
+    if shard_by == SHARD_BY_NAMESPACE or not record.owner_uid:
+        return record_hash(record, shard_by)
+    return fnv1a_64(record.owner_uid)
 
 
 def _effective(history: list[LeaseState], revision: int) -> LeaseState | None:
@@ -194,10 +204,13 @@ def read_journals(directory: Path) -> list[dict[str, Any]]:
 def journal_overlaps(entries: Iterable[dict[str, Any]]) -> list[str]:
     """Keys two replicas worked on at the same moment: spans (``key``, ``who``,
     ``start``, ``end``, as the sharding test controller journals them) of one key by two
-    replicas that overlap in time."""
+    replicas that overlap in time. Entries that carry a ``uid`` (the incarnation the
+    reconcile was for) are keyed by ``key@uid``: two incarnations of one name are two
+    keys (README "Sharding", re-used names)."""
     by_key: dict[str, list[dict[str, Any]]] = {}
     for e in entries:
-        by_key.setdefault(e["key"], []).append(e)
+        key = f"{e['key']}@{e['uid']}" if e.get("uid") else e["key"]
+        by_key.setdefault(key, []).append(e)
     bad = []
     for key, spans in by_key.items():
         spans.sort(key=lambda e: e["start"])

@@ -20,13 +20,21 @@ that exits is replaced by a new one, with a new name). A ticker edits keys all t
 ``drain-timeout``          a replica's writes take 7 s on the way and a join makes it drain
                            (drain timeout 0.2 s) with writes of moving keys on the wire
 ``apiserver-restart``      the API server restarted (2 s down, storage kept)
+``recreate-ring-change``   keys deleted and created again at once (a new uid: placed anew)
+                           while a fourth replica joins and one leaves; the controller in
+                           *owned* mode (an owned ConfigMap per key, the deleted
+                           incarnation's cleaned up by its last-known uid), the local
+                           garbage collector 0.2 s late
 =========================  ===================================================================
 
 Invariants: no key written by two replicas within one span (the controller's journal:
-reconciles that wrote, by two replicas, overlapping in time); no write the audit
-attributes to a replica that did not own the key then (``e2e/shardaudit.py``); every
-key converges after the faults (else: objects lost); recovery, from a fault to every key
-holding a tick issued at that moment.
+reconciles that wrote, by two replicas, overlapping in time; in owned mode a key is an
+incarnation, ``namespace/name@uid``); no write the audit attributes to a replica that did
+not own the key then (``e2e/shardaudit.py``; an owned object is placed by its owner's
+uid); every key converges after the faults (else: objects lost; in owned mode: every key
+has exactly its owned object, controlled by its current uid, and no other is left);
+recovery, from a fault to every key holding a tick issued at that moment (owned mode: from
+the last re-creation to that end state).
 """
 
 from __future__ import annotations
@@ -47,7 +55,7 @@ import yaml
 
 from e2e.chaos import _wait
 from e2e.replicapool import Exit, ReplicaPool
-from e2e.shardaudit import journal_overlaps, read_journals, shard_violations
+from e2e.shardaudit import journal_overlaps, owner_hash, read_journals, shard_violations
 from manager.errors import ApiError
 from manager.kube import ClientOptions, KubeClient
 from manager.resources import builtin
@@ -62,6 +70,7 @@ SERVICE_ACCOUNTS = builtin("v1", "serviceaccounts")
 SHARD_PLUGIN = Path(__file__).resolve().parent / "shard_plugin"
 NAMESPACE = "shardchaos"
 LABEL = "overseer-shard-test"
+OWNED_LABEL = "overseer-shard-test-owned"
 LEASE, RENEW, RETRY = 3.0, 2.0, 0.5
 SIZE = 3
 KEYS = 60
@@ -72,10 +81,21 @@ class ShardHarness(ReplicaPool):
     """The local API server, the keys, and a set of sharded replicas."""
 
     def __init__(
-        self, workdir: Path, *, fence: bool = True, drain_timeout: float = 5.0, workers: int = 4
+        self,
+        workdir: Path,
+        *,
+        fence: bool = True,
+        drain_timeout: float = 5.0,
+        workers: int = 4,
+        owned: bool = False,
+        preconditions: bool = True,
     ) -> None:
         super().__init__(LocalApiServer(), workdir, target=SIZE, fence=fence)
         self.workers = workers
+        self.owned = owned  # the controller in owned mode (an owned ConfigMap per key)
+        self.preconditions = preconditions  # owned mode: False drops the uid precondition
+        if owned:
+            self.server.gc.latency = 0.2  # a cleanup sometimes beats the collector
         self.drain_timeout = drain_timeout
         self.ring = f"chaos-{uuid.uuid4().hex[:6]}"
         self.journal = workdir / "journal"
@@ -181,8 +201,10 @@ class ShardHarness(ReplicaPool):
                     "enabled": True,
                     "sharded": True,
                     "workers": self.workers,
-                    "holdSeconds": 0.2,
-                    "blind": True,
+                    "holdSeconds": 0.05 if self.owned else 0.2,
+                    "blind": not self.owned,
+                    "owned": self.owned,
+                    "preconditions": self.preconditions,
                     "journal": str(self.journal),
                 },
             },
@@ -240,8 +262,36 @@ class ShardHarness(ReplicaPool):
             (i["metadata"].get("annotations") or {}).get("shard/tick") == tick for i in items
         )
 
+    def recreate(self, names: list[str]) -> None:
+        """Delete each key and create it again at once: a new object, a new uid."""
+        for name in names:
+            with contextlib.suppress(ApiError):
+                self.client.delete(CONFIGMAPS, name, NAMESPACE)
+            body = {"metadata": {"name": name, "labels": {LABEL: "true"}}, "data": {"tick": "0"}}
+            self.client.create(CONFIGMAPS, body, NAMESPACE)
+
+    def owned_wrong(self) -> list[str]:
+        """Owned mode: keys without exactly their own owned object (controlled by their
+        current uid), and owned objects of no live key."""
+        keys = self.client.list(CONFIGMAPS, NAMESPACE, label_selector=LABEL)["items"]
+        owned = self.client.list(CONFIGMAPS, NAMESPACE, label_selector=OWNED_LABEL)["items"]
+        want = {f"{k['metadata']['name']}-owned": k["metadata"]["uid"] for k in keys}
+        have = {}
+        for o in owned:
+            refs = o["metadata"].get("ownerReferences") or []
+            have[o["metadata"]["name"]] = next(
+                (str(r.get("uid")) for r in refs if r.get("controller")), ""
+            )
+        return [
+            f"{n}: owned by {have.get(n, '(missing)')}, key is {want.get(n, '(gone)')}"
+            for n in sorted(want.keys() | have.keys())
+            if have.get(n) != want.get(n)
+        ]
+
     def converged(self) -> bool:
         items = self.client.list(CONFIGMAPS, NAMESPACE, label_selector=LABEL)["items"]
+        if self.owned:
+            return len(items) == KEYS and not self.owned_wrong()
         return len(items) == KEYS and all(
             (i["metadata"].get("annotations") or {}).get("shard/tick")
             == (i.get("data") or {}).get("tick")
@@ -260,6 +310,14 @@ class ShardHarness(ReplicaPool):
         entries = read_journals(self.journal)
         return journal_overlaps(e for e in entries if e["outcome"] == "written")
 
+    def name_overlaps(self) -> list[str]:
+        """As :meth:`overlaps`, by name only (two incarnations of one name are one key):
+        what the re-used-name scenario must produce, or it tests nothing."""
+        entries = read_journals(self.journal)
+        return journal_overlaps(
+            {**e, "uid": None} for e in entries if e["outcome"] in ("written", "waiting")
+        )
+
     def violations(self) -> tuple[int, list[str]]:
         return shard_violations(
             self.server.audit,
@@ -267,6 +325,7 @@ class ShardHarness(ReplicaPool):
             self.ring,
             LEASE,
             writer=lambda r: r.user.startswith("replica-") and r.resource == "configmaps",
+            key_hash=owner_hash,  # an owned object is its owner's key
         )
 
 
@@ -286,6 +345,8 @@ class ShardResult:
     exits: list[Exit] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    preconditions: bool = True  # owned mode: False ran with the uid preconditions off
+    name_overlaps: int = 0  # owned mode: keys (by name) two replicas worked on at once
 
     @property
     def ok(self) -> bool:
@@ -390,12 +451,36 @@ def _apiserver_restart(h: ShardHarness, r: ShardResult) -> None:
     h.wait_ready()
 
 
+def _recreate_ring_change(h: ShardHarness, r: ShardResult) -> None:
+    """Ten keys deleted and created again at once every 0.7 s for 16 s; a fourth replica
+    joins after 2 s and one leaves after 9 s (two ring changes under the re-creations)."""
+    rng = random.Random(11)
+    began = time.monotonic()
+    joined = left = False
+    while time.monotonic() - began < 16.0:
+        h.recreate(rng.sample(h.names, 10))
+        r.faults += 1
+        elapsed = time.monotonic() - began
+        if not joined and elapsed > 2.0:
+            threading.Thread(target=h.join, name="chaos/join").start()
+            joined = True
+        if not left and elapsed > 9.0 and len(h.live()) > SIZE:
+            leaving = sorted(h.live())[0]
+            threading.Thread(target=h.leave, args=(leaving,), name="chaos/leave").start()
+            left = True
+        time.sleep(0.7)
+    started = time.monotonic()
+    _wait(h.converged, CONVERGE, "every key with exactly its own owned object", h.logs)
+    r.recovery.append(time.monotonic() - started)
+
+
 @dataclass(frozen=True)
 class ShardScenario:
     name: str
     run: Callable[[ShardHarness, ShardResult], None]
     drain_timeout: float = 5.0
     workers: int = 4  # per replica; more where many writes must be in flight at once
+    owned: bool = False  # the controller in owned mode (re-used names)
 
 
 SHARD_SCENARIOS: dict[str, ShardScenario] = {
@@ -408,19 +493,28 @@ SHARD_SCENARIOS: dict[str, ShardScenario] = {
         ShardScenario("deleted-lease", _deleted_lease),
         ShardScenario("drain-timeout", _drain_timeout, drain_timeout=0.2, workers=16),
         ShardScenario("apiserver-restart", _apiserver_restart),
+        ShardScenario("recreate-ring-change", _recreate_ring_change, owned=True),
     )
 }
 
 
-def run_shard_scenario(name: str, workdir: Path, *, fence: bool = True) -> ShardResult:
+def run_shard_scenario(
+    name: str, workdir: Path, *, fence: bool = True, preconditions: bool = True
+) -> ShardResult:
     """Run one sharding scenario in a fresh harness (``fence=False``: the test-only
-    switch that turns the write fence off in every replica)."""
+    switch that turns the write fence off in every replica; ``preconditions=False``: the
+    owned-mode controller deletes without its uid precondition)."""
     scenario = SHARD_SCENARIOS[name]
-    result = ShardResult(name, fence=fence)
+    result = ShardResult(name, fence=fence, preconditions=preconditions)
     began = time.monotonic()
     workdir.mkdir(parents=True, exist_ok=True)
     with ShardHarness(
-        workdir, fence=fence, drain_timeout=scenario.drain_timeout, workers=scenario.workers
+        workdir,
+        fence=fence,
+        drain_timeout=scenario.drain_timeout,
+        workers=scenario.workers,
+        owned=scenario.owned,
+        preconditions=preconditions,
     ) as h:
         time.sleep(2.0)  # at work before the first fault
         try:
@@ -432,8 +526,11 @@ def run_shard_scenario(name: str, workdir: Path, *, fence: bool = True) -> Shard
         try:
             _wait(h.converged, CONVERGE, "convergence")
         except AssertionError:
-            result.lost = ["not converged"]
+            result.lost = h.owned_wrong() if h.owned else ["not converged"]
+            result.lost = result.lost or ["not converged"]
         result.overlaps = h.overlaps()
+        if h.owned:
+            result.name_overlaps = len(h.name_overlaps())
         result.writes, result.violations = h.violations()
         result.exits = list(h.exits)
         result.notes.extend(

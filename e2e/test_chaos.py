@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.local_only, pytest.mark.timeout(300)
 # with writes on the wire by tests/integration/test_one_writer.py (and, with the fence
 # off, below), the rest by `make chaos` (so is sigstop-held-writes: its stale writes are
 # dropped by the exit as much as by the fence). The suite stays well under 15 minutes.
-SHARD_IN_SUITE = ["stalled-watch", "deleted-lease"]
+SHARD_IN_SUITE = ["stalled-watch", "deleted-lease", "recreate-ring-change"]
 LEADER_IN_SUITE = [n for n in SCENARIOS if n != "sigstop-held-writes"]
 
 
@@ -77,3 +77,12 @@ def test_the_sharding_suite_catches_a_disabled_fence(tmp_path: Path) -> None:
     land after the new owner took the keys, and the audit must report them."""
     result = run_shard_scenario("drain-timeout", tmp_path, fence=False)
     assert result.violations, "the fence was off and no write without ownership was caught"
+
+
+def test_the_sharding_suite_catches_deletes_without_uid_preconditions(tmp_path: Path) -> None:
+    """Re-used names: the fence cannot protect them (each incarnation's owner holds its
+    own), the uid preconditions do. With them off in the owned-mode controller, an old
+    incarnation's cleanup deletes the new incarnation's owned object, and the audit
+    (owned objects placed by their owner's uid) must report it."""
+    result = run_shard_scenario("recreate-ring-change", tmp_path, preconditions=False)
+    assert result.violations, "the preconditions were off and no such delete was caught"

@@ -51,7 +51,7 @@ from manager.predicate import (
     any_of,
     not_,
 )
-from manager.reconcile import Reconciler, Request, Result
+from manager.reconcile import Reconciler, Request, Result, incarnation
 from manager.resources import Resource, builtin
 
 __all__ = [
@@ -107,6 +107,7 @@ __all__ = [
     "all_of",
     "any_of",
     "builtin",
+    "incarnation",
     "label_selector_from_dict",
     "meta_namespace_key",
     "not_",

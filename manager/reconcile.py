@@ -16,16 +16,28 @@ an exception                ``add_rate_limited``; logged with traceback, counted
 
 Thread-safe: values are immutable; a Reconciler is called from several worker threads
 at once (never twice at once for the same Request).
+
+A request names ``namespace/name``; a name deleted and created again is another object
+(another uid, another *incarnation*). A sharded controller places a key by its primary
+object's uid, so two incarnations of one name may be reconciled by two replicas at once
+(the old one's cleanup, by the uid it last had, and the new one's provisioning).
+:func:`incarnation` tells a reconcile which one it runs for: the uid whose shard
+permission fences its writes (README "Sharding", re-used names).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Protocol
 
 from manager.errors import TerminalError
 
-__all__ = ["Reconciler", "Request", "Result", "TerminalError"]
+__all__ = ["Reconciler", "Request", "Result", "TerminalError", "incarnation", "reconciling"]
+
+_INCARNATION: ContextVar[str | None] = ContextVar("overseer_incarnation", default=None)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -62,3 +74,26 @@ class Reconciler(Protocol):
     def reconcile(self, request: Request) -> Result:
         """Bring the world in line with the object named by ``request``."""
         ...
+
+
+def incarnation() -> str | None:
+    """The uid of the primary object the running reconcile is for, when a sharded
+    controller runs it: the object its cache holds under the request's key, or, if that
+    was deleted since, the uid it last had. The replica's write permission is for this
+    uid's place on the ring, nothing else: act on owned objects whose controller
+    ownerReference names this uid, on the cached primary only if its uid is this one,
+    and guard every write with the written object's uid (a delete's ``preconditions``,
+    ``metadata.uid`` in a patch). None outside a sharded reconcile (a leader-elected
+    controller's cache holds every incarnation it may act on)."""
+    return _INCARNATION.get()
+
+
+@contextmanager
+def reconciling(uid: str | None) -> Iterator[None]:
+    """Run a reconcile for incarnation ``uid`` (what :func:`incarnation` answers in the
+    block, and in context copies made in it). For the manager's sharded reconciler."""
+    token = _INCARNATION.set(uid)
+    try:
+        yield
+    finally:
+        _INCARNATION.reset(token)

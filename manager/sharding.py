@@ -124,7 +124,7 @@ from manager.keys import JsonDict
 from manager.kube import KubeClient
 from manager.leaderelection import LEASES, LeaderElectionConfig, LeaderElector
 from manager.metrics import REGISTRY
-from manager.reconcile import Reconciler, Request, Result
+from manager.reconcile import Reconciler, Request, Result, reconciling
 
 __all__ = [
     "APPLIED_ANNOTATION",
@@ -1043,15 +1043,18 @@ class KeyHashes:
 
     def hash_of(self, key: str) -> int | None:
         """The shard hash of ``key`` (None: unknown here)."""
-        shard_by = self._ring.following().shard_by
-        if shard_by == SHARD_BY_NAMESPACE:
-            namespace, sep, _ = key.partition("/")
-            return fnv1a_64(namespace if sep else "")
+        return self.locate(key)[0]
+
+    def locate(self, key: str) -> tuple[int | None, str | None]:
+        """The shard hash of ``key`` (None: unknown here) and the uid of the incarnation
+        it was found from (None: none cached; with ``namespace`` the hash needs none)."""
         obj = self._last_known(key)
-        if obj is None:
-            return None
-        uid = str((obj.get("metadata") or {}).get("uid") or "")
-        return fnv1a_64(uid) if uid else None
+        meta = (obj.get("metadata") or {}) if obj is not None else {}
+        uid = str(meta.get("uid") or "") or None
+        if self._ring.following().shard_by == SHARD_BY_NAMESPACE:
+            namespace, sep, _ = key.partition("/")
+            return fnv1a_64(namespace if sep else ""), uid
+        return (fnv1a_64(uid) if uid else None), uid
 
     def settled(self, key: str) -> None:
         """A reconcile of ``key`` ended for good: a deleted object's uid may go."""
@@ -1081,7 +1084,8 @@ class ShardedReconciler:
     key whose hash is unknown here (:class:`KeyHashes`). A key the applied ring gives this
     replica but that may not start yet (its claim not yet seen, another member's claim,
     ranges still syncing) is requeued after ``retry``: an event is never dropped for a
-    reason that passes."""
+    reason that passes. ``inner`` runs for the incarnation (uid) the hash was found from
+    (:func:`~manager.reconcile.incarnation`)."""
 
     retry: float = 0.5  # seconds before a key of ours that may not start yet is tried again
 
@@ -1095,7 +1099,7 @@ class ShardedReconciler:
         keys = self.keys
         if keys is None:
             raise RuntimeError("a sharded reconciler needs its primary cache (for_())")
-        h = keys.hash_of(key)
+        h, uid = keys.locate(key)
         if h is None:
             return Result()
         if not self.ring.begin(key, h):
@@ -1104,7 +1108,7 @@ class ShardedReconciler:
             return Result()
         settled = False
         try:
-            with fenced(self.ring.fence(key, h)):
+            with fenced(self.ring.fence(key, h)), reconciling(uid):
                 result = self.inner.reconcile(request)
             settled = not result.requeue and result.requeue_after is None
             return result

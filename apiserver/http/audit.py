@@ -49,6 +49,7 @@ class AuditRecord:
     namespace: str  # "" for cluster-scoped objects
     name: str
     uid: str = ""  # the object's metadata.uid (a shard ring places keys by it)
+    owner_uid: str = ""  # its controller ownerReference's uid: owned objects follow it
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +153,7 @@ class Audit:
             self._note_lease(event.revision, event.object, deleted=event.type == "DELETED")
         who = getattr(self._local, "who", None)
         user, verb = who if who is not None else (SYSTEM_USER, "system")
+        meta = (event.object or {}).get("metadata") or {}
         record = AuditRecord(
             revision=event.revision,
             time=time.time(),
@@ -162,7 +164,15 @@ class Audit:
             resource=plural,
             namespace=event.key[1],
             name=event.key[2],
-            uid=str(((event.object or {}).get("metadata") or {}).get("uid") or ""),
+            uid=str(meta.get("uid") or ""),
+            owner_uid=next(
+                (
+                    str(ref.get("uid") or "")
+                    for ref in meta.get("ownerReferences") or ()
+                    if isinstance(ref, dict) and ref.get("controller")
+                ),
+                "",
+            ),
         )
         with self._lock:
             self._records.append(record)

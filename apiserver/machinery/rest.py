@@ -1283,6 +1283,8 @@ class Rest:
             if current is None:
                 raise not_found(served, name)
             cur_meta = current["metadata"]
+            if meta_in.get("uid") and meta_in["uid"] != cur_meta.get("uid"):
+                raise self._uid_conflict(served, namespace, name, meta_in["uid"], cur_meta)
             rv = str(meta_in.get("resourceVersion") or "")
             if rv and rv != cur_meta["resourceVersion"]:
                 raise self._conflict(served, name)
@@ -1395,6 +1397,24 @@ class Rest:
                     for cb in self.on_crd_change:
                         cb()
         return self._render(served, new)
+
+    @staticmethod
+    def _uid_conflict(
+        served: ServedResource, namespace: str | None, name: str, uid: Any, cur_meta: JsonDict
+    ) -> StatusError:
+        """A PUT whose body names another uid: ``DefaultUpdatedObjectInfo`` makes the body's
+        uid a storage precondition, checked before anything else; its ``InvalidObjError``
+        becomes a 409 (``InterpretUpdateError``). The key is the etcd key kube shows."""
+        key = "/".join(p for p in ("/registry", served.resource.plural, namespace, name) if p)
+        return StatusError(
+            409,
+            "Conflict",
+            f"Operation cannot be fulfilled on {served.resource.group_resource} "
+            f'"{name}": StorageError: invalid object, Code: 4, Key: {key}, ResourceVersion: 0, '
+            f"AdditionalErrorMsg: Precondition failed: UID in precondition: {uid}, UID in "
+            f"object meta: {cur_meta.get('uid')}",
+            _details(served, name),
+        )
 
     def _conflict(self, served: ServedResource, name: str) -> StatusError:
         return StatusError(
@@ -1545,13 +1565,13 @@ class Rest:
             if patched_rv and patched_rv != current["metadata"]["resourceVersion"]:
                 raise self._conflict(served, name)
             if new_meta.get("uid") and new_meta["uid"] != current["metadata"].get("uid"):
-                raise StatusError(
-                    409,
-                    "Conflict",
-                    f'Operation cannot be fulfilled on {served.resource.group_resource} "{name}": '
-                    "Precondition failed: UID in precondition does not match",
-                    _details(served, name),
+                # patch.go gives the store no precondition (DefaultUpdatedObjectInfo(nil)):
+                # a patched uid reaches rest.BeforeUpdate's ValidateObjectMetaUpdate, a 422
+                cause = invalid_field("metadata.uid", new_meta["uid"], "field is immutable")
+                refused = AdmissionError(
+                    served.resource.kind, served.resource.group, name, [cause.cause()]
                 )
+                raise self._invalid(served, refused, new)
             new = {
                 **new,
                 "metadata": {**new_meta, "resourceVersion": current["metadata"]["resourceVersion"]},

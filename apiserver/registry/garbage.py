@@ -15,6 +15,10 @@ background thread fed by storage commits:
 * a deleted CRD has all its custom objects deleted before its cleanup finalizer goes.
 
 Work is asynchronous, as in a real cluster: a DELETE answers before dependents go.
+:attr:`GarbageCollector.latency` (seconds, 0 by default) holds each commit back that long
+before the collector acts on it: kube-controller-manager's collector takes milliseconds
+to seconds under load, and a test of a controller's own cleanup (a name deleted and
+created again, say) must not find it always beaten by a collector that is never late.
 
 Thread-safe: the commit listener only queues work; the worker thread performs writes
 through :class:`~apiserver.machinery.rest.Rest` like any client.
@@ -26,6 +30,7 @@ import copy
 import datetime as dt
 import logging
 import threading
+import time
 from collections import defaultdict, deque
 from typing import Any
 
@@ -75,7 +80,8 @@ class GarbageCollector:
         self._rest = rest
         self._storage = rest.storage
         self._cond = threading.Condition()
-        self._pending: deque[Event] = deque()
+        self._pending: deque[tuple[float, Event]] = deque()  # (committed, monotonic)
+        self.latency = 0.0  # seconds each commit waits before the collector acts on it
         self._stopped = False
         self._thread: threading.Thread | None = None
         # uid -> keys of objects naming it as owner; uid -> key of the object itself
@@ -120,7 +126,7 @@ class GarbageCollector:
         ):
             return
         with self._cond:
-            self._pending.append(event)
+            self._pending.append((time.monotonic(), event))
             self._cond.notify()
 
     # -- worker ----------------------------------------------------------------------
@@ -128,11 +134,18 @@ class GarbageCollector:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._pending and not self._stopped:
-                    self._cond.wait()
+                while not self._stopped:
+                    wait = (
+                        None
+                        if not self._pending
+                        else self._pending[0][0] + self.latency - time.monotonic()
+                    )
+                    if wait is not None and wait <= 0:
+                        break
+                    self._cond.wait(wait)
                 if self._stopped:
                     return
-                event = self._pending.popleft()
+                event = self._pending.popleft()[1]
             try:
                 with self._storage.lock:
                     self._handle(event)

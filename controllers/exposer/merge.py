@@ -59,6 +59,22 @@ def controller_uid(obj: Mapping[str, Any]) -> str | None:
     return None
 
 
+def earlier_incarnation(obj: Mapping[str, Any], owner_name: str, owner_uid: str) -> bool:
+    """Whether ``obj`` is controlled by another incarnation of the Deployment
+    ``owner_name`` (same name, another uid): one deleted and created again. Its object is
+    not someone else's: it goes with its owner (the garbage collector), then the name is
+    the new incarnation's."""
+    meta = obj.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller"):
+            return (
+                ref.get("kind") == "Deployment"
+                and ref.get("name") == owner_name
+                and str(ref.get("uid") or "") != owner_uid
+            )
+    return False
+
+
 def _labels_update(body: JsonDict, changes: list[str]) -> None:
     meta = body.setdefault("metadata", {})
     labels = meta.get("labels") or {}

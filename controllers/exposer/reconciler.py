@@ -21,7 +21,8 @@ stale cache:
   costs nothing) and the first-exposure ``Exposed`` Event. The Deployment itself is not
   written by default (DESIGN.md §4.1: a write to the watched object wakes every Deployment
   watcher in the cluster, kube-controller-manager included). With ``annotateDeployment``
-  the same annotation is merge-patched onto the Deployment (uid as precondition) when it
+  the same annotation is merge-patched onto the Deployment (its ``metadata.uid`` in the
+  patch: kube-apiserver refuses it, 422, if the name is another Deployment now) when it
   differs; without it, such an annotation left on a Deployment is removed once.
 
 Writes per newly exposed Deployment with the default settings: a Service create, an
@@ -48,6 +49,9 @@ no ports, name)                 ``UnsupportedSelector``, ``NoContainerPorts``,
                                 the last valid state are kept as they are
 name taken by an object this    Warning ``ExposeConflict``; nothing written
 Deployment does not control
+name taken by an object of an   nothing written; retried every second until the
+earlier incarnation (the same   garbage collector removed it (a name deleted and
+Deployment name, another uid)   created again: not someone else's object)
 Deployment gone or deleting     nothing: the API server's garbage collector deletes
                                 the owned objects (ownerReference)
 namespace terminating (a        nothing more for this Deployment: the namespace's
@@ -77,7 +81,13 @@ from controllers.exposer.desired import (
     opted_in,
 )
 from controllers.exposer.expectations import Expectations, ObjectKey
-from controllers.exposer.merge import Update, controller_uid, ingress_update, service_update
+from controllers.exposer.merge import (
+    Update,
+    controller_uid,
+    earlier_incarnation,
+    ingress_update,
+    service_update,
+)
 from manager import (
     NORMAL,
     REGISTRY,
@@ -85,6 +95,7 @@ from manager import (
     AlreadyExists,
     Conflict,
     EventRecorder,
+    Invalid,
     JsonDict,
     KubeClient,
     Lister,
@@ -119,6 +130,7 @@ REASON_EXPOSED: Final = "Exposed"
 REASON_UPDATED: Final = "Updated"
 REASON_UNEXPOSED: Final = "Unexposed"
 REASON_CONFLICT: Final = "ExposeConflict"
+EARLIER_INCARNATION_RETRY: Final = 1.0  # seconds between looks at an earlier incarnation's objects
 
 EXPOSED_DEPLOYMENTS = Gauge(
     "overseer_exposer_exposed_deployments",
@@ -133,6 +145,12 @@ NAMESPACE_TERMINATING = Counter(
 )
 
 _Outcome = Literal["created", "updated", "unchanged", "pending"]
+
+
+class _EarlierIncarnation(Exception):
+    """The name is taken by the object of an earlier incarnation of this Deployment (the
+    same name, deleted and created again): it is not ours to touch, and goes with its
+    owner; the caller waits."""
 
 
 class _Foreign(Exception):
@@ -230,6 +248,10 @@ class ExposerReconciler:
             kept = all(o is not None and controller_uid(o) == uid for o in (service, ingress))
             self._set_exposed(request.key, kept)
             return Result()
+        if any(
+            obj is not None and earlier_incarnation(obj, name, uid) for obj in (service, ingress)
+        ):
+            return self._wait_for_earlier_incarnation(request)
         foreign = [
             f"{kind} {name}"
             for kind, obj in (("Service", service), ("Ingress", ingress))
@@ -255,6 +277,8 @@ class ExposerReconciler:
             logger.info("name conflict", extra={"objects": exc.what})
             self._set_exposed(request.key, False)
             return Result()
+        except _EarlierIncarnation:
+            return self._wait_for_earlier_incarnation(request)
         except NamespaceTerminating as exc:
             self._note_terminating(request.key, uid, exc)
             return Result()
@@ -351,6 +375,8 @@ class ExposerReconciler:
                 else:
                     self._expectations.created(key, created)
                     return "created", ()
+            if earlier_incarnation(observed, str(self._owner_name(desired)), uid):
+                raise _EarlierIncarnation(f"{resource.kind} {name}")
             if controller_uid(observed) != uid:
                 raise _Foreign(f"{resource.kind} {name}")
         update = merge(observed, desired)
@@ -362,6 +388,20 @@ class ExposerReconciler:
             return "pending", ()  # deleted meanwhile: its delete event wakes us again
         self._expectations.updated(key, observed)
         return "updated", update.changes
+
+    @staticmethod
+    def _owner_name(desired: JsonDict) -> str:
+        refs = desired["metadata"].get("ownerReferences") or [{}]
+        return str(refs[0].get("name") or "")
+
+    def _wait_for_earlier_incarnation(self, request: Request) -> Result:
+        """A Deployment deleted and created again under this name: the earlier one's
+        Service or Ingress is still there (the garbage collector removes it; with sharding
+        by uid its events reach the replica of the earlier uid, not this one). Try again
+        shortly, without a Warning: it is no one else's object."""
+        logger.info("waiting for an earlier incarnation's objects to go")
+        self._set_exposed(request.key, False)
+        return Result(requeue_after=EARLIER_INCARNATION_RETRY)
 
     def _get(self, resource: Resource, name: str, namespace: str) -> JsonDict | None:
         try:
@@ -380,8 +420,11 @@ class ExposerReconciler:
             self._client.patch(
                 DEPLOYMENTS, str(meta["name"]), patch, namespace=str(meta["namespace"])
             )
-        except NotFound:
-            return  # deleted: nothing to annotate
+        except (NotFound, Invalid):
+            # deleted, or another incarnation of the name now: the patch names the uid, and
+            # kube-apiserver refuses a patch to another uid (422, metadata.uid immutable);
+            # the new one's own reconcile annotates it
+            return
         self._expectations.updated(key, deployment)
 
     # -- reporting -----------------------------------------------------------------------

@@ -58,6 +58,7 @@ from manager import (
     Conflict,
     DeletedFinalStateUnknown,
     EventRecorder,
+    Invalid,
     JsonDict,
     KubeClient,
     LabelSelector,
@@ -362,7 +363,7 @@ class PodPortReconciler:
                     str(_meta(keep)["name"]),
                     {"metadata": {"uid": _meta(keep)["uid"]}, "spec": {"nodeName": node}},
                 )
-            except (NotFound, Conflict):
+            except (NotFound, Conflict, Invalid):  # Invalid: the name holds another uid
                 return Result(requeue_after=CACHE_CATCH_UP)
         return Result()
 
@@ -462,7 +463,9 @@ class PodPortReconciler:
                 {"metadata": {"uid": meta.get("uid"), "annotations": changes}},
                 namespace=str(meta["namespace"]),
             )
-        except (NotFound, Conflict):
+        except (NotFound, Conflict, Invalid):
+            # gone, or a pod of the same name is another pod now: kube-apiserver refuses a
+            # patch that names another uid (422, metadata.uid immutable)
             return False
         self._patched_from(pod)
         return True

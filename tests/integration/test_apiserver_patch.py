@@ -121,6 +121,50 @@ def test_merge_patch_with_stale_resource_version_conflicts(
     assert ok(http(api_client, "GET", path), 200)["data"]["a"] == "2"
 
 
+def test_writes_naming_an_earlier_incarnations_uid_are_refused(
+    api_client: Any, namespace: str, configmap: tuple[str, dict[str, Any]]
+) -> None:
+    """A name deleted and created again is another object: a write that names the uid it
+    saw before (a controller's cached copy) must not touch the new one. kube-apiserver
+    1.36: a merge patch whose ``metadata.uid`` differs reaches ``ValidateObjectMetaUpdate``
+    (patch.go gives the store no precondition): 422, ``metadata.uid`` immutable; a PUT's
+    uid is a storage precondition: 409; a DELETE's ``preconditions.uid``: 409."""
+    path, created = configmap
+    old_uid = created["metadata"]["uid"]
+    mine = {"metadata": {"uid": old_uid, "annotations": {"by": "same"}}}
+    assert ok(http(api_client, "PATCH", path, body=mine, content_type=MERGE), 200)["metadata"][
+        "annotations"
+    ] == {"by": "same"}
+    ok(http(api_client, "DELETE", path), 200)
+    collection = path.rsplit("/", 1)[0]
+    again = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "patched"}}
+    new_uid = ok(http(api_client, "POST", collection, body=again), 201)["metadata"]["uid"]
+    assert new_uid != old_uid
+
+    stale = {"metadata": {"uid": old_uid, "annotations": {"by": "stale"}}}
+    response = http(api_client, "PATCH", path, body=stale, content_type=MERGE)
+    assert response.status == 422, response.body
+    assert response.body["reason"] == "Invalid"
+    assert response.body["details"]["kind"] == "ConfigMap"
+    assert [(c["reason"], c["field"]) for c in response.body["details"]["causes"]] == [
+        ("FieldValueInvalid", "metadata.uid")
+    ]
+    assert "field is immutable" in response.body["message"]
+
+    put = {**again, "metadata": {"name": "patched", "uid": old_uid}, "data": {"by": "stale"}}
+    response = http(api_client, "PUT", path, body=put)
+    assert response.status == 409, response.body
+    assert response.body["reason"] == "Conflict"
+    assert response.body["details"] == {"name": "patched", "kind": "configmaps"}
+    assert f"Precondition failed: UID in precondition: {old_uid}" in response.body["message"]
+
+    response = http(api_client, "DELETE", path, body={"preconditions": {"uid": old_uid}})
+    assert response.status == 409, response.body
+    current = ok(http(api_client, "GET", path), 200)
+    assert current["metadata"]["uid"] == new_uid
+    assert "annotations" not in current["metadata"] and "data" not in current
+
+
 def test_patch_of_missing_object_is_not_found(api_client: Any, namespace: str) -> None:
     response = http(
         api_client,

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import itertools
+import random
 import re
 import threading
 import time
@@ -34,8 +35,9 @@ from typing import Any
 
 import pytest
 
-from e2e.shardaudit import leader_violations, shard_violations
-from manager.errors import ApiError, NotFound, WriteFenced
+from e2e.shardaudit import leader_violations, owner_hash, shard_violations
+from manager import incarnation
+from manager.errors import AlreadyExists, ApiError, Conflict, NotFound, WriteFenced
 from manager.hashring import RingParameters, SlotRing
 from manager.kube import ClientOptions, KubeClient
 from manager.manager import Manager, ManagerOptions
@@ -151,6 +153,7 @@ class Replica:
         graceful: float = 10.0,
         workers: int = 4,
         timings: tuple[float, float, float] = (LEASE, RENEW, RETRY),
+        writer: Callable[[Manager, Journal, str, float], Any] | None = None,
     ) -> None:
         self.name = name
         host, port = server.url.removeprefix("http://").split(":")
@@ -189,7 +192,7 @@ class Replica:
             ),
         )
         self.lease = shard_lease_name(ring, self.identity) if ring is not None else ""
-        self.writer = BlindWriter(self.mgr, journal, self.identity, hold)
+        self.writer = (writer or BlindWriter)(self.mgr, journal, self.identity, hold)
         self.mgr.controller("blind", self.writer, workers=workers, sharded=ring is not None).for_(
             CONFIGMAPS, label_selector=LABEL
         ).complete()
@@ -580,4 +583,194 @@ def test_deleting_the_leader_lease_does_not_give_two_leaders(setup: Setup) -> No
         lease,
         writer=lambda rec: rec.user.startswith("rep-") and rec.resource != "leases",
     )
+    assert bad == []
+
+
+# -- 10. a re-used name: deleted and created again at once, during a ring change --------
+
+OWNED_LABEL = "one-writer-owned"
+
+
+def _controller_uid(obj: dict[str, Any]) -> str:
+    refs = obj["metadata"].get("ownerReferences") or []
+    return next((str(r.get("uid")) for r in refs if r.get("controller")), "")
+
+
+class OwnedWriter:
+    """Provisions one owned ConfigMap per key (``<name>-owned``, controlled by the key's
+    uid) and, once the key's object is gone, cleans up the deleted incarnation's owned
+    object by the uid it last had (:func:`~manager.incarnation`), as a controller
+    cleaning up state of its own does. Journals each span as ``key@uid``.
+
+    ``guarded`` (the design): the cleanup deletes only the owned object whose controller
+    is the incarnation it runs for, with ``preconditions.uid`` of that object as cached;
+    a create that meets the object of an older incarnation of the name waits for its
+    cleanup (or the garbage collector). ``preconditions=False`` drops only the uid
+    precondition (the mechanism broken on purpose). ``guarded=False`` is the controller
+    as written before (the review's): delete by name, AlreadyExists means done."""
+
+    cleanup_holds = (0.1, 0.2, 0.3, 0.4, 0.5)  # by key: before or after the collector
+    guarded = True
+    preconditions = True
+
+    def __init__(self, mgr: Manager, journal: Journal, who: str, hold: float) -> None:
+        self.client = mgr.client
+        shard = "primary" if mgr.shards is not None else None
+        self.lister = mgr.lister(CONFIGMAPS, label_selector=LABEL, shard=shard)
+        # every owned object, no events: a deleted owned object is not repaired, so a
+        # wrong delete shows in the end state
+        self.owned = mgr.lister(CONFIGMAPS, label_selector=OWNED_LABEL)
+        self.journal = journal
+        self.who = who
+        self.hold = hold
+
+    def reconcile(self, request: Request) -> Result:
+        uid = incarnation()
+        start = time.monotonic()
+        outcome = "nothing"
+        try:
+            obj = self.lister.get(request.name, request.namespace)
+            if obj is not None:
+                if obj["metadata"]["uid"] != uid:
+                    return Result(requeue_after=0.05)  # a newer one: its own permission
+                time.sleep(self.hold)
+                outcome = self._provision(request, obj)
+            elif uid is not None:
+                outcome = self._clean_up(request, uid)
+            return Result(requeue_after=0.05) if outcome == "waiting" else Result()
+        except WriteFenced:
+            outcome = "fenced"
+            raise
+        finally:
+            with self.journal.lock:
+                self.journal.entries.append(
+                    (self.who, f"{request.key}@{uid}", start, time.monotonic(), outcome)
+                )
+
+    def _provision(self, request: Request, obj: dict[str, Any]) -> str:
+        name, uid = f"{request.name}-owned", obj["metadata"]["uid"]
+        cached = self.owned.get(name, request.namespace)
+        if cached is not None and _controller_uid(cached) == uid:
+            return "nothing"
+        owner = {"apiVersion": "v1", "kind": "ConfigMap", "name": request.name, "uid": uid}
+        body = {
+            "metadata": {
+                "name": name,
+                "labels": {OWNED_LABEL: "true"},
+                "ownerReferences": [{**owner, "controller": True}],
+            },
+            "data": {"owner": uid},
+        }
+        try:
+            self.client.create(CONFIGMAPS, body, request.namespace)
+            return "provisioned"
+        except AlreadyExists:
+            if not self.guarded:
+                return "nothing"  # "it is there"
+        try:
+            there = self.client.get(CONFIGMAPS, name, request.namespace)
+        except NotFound:
+            return "waiting"
+        if _controller_uid(there) == uid:
+            return "nothing"
+        return "waiting"  # an older incarnation's: its cleanup (or the collector) first
+
+    def _clean_up(self, request: Request, uid: str) -> str:
+        name = f"{request.name}-owned"
+        hold = self.cleanup_holds[int(request.name.rpartition("-")[2]) % len(self.cleanup_holds)]
+        preconditions = None
+        if self.guarded:
+            cached = self.owned.get(name, request.namespace)
+            if cached is None or _controller_uid(cached) != uid:
+                return "nothing"
+            if self.preconditions:
+                preconditions = {"uid": cached["metadata"]["uid"]}
+        time.sleep(hold)
+        try:
+            self.client.delete(CONFIGMAPS, name, request.namespace, preconditions=preconditions)
+        except (NotFound, Conflict):
+            return "nothing"  # gone, or not the object we saw: another incarnation's
+        return "cleaned-up"
+
+
+def test_a_name_deleted_and_created_again_during_a_ring_change_ends_right(
+    setup: Setup,
+) -> None:
+    """Keys deleted and created again at once (a new uid, placed on the ring anew) while
+    B joins A: the old incarnation's cleanup (by its last-known uid) and the new one's
+    provisioning run on two replicas at once — by name. What must hold: no incarnation
+    (key, uid) worked on by two replicas at once; no write to an owned object by a
+    replica whose ring did not give it the object's owner (the audit, owned objects
+    placed by their owner's uid); and the end state: every key has exactly its owned
+    object, controlled by its current uid, and no deleted incarnation's is left.
+
+    The local API server's garbage collector acts 0.2 s late (a real one is late too),
+    so a cleanup (0.1-0.5 s after it read its cache) sometimes comes before it and
+    sometimes after, when the name may already hold the new incarnation's object."""
+    setup.server.gc.latency = 0.2
+    try:
+        _recreate_during_a_ring_change(setup)
+    finally:
+        setup.server.gc.latency = 0.0
+
+
+def _recreate_during_a_ring_change(setup: Setup) -> None:
+    setup.replica("rep-a", hold=0.05, writer=OwnedWriter).start()
+    ns, client = setup.namespace, setup.client
+
+    def owned() -> dict[str, dict[str, Any]]:
+        items = client.list(CONFIGMAPS, ns, label_selector=OWNED_LABEL)["items"]
+        return {i["metadata"]["name"]: i for i in items}
+
+    def primaries() -> dict[str, str]:
+        items = client.list(CONFIGMAPS, ns, label_selector=LABEL)["items"]
+        return {i["metadata"]["name"]: i["metadata"]["uid"] for i in items}
+
+    def wrong() -> list[str]:
+        """Keys without exactly their own owned object, owned objects of nobody live."""
+        want = {f"{n}-owned": uid for n, uid in primaries().items()}
+        have = {n: _controller_uid(o) for n, o in owned().items()}
+        return [
+            f"{n}: owned by {have.get(n, '(missing)')}, key is {want.get(n, '(gone)')}"
+            for n in sorted(want.keys() | have.keys())
+            if have.get(n) != want.get(n)
+        ]
+
+    def right() -> bool:
+        return not wrong()
+
+    _until(right, "A provisioned every key")
+    rng = random.Random(10)
+    b: Replica | None = None
+    began = time.monotonic()
+    rounds = 0
+    while time.monotonic() - began < 14.0:
+        for name in rng.sample(setup.names, 10):  # deleted and created again at once
+            with contextlib.suppress(NotFound):
+                client.delete(CONFIGMAPS, name, ns)
+            body = {"metadata": {"name": name, "labels": {LABEL: "true"}}, "data": {"tick": "0"}}
+            client.create(CONFIGMAPS, body, ns)
+        rounds += 1
+        if rounds == 2:
+            b = setup.replica("rep-b", hold=0.05, writer=OwnedWriter).start()  # the ring moves
+        time.sleep(0.7)
+    assert b is not None
+    with contextlib.suppress(AssertionError):
+        _until(right, "every key with exactly its own owned object", timeout=30)
+    assert wrong() == []
+    assert any(e[0] == b.identity and e[4] == "provisioned" for e in setup.journal.entries)
+    # two incarnations of one name did run on two replicas at once (else this tests nothing)
+    by_name = Journal()
+    by_name.entries = [(w, k.partition("@")[0], s, e, o) for w, k, s, e, o in setup.journal.entries]
+    assert by_name.overlaps() != []
+    assert setup.journal.overlaps() == []  # but never one incarnation
+    checked, bad = shard_violations(
+        setup.server.audit,
+        ns,
+        setup.ring,
+        LEASE,
+        writer=lambda rec: rec.resource == "configmaps" and rec.user.startswith("rep-"),
+        key_hash=owner_hash,
+    )
+    assert checked > 0
     assert bad == []

@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from apiserver.http.audit import AuditRecord, LeaseState
-from e2e.shardaudit import leader_violations, read_journals, shard_violations
+from e2e.shardaudit import (
+    journal_overlaps,
+    leader_violations,
+    owner_hash,
+    read_journals,
+    shard_violations,
+)
 from manager.hashring import SlotRing, fnv1a_64
 from manager.sharding import APPLIED_ANNOTATION, RING_LABEL, encode_ring
 
@@ -167,3 +173,51 @@ def test_a_damaged_journal_line_before_the_last_is_an_error_naming_the_file(
     path.write_text(_entry("ns/k1", "a_1")[:17] + "\n" + _entry("ns/k2", "a_1") + "\n")
     with pytest.raises(ValueError, match=r"a_1\.jsonl, line 1"):
         read_journals(tmp_path)
+
+
+def test_a_write_to_an_object_owned_by_another_incarnation_is_reported_by_its_owner() -> None:
+    """Re-used names: A cleans up the deleted incarnation of ``k`` (its uid on A) and
+    deletes the owned object that B made for the new incarnation (its uid on B). The
+    owned object's own uid places it nowhere in particular; its owner's uid does."""
+    audit = FakeAudit()
+    both = SlotRing([A, B])
+    old, new = _key(A, both), _key(B, both)
+    audit.lease(A, 0.0, "a_1", [A, B])
+    audit.lease(B, 0.0, "b_1", [A, B])
+    owned = _key(A, both)  # an owned object's own uid that happens to hash to A
+    for user, owner in (("a", old), ("b", new), ("a", new)):
+        audit.revision += 1
+        audit.records_.append(
+            AuditRecord(
+                audit.revision,
+                0.5,
+                user,
+                "delete",
+                "DELETED",
+                "",
+                "configmaps",
+                NS,
+                "k-owned",
+                owned,
+                owner_uid=owner,
+            )
+        )
+    _, bad = shard_violations(
+        audit,  # type: ignore[arg-type]
+        NS,
+        RING,
+        LEASE,
+        writer=lambda r: r.resource == "configmaps",
+        key_hash=owner_hash,
+    )
+    assert len(bad) == 1 and bad[0].startswith("a wrote ns/k-owned"), bad
+
+
+def test_two_incarnations_of_a_name_overlap_only_with_themselves() -> None:
+    spans = [
+        {"key": "ns/k", "uid": "u1", "who": "a", "start": 0.0, "end": 1.0},
+        {"key": "ns/k", "uid": "u2", "who": "b", "start": 0.5, "end": 1.5},
+    ]
+    assert journal_overlaps(spans) == []
+    spans.append({"key": "ns/k", "uid": "u2", "who": "a", "start": 1.0, "end": 2.0})
+    assert journal_overlaps(spans) == ["ns/k@u2: b 0.500-1.500 and a 1.000-2.000"]

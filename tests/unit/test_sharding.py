@@ -290,3 +290,65 @@ def test_a_first_ring_of_ourselves_alone_is_not_applied_before_the_observation_i
 def _holders(client: KubeClient, namespace: str) -> set[str]:
     held = client.list(LEASES, namespace=namespace)["items"]
     return {o["metadata"]["name"] for o in held if o["spec"].get("holderIdentity")}
+
+
+# -- the incarnation a sharded reconcile runs for ---------------------------------------
+
+
+class _Ring:
+    lost = False
+
+    def begin(self, key: str, h: int) -> bool:
+        return True
+
+    def end(self, key: str, h: int) -> None:
+        pass
+
+    def owns(self, h: int) -> bool:
+        return True
+
+    def fence(self, key: str, h: int) -> object:
+        return ("fence", key, h)
+
+
+class _Keys:
+    """Keys placed by the uid of their last-known object (``uids``)."""
+
+    def __init__(self, uids: dict[str, str]) -> None:
+        self.uids = uids
+        self.settled_keys: list[str] = []
+
+    def locate(self, key: str) -> tuple[int | None, str | None]:
+        uid = self.uids.get(key)
+        return (fnv1a_64(uid) if uid else None), uid
+
+    def settled(self, key: str) -> None:
+        self.settled_keys.append(key)
+
+
+def test_a_sharded_reconcile_runs_for_the_incarnation_its_hash_was_found_from() -> None:
+    """A name deleted and created again is placed by the new uid on another replica while
+    this one still cleans up the old one: the reconcile must know which uid its write
+    permission is for (``incarnation()``), under that uid's fence, and nowhere else."""
+    from manager import Request, Result, incarnation
+    from manager.fencing import current_fence
+    from manager.sharding import ShardedReconciler
+
+    seen: list[tuple[str | None, object]] = []
+
+    class Inner:
+        def reconcile(self, request: Request) -> Result:
+            seen.append((incarnation(), current_fence()))
+            return Result()
+
+    keys = _Keys({"ns/k": "uid-old"})
+    sharded = ShardedReconciler(_Ring(), Inner())  # type: ignore[arg-type]
+    sharded.keys = keys  # type: ignore[assignment]
+    sharded.reconcile(Request("ns", "k"))
+    assert seen == [("uid-old", ("fence", "ns/k", fnv1a_64("uid-old")))]
+    assert incarnation() is None  # only inside the reconcile
+    keys.uids["ns/k"] = "uid-new"
+    sharded.reconcile(Request("ns", "k"))
+    assert seen[-1][0] == "uid-new"
+    sharded.reconcile(Request("ns", "unknown"))  # never cached here: not run
+    assert len(seen) == 2

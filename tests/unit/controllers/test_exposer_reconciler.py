@@ -226,7 +226,7 @@ def test_foreign_object_in_the_cache_is_a_conflict_without_any_request(world: Wo
                 "name": "web",
                 "namespace": "shop",
                 "ownerReferences": [
-                    {"uid": "someone-else", "controller": True, "kind": "Deployment", "name": "web"}
+                    {"uid": "someone-else", "controller": True, "kind": "Deployment", "name": "api"}
                 ],
             }
         },
@@ -438,3 +438,46 @@ def test_out_of_scope_namespace_is_never_touched() -> None:
     assert w.reconcile() == Result()
     assert w.api.calls == []
     assert w.recorder.events == []
+
+
+def test_an_earlier_incarnations_objects_are_waited_for_not_reported_or_touched(
+    world: World,
+) -> None:
+    """``web`` deleted and created again at once: the earlier one's Service and Ingress
+    (controlled by the old uid) are still there until the garbage collector removes them.
+    They are nobody else's: no ExposeConflict, nothing written, tried again shortly (with
+    sharding by uid their deletion is seen by the replica of the old uid, not this one)."""
+    world.reconcile()
+    world.sync()
+    assert world.reconciler.exposed == {"shop/web"}
+    dep = world.api.objects.pop(("deployments", "shop", "web"))
+    dep["metadata"]["uid"] = "the-new-incarnation"
+    world.api.objects[("deployments", "shop", "web")] = dep
+    world.sync()
+    world.api.calls.clear()
+    before = len(world.recorder.events)
+    result = world.reconcile()
+    assert result.requeue_after is not None and result.requeue_after > 0
+    assert world.api.writes() == []
+    assert world.recorder.events[before:] == []
+    # the collector removes them; the next look exposes the new one
+    del world.api.objects[("services", "shop", "web")]
+    del world.api.objects[("ingresses", "shop", "web")]
+    world.sync()
+    assert world.reconcile() == Result()
+    assert world.api.writes() == [("create", "services"), ("create", "ingresses")]
+
+
+def test_a_create_meeting_an_earlier_incarnations_object_waits(world: World) -> None:
+    """The cache has not seen the earlier incarnation's Service: the create meets it
+    (AlreadyExists), reads it back, and waits instead of reporting a conflict."""
+    old = {"uid": "the-old-incarnation", "controller": True, "kind": "Deployment", "name": "web"}
+    for resource in (SERVICES, INGRESSES):
+        world.api.put(
+            resource, {"metadata": {"name": "web", "namespace": "shop", "ownerReferences": [old]}}
+        )
+    world.api.calls.clear()
+    result = world.reconcile()
+    assert result.requeue_after is not None and result.requeue_after > 0
+    assert world.api.writes() == [("create", "services")]  # refused: AlreadyExists
+    assert world.reasons() == []

@@ -23,7 +23,7 @@ from controllers.podport.reconciler import (
     index_port_pod,
     index_port_pod_uid,
 )
-from manager import AlreadyExists, JsonDict, NotFound, Request, Resource, Result
+from manager import AlreadyExists, Invalid, JsonDict, NotFound, Request, Resource, Result
 from manager.cache.store import new_indexer
 from manager.testing import FakeRecorder
 
@@ -64,6 +64,9 @@ class FakeApi:
     ) -> JsonDict:
         self.calls.append(("patch", resource.plural))
         obj = self.objects[(resource.plural, namespace or "", name)]
+        uid = patch["metadata"].get("uid")
+        if uid and uid != obj["metadata"]["uid"]:  # kube-apiserver 1.36: a 422, not a 409
+            raise Invalid("metadata.uid: field is immutable", reason="Invalid")
         annotations = obj["metadata"].setdefault("annotations", {})
         for k, v in (patch["metadata"].get("annotations") or {}).items():
             if v is None:
@@ -169,3 +172,18 @@ def test_annotations_changed_by_someone_else_are_restored_once(world: World) -> 
         world.api.objects[("pods", "shop", "web-0")]["metadata"]["annotations"]["overseer.io/ip"]
         == "10.16.0.2"
     )
+
+
+def test_a_pod_created_again_under_the_same_name_is_not_annotated_from_a_stale_cache(
+    world: World,
+) -> None:
+    """DESIGN §4.2: a pod re-created with the same name is another pod. The cache still
+    holds the old one; the annotation patch names the old uid, and kube-apiserver refuses
+    it (422, metadata.uid immutable): the reconcile waits for the cache, it does not fail
+    (nor write the old pod's port onto the new pod)."""
+    old = world.api.objects.pop(("pods", "shop", "web-0"))
+    world.api.put(PODS, {"metadata": {"name": "web-0", "namespace": "shop", "uid": "uid-2"}})
+    assert old["metadata"]["uid"] != "uid-2"
+    result = world.reconcile()  # from the cache: the old pod
+    assert result.requeue_after is not None and result.requeue_after > 0
+    assert "annotations" not in world.api.objects[("pods", "shop", "web-0")]["metadata"]
