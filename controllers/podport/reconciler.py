@@ -63,6 +63,7 @@ from manager import (
     KubeClient,
     LabelSelector,
     NotFound,
+    OutcomeUnknown,
     Request,
     Result,
     SharedInformer,
@@ -417,8 +418,21 @@ class PodPortReconciler:
             try:
                 port = self._client.create(LOGICAL_PORTS, body)
             except AlreadyExists:
-                self._allocator.taken(pool.name, offset)
-                continue
+                # Someone holds the address — or this pod does: an earlier create whose
+                # answer was lost (OutcomeUnknown) was applied, and the cache has not
+                # brought it yet. Then it is this pod's port, not a reason for a second.
+                mine = self._own_port(body, uid)
+                if mine is None:
+                    self._allocator.taken(pool.name, offset)
+                    continue
+                port = mine
+            except OutcomeUnknown:
+                # sent, unanswered: applied or not, only a read tells
+                mine = self._own_port(body, uid)
+                if mine is None:
+                    self._allocator.release(pool.name, offset)
+                    raise
+                port = mine
             except BaseException:
                 self._allocator.release(pool.name, offset)
                 raise
@@ -429,6 +443,21 @@ class PodPortReconciler:
             return Result()
         logger.warning("every address tried was taken; retrying", extra={"network": pool.name})
         return Result(requeue=True)
+
+    def _own_port(self, body: JsonDict, uid: str) -> JsonDict | None:
+        """The LogicalPort ``body`` names, read from the API server, if it exists and is
+        the pod ``uid``'s (created by an earlier attempt whose answer was lost)."""
+        try:
+            port = self._client.get(LOGICAL_PORTS, body["metadata"]["name"])
+        except NotFound:
+            return None
+        if str((port.get("spec") or {}).get("podUID") or "") != uid:
+            return None
+        logger.info(
+            "adopting this pod's port whose create answer was lost",
+            extra={"port": _meta(port).get("name"), "pod_uid": uid},
+        )
+        return port
 
     # -- pod annotations ---------------------------------------------------------------
 

@@ -23,7 +23,16 @@ from controllers.podport.reconciler import (
     index_port_pod,
     index_port_pod_uid,
 )
-from manager import AlreadyExists, Invalid, JsonDict, NotFound, Request, Resource, Result
+from manager import (
+    AlreadyExists,
+    Invalid,
+    JsonDict,
+    NotFound,
+    OutcomeUnknown,
+    Request,
+    Resource,
+    Result,
+)
 from manager.cache.store import new_indexer
 from manager.testing import FakeRecorder
 
@@ -187,3 +196,83 @@ def test_a_pod_created_again_under_the_same_name_is_not_annotated_from_a_stale_c
     result = world.reconcile()  # from the cache: the old pod
     assert result.requeue_after is not None and result.requeue_after > 0
     assert "annotations" not in world.api.objects[("pods", "shop", "web-0")]["metadata"]
+
+
+class LosingAnswers(FakeApi):
+    """The next LogicalPort create is applied and its answer lost (the client raises
+    OutcomeUnknown). ``late``: the server commits it only after the client's next read
+    of it (which finds nothing yet); else at once."""
+
+    def __init__(self, *, late: bool) -> None:
+        super().__init__()
+        self.late = late
+        self.lose = True
+        self.stashed: JsonDict | None = None
+
+    def create(self, resource: Resource, body: JsonDict, namespace: str | None = None) -> JsonDict:
+        if resource.plural != LOGICAL_PORTS.plural or not self.lose:
+            return super().create(resource, body, namespace)
+        self.lose = False
+        self.calls.append(("create", resource.plural))
+        if self.late:
+            self.stashed = body
+        else:
+            self.put(resource, body)
+        raise OutcomeUnknown("sent, no answer", status=0, reason="OutcomeUnknown")
+
+    def get(self, resource: Resource, name: str, namespace: str | None = None) -> JsonDict:
+        try:
+            return super().get(resource, name, namespace)
+        finally:
+            if self.stashed is not None and resource.plural == LOGICAL_PORTS.plural:
+                self.put(resource, self.stashed)  # committed just after that read
+                self.stashed = None
+
+
+@pytest.mark.parametrize("late", [False, True], ids=["committed", "committed-after-the-read"])
+@pytest.mark.parametrize("cache_caught_up", [False, True])
+def test_a_port_create_whose_answer_was_lost_leaves_the_pod_one_port(
+    late: bool, cache_caught_up: bool
+) -> None:
+    """The create was applied and its answer lost. The reconcile reads the port: found
+    and the pod's, it is adopted; not there yet, the reconcile fails and is requeued, and
+    the next one, whether or not the port has reached the cache by then, finds its name
+    taken by this very pod and adopts it: one port, never a second address."""
+    world = World()
+    world.api = LosingAnswers(late=late)
+    world.reconciler._client = world.api  # type: ignore[assignment]
+    world.api.put(PODS, {"metadata": {"name": "web-0", "namespace": "shop"}, "spec": {}})
+    world.sync_pods()
+    if late:
+        with pytest.raises(OutcomeUnknown):
+            world.reconcile()
+        if cache_caught_up:
+            world.sync_ports()
+    assert world.reconcile() == Result()
+    world.sync_ports()
+    world.sync_pods()
+    assert world.reconcile() == Result()
+    ports = [o for (p, _, _), o in world.api.objects.items() if p == LOGICAL_PORTS.plural]
+    assert len(ports) == 1, [p["metadata"]["name"] for p in ports]
+    pod = world.api.objects[(PODS.plural, "shop", "web-0")]
+    assert (
+        pod["metadata"]["annotations"]["overseer.io/logical-port"] == ports[0]["metadata"]["name"]
+    )
+
+
+def test_a_taken_address_held_by_another_pod_is_skipped(world: World) -> None:
+    """AlreadyExists from another pod's port: the next address, as before."""
+    first = World()
+    first.api.put(PODS, {"metadata": {"name": "web-0", "namespace": "shop"}, "spec": {}})
+    first.sync_pods()
+    first.reconcile()
+    [(_, _, taken)] = [k for k in first.api.objects if k[0] == LOGICAL_PORTS.plural]
+    other = {"metadata": {"name": taken}, "spec": {"podUID": "someone-else"}}
+    world.api.put(LOGICAL_PORTS, other)
+    assert world.reconcile() == Result()
+    mine = [
+        o
+        for (p, _, _), o in world.api.objects.items()
+        if p == LOGICAL_PORTS.plural and o["spec"].get("podUID") != "someone-else"
+    ]
+    assert len(mine) == 1 and mine[0]["metadata"]["name"] != taken
