@@ -23,7 +23,7 @@ import orjson
 
 from controllers.exposer import ExposerConfig
 from manager import REGISTRY, KubeClient, Manager, ManagerOptions, builtin
-from manager.kube import ClientOptions
+from manager.client import ClientOptions
 from manager.plugins import ControllerSettings, PluginContext, load_path
 
 POLL = 0.02  # seconds between checks of the caches

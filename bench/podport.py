@@ -15,7 +15,7 @@ from bench.workload import NO_SCHEDULER, run_parallel
 from controllers.podport import Network, PodPortConfig
 from controllers.podport.crd import LOGICAL_PORTS, install_crd
 from manager import ControllerSettings, KubeClient, Manager, ManagerOptions
-from manager.kube import ClientOptions
+from manager.client import ClientOptions
 from manager.plugins import PluginContext, load_path
 
 PODS = 2_000

@@ -67,8 +67,8 @@ if TYPE_CHECKING:
     from e2e.shardchaos import ShardResult
 from apiserver.http.audit import AuditRecord
 from e2e.targets import LOGICAL_PORTS
+from manager.client import ClientOptions, KubeClient
 from manager.errors import ApiError, NotFound
-from manager.kube import ClientOptions, KubeClient
 from manager.resources import builtin
 from manager.testing import LocalApiServer
 

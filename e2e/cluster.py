@@ -32,8 +32,8 @@ import time
 import urllib.request
 from typing import Any
 
+from manager.client import KubeClient
 from manager.errors import NotFound
-from manager.kube import KubeClient
 from manager.resources import builtin
 
 TARGET = os.environ.get("OVERSEER_E2E_TARGET", "local")

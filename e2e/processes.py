@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 
+from manager.client import KubeClient
 from manager.errors import NotFound
-from manager.kube import KubeClient
 from manager.resources import builtin
 from manager.testing import eventually
 

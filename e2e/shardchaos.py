@@ -56,8 +56,8 @@ import yaml
 from e2e.chaos import _wait
 from e2e.replicapool import Exit, ReplicaPool
 from e2e.shardaudit import journal_overlaps, owner_hash, read_journals, shard_violations
+from manager.client import ClientOptions, KubeClient
 from manager.errors import ApiError
-from manager.kube import ClientOptions, KubeClient
 from manager.resources import builtin
 from manager.testing import LocalApiServer
 

@@ -47,8 +47,8 @@ import yaml
 
 from e2e.cluster import DEPLOYMENTS, SELECTOR, PodReplicas
 from e2e.processes import ROOT, Replica, holder, wait_for
+from manager.client import KubeClient
 from manager.errors import NotFound
-from manager.kube import KubeClient
 from manager.resources import Resource
 
 __all__ = ["KindTarget", "LocalTarget", "Target", "target_from_env"]

@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from e2e.processes import wait_for
-from manager.kube import KubeClient
+from manager.client import KubeClient
 from manager.plugins import discover
 from manager.resources import builtin
 

@@ -10,8 +10,8 @@ import pytest
 
 from e2e.cluster import LEASES, PODS, PodReplicas, sample
 from e2e.processes import wait_for
+from manager.client import KubeClient
 from manager.errors import NotFound
-from manager.kube import KubeClient
 
 LABELS = {"app.kubernetes.io/name": "overseer"}
 

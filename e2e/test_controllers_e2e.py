@@ -40,8 +40,8 @@ import pytest
 from e2e.cluster import sample
 from e2e.processes import wait_for
 from e2e.targets import LOGICAL_PORTS, Target, target_from_env
+from manager.client import KubeClient
 from manager.errors import NotFound
-from manager.kube import KubeClient
 from manager.resources import builtin
 
 KIND = os.environ.get("OVERSEER_E2E_TARGET", "local") == "kind"

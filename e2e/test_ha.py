@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from e2e.processes import ReplicaSet, holder, wait_for, write_config
-from manager.kube import KubeClient
+from manager.client import KubeClient
 from manager.resources import builtin
 
 CONFIGMAPS = builtin("v1", "configmaps")

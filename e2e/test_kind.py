@@ -20,8 +20,8 @@ import pytest
 
 from e2e.cluster import DEPLOYMENTS, NAMESPACE, PODS, TARGET, PodReplicas
 from e2e.processes import wait_for
+from manager.client import KubeClient
 from manager.errors import NotFound
-from manager.kube import KubeClient
 from manager.resources import Resource, builtin
 
 pytestmark = [

@@ -35,9 +35,9 @@ import yaml
 
 from e2e.processes import Replica
 from e2e.shardaudit import journal_overlaps, read_journals, shard_violations
+from manager.client import ClientOptions, KubeClient
 from manager.errors import ApiError
 from manager.hashring import SlotRing, fnv1a_64
-from manager.kube import ClientOptions, KubeClient
 from manager.resources import builtin
 from manager.sharding import APPLIED_ANNOTATION, RING_LABEL, decode_ring
 from manager.testing.pytest_plugin import real_cluster

@@ -9,6 +9,7 @@ from __future__ import annotations
 from manager.cache.informer import SharedInformer
 from manager.cache.lister import Lister
 from manager.cache.store import BY_CONTROLLER_UID, BY_NAMESPACE, BY_OWNER_UID
+from manager.client import KubeClient
 from manager.controller import Controller
 from manager.errors import (
     AlreadyExists,
@@ -34,7 +35,6 @@ from manager.handler import (
     MapFunc,
 )
 from manager.keys import DeletedFinalStateUnknown, JsonDict, meta_namespace_key
-from manager.kube import KubeClient
 from manager.labels import LabelSelector, label_selector_from_dict
 from manager.manager import ControllerBuilder, Manager, ManagerOptions
 from manager.metrics import REGISTRY

@@ -186,9 +186,9 @@ def _override(config: Any, args: argparse.Namespace, raw: Any) -> Any:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from manager.client import ClientOptions, KubeClient, StopAwareSleep
     from manager.config import manager_options
     from manager.healthz import BindError, parse_bind_address
-    from manager.kube import ClientOptions, KubeClient, StopAwareSleep
     from manager.logs import configure
     from manager.manager import Manager
     from manager.plugins import setup_plugins

@@ -1,7 +1,7 @@
 """The exception tree of Overseer.
 
 Every error the framework raises on purpose derives from :class:`OverseerError`. API
-errors are mapped from HTTP answers (a Kubernetes ``Status`` body) in ``manager.kube``
+errors are mapped from HTTP answers (a Kubernetes ``Status`` body) in ``manager.client``
 into the small tree below, so callers catch ``NotFound`` or ``Conflict`` instead of
 comparing status codes.
 

@@ -53,7 +53,7 @@ Contract:
   ``retry_interval`` times a random factor in [0.5, 1), then ``retry_interval``). Other API
   errors (4xx) are not retried. An event that cannot be written is logged and dropped
   (``reason="api_error"``); nothing reaches the caller and the sender keeps going. 429s
-  and retryable 5xx are also retried inside :class:`~manager.kube.KubeClient`.
+  and retryable 5xx are also retried inside :class:`~manager.client.KubeClient`.
 * Any other exception the sender meets never ends it. One raised by a write (the
   credentials failing while the request head is built, as an exec plugin does at a
   refresh; a broken session) is, as client-go's ``recordToSink`` treats a transport
@@ -119,6 +119,7 @@ from typing import Final, Generic, Protocol, TypeVar
 
 from prometheus_client import Counter
 
+from manager.client import KubeClient, Write, WriteSession
 from manager.clock import Clock, RealClock
 from manager.errors import (
     AlreadyExists,
@@ -133,7 +134,6 @@ from manager.errors import (
 from manager.fencing import Fence, current_fence, fenced
 from manager.flowcontrol import TokenBucket
 from manager.keys import JsonDict, meta_namespace_key
-from manager.kube import KubeClient, Write, WriteSession
 from manager.metrics import REGISTRY
 from manager.resources import builtin
 

@@ -4,7 +4,7 @@ A Lease says which replica may act (the leader, or the owner of a shard), but a 
 that was paused — a long GC, SIGSTOP, a frozen VM, a disk that stalled the process —
 wakes up believing it still may, and a write it sends then lands while another replica
 acts. A :class:`Fence` closes that gap on the client side: before every mutating request
-(POST, PUT, PATCH, DELETE) the manager's :class:`~manager.kube.KubeClient` asks the fence
+(POST, PUT, PATCH, DELETE) the manager's :class:`~manager.client.KubeClient` asks the fence
 that applies, and a closed fence refuses the request with
 :class:`~manager.errors.WriteFenced` without sending a byte. client-go and
 controller-runtime have no such check; their leader keeps writing until it notices.
@@ -15,7 +15,7 @@ Which fence applies to a request:
   follows the code that runs, not the client object): the manager runs components that
   act on every replica under :data:`UNFENCED`; a sharded controller sets the fence of the
   key it reconciles;
-* otherwise the client's own fence (:meth:`~manager.kube.KubeClient.with_fence`): for the
+* otherwise the client's own fence (:meth:`~manager.client.KubeClient.with_fence`): for the
   manager's client, "this replica holds the leader Lease".
 
 Contract of :meth:`Fence.check`: return ``None`` (no limit) or the seconds for which
@@ -193,7 +193,7 @@ class WritesInFlight:
     """Every fenced write under way in this process, so that a permission can be given up
     only once none of its writes can still arrive.
 
-    The client (:class:`~manager.kube.KubeClient`) calls :meth:`begin` before a fenced
+    The client (:class:`~manager.client.KubeClient`) calls :meth:`begin` before a fenced
     write's first check, :meth:`sending` from the connection right before each piece of it
     goes on the wire (after the fence's last check), and :meth:`end` once the answer is read
     or the attempt failed. :meth:`abandon` shuts down the connections of the matching

@@ -90,9 +90,9 @@ from typing import Any, Final, TypeGuard
 
 from prometheus_client import Gauge
 
+from manager.client import JsonDict, KubeClient
 from manager.clock import Clock, RealClock
 from manager.errors import AlreadyExists, ApiError, Conflict, NotFound
-from manager.kube import JsonDict, KubeClient
 from manager.metrics import REGISTRY
 from manager.resources import builtin
 

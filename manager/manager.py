@@ -56,6 +56,7 @@ from manager.cache.informer import SharedInformer
 from manager.cache.lister import Lister
 from manager.cache.sharded import SHARD_BY_OWNER, ShardedInformer
 from manager.cache.store import IndexFunc
+from manager.client import KubeClient
 from manager.controller import Controller
 from manager.errors import WriteFenced
 from manager.events import EventBroadcaster, EventRecorder
@@ -63,7 +64,6 @@ from manager.fencing import FENCED_WRITES, IN_FLIGHT, UNFENCED, Fence, ValidityF
 from manager.handler import EnqueueRequestsFromMapFunc, EventMapper, MapFunc
 from manager.hashring import SHARD_BY_NAMESPACE, SHARD_BY_UID
 from manager.healthz import Checks, EndpointServer, Negotiated, Route
-from manager.kube import KubeClient
 from manager.leaderelection import LEASES, LeaderElectionConfig, LeaderElector, default_identity
 from manager.metrics import metrics_route
 from manager.metricsauth import MetricsAuth

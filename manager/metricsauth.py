@@ -37,9 +37,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from manager.client import KubeClient
 from manager.clock import Clock, RealClock
 from manager.errors import ApiError
-from manager.kube import KubeClient
 
 __all__ = ["MetricsAuth", "UserInfo"]
 

@@ -3,7 +3,7 @@
 client-go builds request paths from a ``schema.GroupVersionResource``; Overseer does the
 same from :class:`Resource`. The built-in resources Overseer and its controllers use are
 listed in :data:`BUILTINS`; custom resources are added at run time from discovery (see
-``manager.kube.KubeClient.discover``).
+``manager.client.KubeClient.discover``).
 
 Safe to share between threads: :class:`Resource` is immutable.
 """

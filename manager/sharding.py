@@ -102,6 +102,7 @@ from prometheus_client import Gauge, Histogram
 
 from manager.cache.informer import SharedInformer
 from manager.cache.sharded import SHARD_BY_OWNER, ShardedInformer
+from manager.client import KubeClient
 from manager.clock import Clock, RealClock
 from manager.controller import Controller
 from manager.errors import ApiError, Conflict, NotFound
@@ -121,7 +122,6 @@ from manager.hashring import (
     subtract_ranges,
 )
 from manager.keys import JsonDict
-from manager.kube import KubeClient
 from manager.leaderelection import LEASES, LeaderElectionConfig, LeaderElector
 from manager.metrics import REGISTRY
 from manager.reconcile import Reconciler, Request, Result, reconciling

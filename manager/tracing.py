@@ -1,7 +1,7 @@
 """OpenTelemetry tracing setup.
 
 Overseer creates one span per reconcile (``manager.controller``) and a child span per
-API write (``manager.kube``) through the OpenTelemetry API; they cost next to nothing
+API write (``manager.client``) through the OpenTelemetry API; they cost next to nothing
 until a tracer provider is installed. :func:`setup_tracing` installs one, with the
 exporter chosen by configuration or the standard ``OTEL_TRACES_EXPORTER`` variable:
 

@@ -499,8 +499,8 @@ def test_role_grants_what_the_framework_requests() -> None:
     """(a) Leader election (acquire, renew, release) and the event recorder (an Event,
     then its repeat) against a local API server; every request they made is granted by
     the Role in the manager's namespace, where the Lease lives."""
+    from manager.client import KubeClient
     from manager.events import EventBroadcaster
-    from manager.kube import KubeClient
     from manager.leaderelection import LeaderElectionConfig, LeaderElector
     from manager.testing import LocalApiServer
 

@@ -24,7 +24,7 @@ from manager.cache.listwatch import ResourceListWatch
 from manager.cache.reflector import Transform, drop_managed_fields
 from manager.cache.sharded import ShardedInformer
 from manager.cache.store import IndexFunc
-from manager.kube import KubeClient
+from manager.client import KubeClient
 from manager.resources import Resource
 
 __all__ = ["InformerFactory", "InformerKey"]

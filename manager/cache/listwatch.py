@@ -1,4 +1,4 @@
-"""A :class:`~manager.cache.reflector.ListerWatcher` over :class:`~manager.kube.KubeClient`
+"""A :class:`~manager.cache.reflector.ListerWatcher` over :class:`~manager.client.KubeClient`
 for one resource, namespace and selector pair (client-go ``cache.ListWatch``).
 
 Thread-safe: holds only immutable configuration; the client is thread-safe.
@@ -7,8 +7,8 @@ Thread-safe: holds only immutable configuration; the client is thread-safe.
 from __future__ import annotations
 
 from manager.cache.reflector import WatchEvents
+from manager.client import KubeClient
 from manager.keys import JsonDict
-from manager.kube import KubeClient
 from manager.resources import Resource
 
 __all__ = ["ResourceListWatch"]

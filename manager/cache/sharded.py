@@ -81,6 +81,7 @@ from manager.cache.informer import _INITIAL_DONE, SharedInformer, _Note
 from manager.cache.listwatch import ResourceListWatch
 from manager.cache.reflector import Reflector, Transform, WatchEvents, drop_managed_fields
 from manager.cache.store import IndexFunc
+from manager.client import KubeClient
 from manager.clock import Clock
 from manager.hashring import (
     SHARD_BY_NAMESPACE,
@@ -95,7 +96,6 @@ from manager.hashring import (
     subtract_ranges,
 )
 from manager.keys import DeletedFinalStateUnknown, JsonDict, meta_namespace_key
-from manager.kube import KubeClient
 from manager.metrics import REGISTRY
 from manager.resources import Resource
 

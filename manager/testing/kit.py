@@ -42,9 +42,9 @@ from typing import Any, TypeVar
 
 import yaml
 
+from manager.client import ClientOptions, KubeClient
 from manager.config import OverseerConfig, load_config, manager_options
 from manager.errors import ConfigError, NotFound, OverseerError
-from manager.kube import ClientOptions, KubeClient
 from manager.manager import Manager
 from manager.plugins import (
     ControllerPlugin,

@@ -17,7 +17,7 @@ Fixtures:
   ServiceAccount's token gets what is bound to it.
 * ``local_server``: the local API server, its fault injection cleared before and after
   the test; skips the test against a real cluster.
-* ``kube_client``: a :class:`~manager.kube.KubeClient` for the API server, closed after
+* ``kube_client``: a :class:`~manager.client.KubeClient` for the API server, closed after
   the test.
 * ``namespace``: the name of a namespace made for this test (its ``default``
   ServiceAccount exists, so pods can be created) and deleted afterwards. An object
@@ -52,7 +52,7 @@ import pytest
 
 if TYPE_CHECKING:
     from apiserver.http.server import LocalApiServer
-    from manager.kube import KubeClient
+    from manager.client import KubeClient
 
 __all__ = [
     "ENV_KUBECONFIG",
@@ -162,7 +162,7 @@ def local_server(_overseer_local_server: LocalApiServer | None) -> Iterator[Loca
 @pytest.fixture
 def kube_client(kubeconfig_path: str) -> Iterator[KubeClient]:
     """A client for the API server (the test's own: not a manager's)."""
-    from manager.kube import KubeClient
+    from manager.client import KubeClient
 
     with KubeClient.from_kubeconfig(kubeconfig_path) as client:
         yield client

@@ -23,8 +23,8 @@ from typing import Any, Final
 
 import yaml
 
+from manager.client import KubeClient
 from manager.errors import ApiError, ConfigError, NotFound
-from manager.kube import KubeClient
 from manager.resources import Resource, builtin
 
 __all__ = ["bound_service_account", "service_account_kubeconfig"]

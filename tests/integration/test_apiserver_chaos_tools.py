@@ -14,8 +14,8 @@ import pytest
 
 from apiserver.api.errors import StatusError
 from apiserver.http.audit import SYSTEM_USER
+from manager.client import ClientOptions, KubeClient
 from manager.errors import NotFound, Unavailable
-from manager.kube import ClientOptions, KubeClient
 from manager.resources import builtin
 from manager.testing.proxy import TcpProxy
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from manager.kube import ClientOptions, KubeClient
+from manager.client import ClientOptions, KubeClient
 from manager.manager import Manager, ManagerOptions
 from manager.reconcile import Request, Result
 from manager.resources import builtin

@@ -34,7 +34,7 @@ from manager import (
     builtin,
 )
 from manager.cache.store import new_indexer
-from manager.kube import ClientOptions
+from manager.client import ClientOptions
 from manager.plugins import ControllerSettings, PluginContext, load_path
 from manager.testing import FakeRecorder, eventually
 

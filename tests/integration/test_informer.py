@@ -16,8 +16,8 @@ import pytest
 
 from manager.cache.informer import SharedInformer, wait_for_cache_sync
 from manager.cache.listwatch import ResourceListWatch
+from manager.client import ClientOptions, KubeClient
 from manager.keys import DeletedFinalStateUnknown, JsonDict
-from manager.kube import ClientOptions, KubeClient
 from manager.resources import builtin
 
 CM = builtin("v1", "configmaps")

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
+from manager.client import ClientOptions, KubeClient, StopAwareSleep
 from manager.errors import Conflict, NotFound, TooManyRequests, WriteFenced
-from manager.kube import ClientOptions, KubeClient, StopAwareSleep
 from manager.leaderelection import LeaderElector
 from manager.manager import Manager, ManagerOptions
 from manager.reconcile import Request, Result

@@ -37,9 +37,9 @@ import pytest
 
 from e2e.shardaudit import leader_violations, owner_hash, shard_violations
 from manager import incarnation
+from manager.client import ClientOptions, KubeClient
 from manager.errors import AlreadyExists, ApiError, Conflict, NotFound, WriteFenced
 from manager.hashring import RingParameters, SlotRing
-from manager.kube import ClientOptions, KubeClient
 from manager.manager import Manager, ManagerOptions
 from manager.metrics import REGISTRY
 from manager.reconcile import Request, Result

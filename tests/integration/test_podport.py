@@ -26,7 +26,7 @@ from controllers.podport.crd import LOGICAL_PORTS, install_crd
 from controllers.podport.ipam import is_dns_subdomain
 from controllers.podport.reconciler import PODS
 from manager import REGISTRY, ControllerSettings, KubeClient, Manager, ManagerOptions, NotFound
-from manager.kube import ClientOptions
+from manager.client import ClientOptions
 from manager.plugins import PluginContext, load_path
 from manager.resources import builtin
 

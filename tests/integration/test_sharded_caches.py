@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from manager.cache.sharded import MODE_CLIENT, MODE_SERVER, ShardedInformer
+from manager.client import ClientOptions, KubeClient
 from manager.hashring import fnv1a_64
-from manager.kube import ClientOptions, KubeClient
 from manager.testing import LocalApiServer
 from tests.integration.test_one_writer import CONFIGMAPS, KEYS, LABEL, Replica, Setup, _until
 

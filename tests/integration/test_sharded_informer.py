@@ -15,9 +15,9 @@ from collections.abc import Iterator
 import pytest
 
 from manager.cache.sharded import MODE_CLIENT, MODE_SERVER, SHARD_BY_OWNER, ShardedInformer
+from manager.client import KubeClient
 from manager.hashring import HASH_SPACE, SlotRing, fnv1a_64
 from manager.keys import DeletedFinalStateUnknown, JsonDict
-from manager.kube import KubeClient
 from manager.resources import builtin
 from manager.testing import LocalApiServer, eventually
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from manager.client import ClientOptions, KubeClient
 from manager.errors import Conflict, NotFound, WriteFenced
 from manager.hashring import fnv1a_64
-from manager.kube import ClientOptions, KubeClient
 from manager.manager import Manager, ManagerOptions
 from manager.reconcile import Request, Result
 from manager.resources import builtin

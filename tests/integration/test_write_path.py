@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
-import manager.kube
+import manager.client.session
+from manager.client import ClientOptions, KubeClient, Write
 from manager.errors import Conflict, OutcomeUnknown, WriteFenced
 from manager.fencing import ValidityFence
-from manager.kube import ClientOptions, KubeClient, Write
 from manager.resources import builtin
 from manager.testing import LocalApiServer
 from manager.testing.proxy import TcpProxy
@@ -135,7 +135,7 @@ def test_an_update_with_a_resource_version_committed_then_reset_is_replayed_and_
 def _pause_after_sending(monkeypatch: pytest.MonkeyPatch, seconds: float, sends: list[int]) -> None:
     """The sender stops right after the bytes of a round of several writes went out,
     as a process paused there (SIGSTOP, a long GC) would: the server goes on."""
-    send = manager.kube._send_request
+    send = manager.client.session.send_request
 
     def paused(sock: Any, request: bytes) -> bool:
         ok = send(sock, request)
@@ -145,7 +145,7 @@ def _pause_after_sending(monkeypatch: pytest.MonkeyPatch, seconds: float, sends:
             time.sleep(seconds)
         return ok
 
-    monkeypatch.setattr(manager.kube, "_send_request", paused)
+    monkeypatch.setattr(manager.client.session, "send_request", paused)
 
 
 def test_no_pipelined_write_is_applied_after_its_fence_ends_when_the_sender_pauses(

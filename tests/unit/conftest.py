@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from manager.client import ClientOptions, KubeClient
 from manager.flowcontrol import TokenBucket
-from manager.kube import ClientOptions, KubeClient
 from tests.unit.test_kube import StubApiServer, write_kubeconfig
 
 

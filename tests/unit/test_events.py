@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from manager.client import ClientOptions, KubeClient, Write, WriteSession
+from manager.client.kubeconfig import Credentials
 from manager.clock import FakeClock
 from manager.errors import ApiError, ConfigError, ServerError, WriteFenced
 from manager.events import (
@@ -30,8 +32,6 @@ from manager.events import (
 )
 from manager.fencing import UNFENCED, ValidityFence, fenced
 from manager.keys import JsonDict
-from manager.kube import ClientOptions, KubeClient, Write, WriteSession
-from manager.kubeconfig import Credentials
 from manager.metrics import REGISTRY
 from manager.resources import builtin
 

@@ -1,4 +1,4 @@
-"""Write fencing (manager.fencing) and the client's use of it (manager.kube), against the
+"""Write fencing (manager.fencing) and the client's use of it (manager.client), against the
 scripted stub API server of test_kube: a refused write sends nothing, and a fence that
 closes anywhere before the first byte leaves stops the request. No test sleeps."""
 
@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from manager.client import ClientOptions, KubeClient, StopAwareSleep
 from manager.errors import ServerError, TooManyRequests, WriteFenced
 from manager.fencing import IN_FLIGHT, UNFENCED, ValidityFence, current_fence, fenced
 from manager.flowcontrol import TokenBucket
-from manager.kube import ClientOptions, KubeClient, StopAwareSleep
 from manager.metrics import REGISTRY
 from manager.resources import BUILTINS
 from tests.unit.test_kube import Reply, StubApiServer, pod, status_body, write_kubeconfig

@@ -1,4 +1,4 @@
-"""Unit tests of manager.kube (and manager.flowcontrol) against a scripted stub HTTP server.
+"""Unit tests of manager.client (and manager.flowcontrol) against a scripted stub HTTP server.
 
 The stub answers each request with the next scripted :class:`Reply` for its method and
 path (a plain-text 404 once the script runs out, like an API server's unknown path) and
@@ -25,6 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from manager.client import ClientOptions, KubeClient
 from manager.errors import (
     AlreadyExists,
     ApiError,
@@ -40,7 +41,6 @@ from manager.errors import (
     Unavailable,
 )
 from manager.flowcontrol import TokenBucket
-from manager.kube import ClientOptions, KubeClient
 from manager.metrics import REGISTRY
 from manager.resources import BUILTINS, Resource
 
@@ -153,6 +153,11 @@ def _handler_for(stub: StubApiServer) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
+
+        def finish(self) -> None:
+            if self.connection.fileno() == -1:
+                return  # reset on purpose (Reply.reset): nothing left to flush
+            super().finish()
 
         def _serve(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
@@ -346,7 +351,7 @@ def test_every_request_impersonates_the_kubeconfig_users_as(
     """``as``, ``as-uid``, ``as-groups``, ``as-user-extra``: client-go's impersonation
     headers on every request, whichever way it is sent (the client's own exchange, urllib3
     for a watch, a write session and its pipeline)."""
-    from manager.kube import Write
+    from manager.client import Write
 
     path = tmp_path / "impersonating"
     user = {
@@ -793,14 +798,14 @@ def test_get_is_retried_on_500_up_to_max_retries_then_raises(
     failure = Reply(500, status_body(500, "InternalError", "boom"))
     stub.reply("GET", "/api/v1/namespaces/default/pods/a", *[failure] * 10)
     with (
-        caplog.at_level(logging.INFO, logger="manager.kube"),
+        caplog.at_level(logging.INFO, logger="manager.client"),
         pytest.raises(ServerError, match="boom"),
     ):
         client.get(PODS, "a", "default")
     assert len(stub.requests()) == 5  # one attempt + max_retries
     assert len(sleeps) == 4
     assert all(0 < s <= 1.5 for s in sleeps)
-    retries = [r for r in caplog.records if r.name == "manager.kube"]
+    retries = [r for r in caplog.records if r.name == "manager.client.rest"]
     assert [r.getMessage() for r in retries] == ["retrying API request"] * 4
     assert [getattr(r, "attempt", None) for r in retries] == [1, 2, 3, 4]
     assert all(getattr(r, "status", None) == 500 for r in retries)
@@ -1260,7 +1265,7 @@ def test_a_fenced_write_session_sends_nothing_when_the_fence_is_closed(
 def _answer(raw: bytes) -> tuple[int, str, bytes, bool]:
     import io
 
-    from manager.kube import _read_response
+    from manager.client.wire import read_response as _read_response
 
     return _read_response(io.BufferedReader(io.BytesIO(raw)))  # type: ignore[arg-type]
 
@@ -1322,7 +1327,7 @@ def test_after_an_answer_that_closes_the_connection_the_next_request_goes_throug
 def test_a_pipeline_sends_writes_back_to_back_and_returns_each_answer_in_order(
     client: KubeClient, stub: StubApiServer
 ) -> None:
-    from manager.kube import Write
+    from manager.client import Write
 
     stub.reply(
         "POST",
@@ -1347,7 +1352,7 @@ def test_a_pipeline_sends_writes_back_to_back_and_returns_each_answer_in_order(
 def test_writes_a_closing_server_did_not_answer_go_again_on_a_new_connection(
     client: KubeClient, stub: StubApiServer
 ) -> None:
-    from manager.kube import Write
+    from manager.client import Write
 
     closing = Reply(201, pod("a", "team"), {"Connection": "close"})
     stub.reply(
@@ -1366,9 +1371,9 @@ def test_writes_a_closing_server_did_not_answer_go_again_on_a_new_connection(
 def test_a_pipeline_through_a_closed_fence_sends_nothing(
     client: KubeClient, stub: StubApiServer
 ) -> None:
+    from manager.client import Write
     from manager.errors import WriteFenced
     from manager.fencing import ValidityFence
-    from manager.kube import Write
 
     closed = ValidityFence(lambda: 0.0, reason="unit_pipeline", message="not ours")
     with client.with_fence(closed).write_session() as session:
@@ -1380,7 +1385,7 @@ def test_a_pipeline_through_a_closed_fence_sends_nothing(
 def test_a_pipeline_can_leave_successful_answers_undecoded_and_still_maps_errors(
     client: KubeClient, stub: StubApiServer
 ) -> None:
-    from manager.kube import Write
+    from manager.client import Write
 
     stub.reply(
         "POST",
@@ -1427,8 +1432,7 @@ def test_a_pipeline_waits_once_for_its_answers_as_long_as_the_server_took_before
     """The server answers pipelined writes one by one: the session learns its pace from a
     pipeline whose answers came in several receives, and waits once before reading the
     next pipeline's answers instead of waking per answer."""
-    from manager import kube
-    from manager.kube import Write
+    from manager.client import Write, wire
 
     released = threading.Event()
     stub.reply(
@@ -1441,14 +1445,14 @@ def test_a_pipeline_waits_once_for_its_answers_as_long_as_the_server_took_before
         Reply(201, chunks=[json.dumps(pod("c", "team")).encode()], hold=released),
         *(Reply(201, pod(n, "team")) for n in "def"),
     )
-    real_readinto = kube._SocketReads.readinto
+    real_readinto = wire.SocketReads.readinto
 
     def readinto(raw: Any, buffer: Any) -> int:
         if raw.receives >= 1:
             released.set()
         return real_readinto(raw, buffer)
 
-    monkeypatch.setattr(kube._SocketReads, "readinto", readinto)
+    monkeypatch.setattr(wire.SocketReads, "readinto", readinto)
     waits: list[float] = []
     with client.write_session() as session:
         session._sleep = waits.append

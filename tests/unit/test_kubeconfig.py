@@ -1,4 +1,4 @@
-"""Unit tests of manager.kubeconfig: kubeconfig and in-cluster loading, credentials, TLS,
+"""Unit tests of manager.client.kubeconfig: kubeconfig and in-cluster loading, credentials, TLS,
 proxies — each through a real :class:`KubeClient` request to the scripted stub server of
 ``test_kube`` (over TLS with certificates made by ``openssl`` where TLS is the point).
 
@@ -25,9 +25,8 @@ from typing import Any
 import pytest
 import yaml
 
-from manager.errors import ConfigError, Unauthorized, Unavailable
-from manager.kube import ClientOptions, KubeClient
-from manager.kubeconfig import (
+from manager.client import ClientOptions, KubeClient
+from manager.client.kubeconfig import (
     ClusterConfig,
     ExecPlugin,
     Impersonation,
@@ -36,6 +35,7 @@ from manager.kubeconfig import (
     load_in_cluster,
     load_kubeconfig,
 )
+from manager.errors import ConfigError, Unauthorized, Unavailable
 from tests.unit.test_kube import PODS, Reply, StubApiServer, pod, status_body
 
 OPENSSL = shutil.which("openssl")
@@ -889,7 +889,7 @@ def test_the_client_does_not_import_the_kubernetes_package() -> None:
     """What a replica imports (the CLI, the client, the controllers) leaves the
     ``kubernetes`` package out: its import alone is about 20 MiB of RSS."""
     code = (
-        "import sys, manager.cli, manager.kube, manager.testing, controllers.exposer, "
+        "import sys, manager.cli, manager.client, manager.testing, controllers.exposer, "
         "controllers.podport\n"
         "print(sorted(m for m in sys.modules if m == 'kubernetes' or m.startswith('kubernetes.')))"
     )

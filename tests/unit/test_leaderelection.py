@@ -15,9 +15,9 @@ import pytest
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
+from manager.client import ClientOptions, JsonDict, KubeClient
 from manager.clock import Clock, FakeClock
 from manager.errors import ApiError, Conflict
-from manager.kube import ClientOptions, JsonDict, KubeClient
 from manager.leaderelection import LeaderElectionConfig, LeaderElector, default_identity
 from manager.metrics import REGISTRY
 from manager.resources import builtin

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client as k8s_client
 
-from manager.kube import KubeClient
+from manager.client import KubeClient
 from manager.manager import Manager, ManagerOptions
 from manager.reconcile import Request, Result
 from manager.resources import builtin

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from manager.cache.factory import InformerFactory
+from manager.client import ClientOptions, KubeClient
 from manager.errors import WriteFenced
 from manager.hashring import HASH_SPACE, SlotRing, fnv1a_64, ranges_size
-from manager.kube import ClientOptions, KubeClient
 from manager.resources import builtin
 from manager.sharding import (
     APPLIED_ANNOTATION,

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from manager.client import KubeClient, Write
 from manager.errors import OutcomeUnknown, Unavailable
-from manager.kube import KubeClient, Write
 from tests.unit.test_kube import CONFIGMAPS, PODS, Reply, StubApiServer, pod
 
 POD_PATH = "/api/v1/namespaces/team/pods"

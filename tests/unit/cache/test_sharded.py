@@ -15,8 +15,8 @@ import pytest
 
 from manager.cache.informer import HandlerRegistration
 from manager.cache.sharded import SHARD_BY_OWNER, ShardedInformer, _Segment
+from manager.client import KubeClient
 from manager.hashring import HASH_SPACE, RangeSet, fnv1a_64
-from manager.kube import KubeClient
 from manager.resources import builtin
 from tests.unit.cache.fakes import WAIT
 

@@ -2,7 +2,7 @@
 
 The concept is client-go's ``clientcmd`` (a kubeconfig's context → cluster + user) and
 ``rest.InClusterConfig`` (the pod's service account), reduced to what a controller needs,
-producing one frozen :class:`ClusterConfig` that :class:`~manager.kube.KubeClient` turns
+producing one frozen :class:`ClusterConfig` that :class:`~manager.client.KubeClient` turns
 into a urllib3 connection pool (:func:`pool_manager`).
 
 Why not the ``kubernetes`` package's loader: importing it imports every generated model
@@ -787,7 +787,7 @@ def load_in_cluster(
 
 def from_kubernetes_configuration(configuration: Any) -> ClusterConfig:
     """A :class:`ClusterConfig` for a ``kubernetes.client.Configuration`` (what
-    :class:`~manager.kube.KubeClient` accepted before; the auth-provider path): its host,
+    :class:`~manager.client.KubeClient` accepted before; the auth-provider path): its host,
     TLS files and settings, proxy, and its API key or basic auth (refresh hook kept)."""
     cfg = configuration
     host = str(cfg.host).rstrip("/")
