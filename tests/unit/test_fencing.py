@@ -15,7 +15,14 @@ import pytest
 
 from manager.client import ClientOptions, KubeClient, StopAwareSleep
 from manager.errors import ServerError, TooManyRequests, WriteFenced
-from manager.fencing import IN_FLIGHT, UNFENCED, ValidityFence, current_fence, fenced
+from manager.fencing import (
+    IN_FLIGHT,
+    UNFENCED,
+    ValidityFence,
+    WritesInFlight,
+    current_fence,
+    fenced,
+)
 from manager.flowcontrol import TokenBucket
 from manager.metrics import REGISTRY
 from manager.resources import BUILTINS
@@ -414,3 +421,71 @@ def test_a_write_abandoned_before_its_first_byte_is_not_sent(
         del IN_FLIGHT.begin  # type: ignore[method-assign]
     assert stub.requests() == []
     assert IN_FLIGHT.count(lambda f: f is fence) == 0
+
+
+# -- writes in flight: pipelines the server reads ahead, and releases ---------------------
+
+
+class _Conn:
+    sock = None
+
+
+def test_an_abandoned_pipelined_flight_counts_until_the_server_will_have_handled_it() -> None:
+    """Shutting a pipeline's connection down does not stop the writes queued behind the
+    first (the server reads them ahead): abandoned, the flight counts as under way until
+    its ``lands_by``, although its writer has ended it."""
+    now = [100.0]
+    flights = WritesInFlight(clock=lambda: now[0])
+    fence = ValidityFence(lambda: 5.0, reason="unit_landing", message="a test fence")
+    mine: Callable[[Any], bool] = lambda f: f is fence  # noqa: E731
+    flight = flights.begin(fence)
+    flights.sending(flight, _Conn(), lands_by=103.0)
+    assert flights.abandon(mine, "released") == 1
+    flights.end(flight)  # its writer saw the connection shut down
+    assert flights.count(mine) == 1
+    assert not flights.wait(mine, 0.0)
+    now[0] = 103.5
+    assert flights.count(mine) == 0
+    assert flights.wait(mine, 0.0)
+
+
+def test_an_abandoned_single_write_stops_counting_when_its_writer_ends_it() -> None:
+    now = [100.0]
+    flights = WritesInFlight(clock=lambda: now[0])
+    fence = ValidityFence(lambda: 5.0, reason="unit_landing", message="a test fence")
+    flight = flights.begin(fence)
+    flights.sending(flight, _Conn())  # alone on its connection: the close stops it
+    flights.abandon(lambda f: f is fence, "released")
+    flights.end(flight)
+    assert flights.count(lambda f: f is fence) == 0
+
+
+def test_settle_allows_a_release_only_when_every_write_under_it_was_answered() -> None:
+    now = [100.0]
+    flights = WritesInFlight(clock=lambda: now[0])
+    fence = ValidityFence(lambda: 5.0, reason="unit_settle", message="a test fence")
+    other = ValidityFence(lambda: 5.0, reason="unit_settle", message="another fence")
+    mine: Callable[[Any], bool] = lambda f: f is fence  # noqa: E731
+
+    answered = flights.begin(fence)
+    flights.sending(answered, _Conn())
+    answered.answered = True
+    flights.end(answered)
+    refused = flights.begin(fence)  # refused before a byte left: no conn
+    flights.end(refused)
+    elsewhere = flights.begin(other)  # another fence's write: none of this release's
+    flights.sending(elsewhere, _Conn())
+    flights.end(elsewhere)
+    assert flights.settle(mine, "release", timeout=0.0, window=15.0)
+
+    unanswered = flights.begin(fence)  # sent, then reset / timed out: fate unknown
+    flights.sending(unanswered, _Conn())
+    flights.end(unanswered)
+    assert not flights.settle(mine, "release", timeout=0.0, window=15.0)
+    now[0] += 15.1  # a lease duration later, the Lease rules bound it anyway
+    assert flights.settle(mine, "release", timeout=0.0, window=15.0)
+
+    stuck = flights.begin(fence)  # still under way: abandoned, and no release
+    flights.sending(stuck, _Conn())
+    assert not flights.settle(mine, "release", timeout=0.0, window=15.0)
+    assert stuck.aborted == "release"
