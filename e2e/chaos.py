@@ -18,12 +18,23 @@ deleting pods while the scenario injects its faults:
 ``partition-leader``           the leader cut off from the API server for renew deadline + 2 s
 ``slow-reconcile-rolling``     a rolling restart while the leader is inside a 6 s reconcile
                                and the graceful shutdown timeout is 2 s
+``sigstop-blind-write``        the leader paused inside reconciles that end with a blind write
+``sigstop-held-writes``        the leader's writes held on the wire while it is paused
+``reset-after-commit``         20 of the leader's creates committed, their answers lost (the
+                               connection reset): LogicalPorts, Services, Ingresses, Events,
+                               the HA test controller's ``generateName`` records
+``sigstop-event-pipeline``     the API server at 80 ms a request, a burst of 96 Deployments
+                               (an Event each); the leader paused for lease + 2 s with a
+                               pipeline of Event creates on the wire
 =============================  ==============================================================
 
 Invariants, checked during the run and at the end:
 
 * **zero writes by a replica that did not hold the Lease when the write was applied**
   (from the server's audit; the election's own Lease writes excepted);
+* **zero duplicates**: nothing made twice where once was asked for (:func:`duplicates`:
+  a pod with two LogicalPorts at once, a Deployment exposed twice, one replica's Event
+  written twice, a test controller's ``generateName`` record made twice);
 * every opted-in Deployment ends exposed exactly once (its Service and Ingress, controlled
   by it), every live pod holds exactly one LogicalPort whose address it carries, no
   address on two pods (also checked every half second during the run), no orphan port;
@@ -32,7 +43,10 @@ Invariants, checked during the run and at the end:
   moment of the fault (a user's view of "the controllers act again").
 
 ``python -m e2e.chaos [--runs N] [--scenario NAME ...] [--report e2e/CHAOS.md]`` runs them
-and writes the table; ``e2e/test_chaos.py`` runs each once in the test suite.
+and writes the table; ``--fence-off-runs N`` runs each again with the write fence off
+(``e2e/unfenced.py``), ``--resending-runs N`` those that lose writes' answers with the
+client's old resend (``e2e/resending.py``). ``e2e/test_chaos.py`` runs each once in the
+test suite.
 """
 
 from __future__ import annotations
@@ -65,7 +79,7 @@ from e2e.shardaudit import leader_violations
 
 if TYPE_CHECKING:
     from e2e.shardchaos import ShardResult
-from apiserver.http.audit import AuditRecord
+from apiserver.http.audit import Audit, AuditRecord
 from e2e.targets import LOGICAL_PORTS
 from manager.client import ClientOptions, KubeClient
 from manager.errors import ApiError, NotFound
@@ -81,6 +95,7 @@ PODS = builtin("v1", "pods")
 SERVICES = builtin("v1", "services")
 INGRESSES = builtin("networking.k8s.io/v1", "ingresses")
 CONFIGMAPS = builtin("v1", "configmaps")
+EVENTS = builtin("v1", "events")
 SERVICE_ACCOUNTS = builtin("v1", "serviceaccounts")
 
 NAMESPACE = "chaos"
@@ -91,6 +106,7 @@ SIZE = 3
 EXPOSE = "overseer.io/expose"
 PORT_NAME, PORT_IP = "overseer.io/logical-port", "overseer.io/ip"
 HA_LABEL = "overseer-ha-test"
+RECORD_OF, RECORD_TICK = "ha-record-of", "ha-record-tick"  # the HA test controller's records
 CONVERGE = 45.0  # seconds the controllers get to settle after the workload stops
 RECOVER = 30.0  # seconds a probe Deployment may take to be exposed
 
@@ -108,12 +124,17 @@ class Harness(ReplicaPool):
         grace: float = 5.0,
         hold_seconds: float | None = None,
         blind: bool = False,
+        records: bool = False,
+        exposer_workers: int = 2,
         fence: bool = True,
+        resending: bool = False,
     ) -> None:
-        super().__init__(LocalApiServer(), workdir, target=SIZE, fence=fence)
+        super().__init__(LocalApiServer(), workdir, target=SIZE, fence=fence, resending=resending)
         self.grace = grace
         self.hold_seconds = hold_seconds
         self.blind = blind
+        self.records = records
+        self.exposer_workers = exposer_workers
         self.driver: KubeClient | None = None
 
     # lifecycle
@@ -181,7 +202,7 @@ class Harness(ReplicaPool):
     def _config(self, name: str, health_port: int) -> Path:
         installed = {ep.name for ep in entry_points(group="overseer.controllers")}
         controllers: dict[str, Any] = {n: {"enabled": False} for n in installed}
-        controllers["exposer"] = {"enabled": True, "workers": 2}
+        controllers["exposer"] = {"enabled": True, "workers": self.exposer_workers}
         controllers["podport"] = {
             "enabled": True,
             "workers": 2,
@@ -196,6 +217,7 @@ class Harness(ReplicaPool):
                 "leaseName": LEASE_NAME,
                 "leaseNamespace": NAMESPACE,
                 "blind": self.blind,
+                "records": self.records,
                 "workers": 16 if self.blind else 1,
             }
         doc = {
@@ -267,7 +289,7 @@ def _election_write(record: AuditRecord) -> bool:
 class Workload:
     """Deployments created and edited, pods created and deleted, at ``rate`` per second;
     and an invariant watch that checks, every half second, that no address is on two
-    live pods."""
+    live pods and no pod holds two LogicalPorts at once (:attr:`doubled`)."""
 
     def __init__(self, client: KubeClient, *, rate: float = 25.0, seed: int = 0) -> None:
         self.client = client
@@ -278,6 +300,7 @@ class Workload:
         self.pods: list[str] = []
         self.errors: Counter[str] = Counter()
         self.violations: list[str] = []
+        self.doubled: dict[str, int] = {}  # pod uid -> most LogicalPorts it held at once
         self._n = 0
         self._threads = [
             threading.Thread(target=self._run, name="chaos/workload"),
@@ -370,6 +393,16 @@ class Workload:
             for ip, n in held.items():
                 if ip and n > 1:
                     self.violations.append(f"address {ip} on {n} live pods at {time.time():.3f}")
+            try:
+                ports = self.client.list(LOGICAL_PORTS)["items"]
+            except ApiError:
+                continue
+            per_pod = Counter(
+                p["spec"].get("podUID") for p in ports if p["spec"].get("podNamespace") == NAMESPACE
+            )
+            for uid, n in per_pod.items():
+                if uid and n > 1:
+                    self.doubled[uid] = max(n, self.doubled.get(uid, 0))
 
 
 # -- invariants at rest -------------------------------------------------------------------
@@ -440,6 +473,75 @@ def problems(client: KubeClient) -> list[str]:
     return out
 
 
+def duplicates(client: KubeClient, doubled: dict[str, int], audit: Audit) -> list[str]:
+    """Everything the replicas made twice where once was asked for:
+
+    * a pod that held two LogicalPorts at once (at rest, or in the workload's samples
+      every half second: ``doubled``);
+    * a Deployment exposed twice (two Services or two Ingresses controlled by it);
+    * an Event written twice: two Event objects created by one replica (the audit's
+      writer of each create: one process; the Events themselves do not say which) for
+      the same involved object (by uid), type, reason and message. One replica's Event
+      sender writes one object per such key and counts repeats on it (``count``), so a
+      second object is a create that went out twice or an occurrence the sender lost
+      track of; Events of different replicas for one object (a new leader reconciling
+      it again) are not duplicates;
+    * a tick the HA test controller recorded twice (its ``records`` mode: a create with
+      ``generateName``, which nothing on the server refuses twice).
+
+    Built-in controllers' creates carry fixed names (a Deployment's, an address's, an
+    Event's ``<object>.<nanoseconds>``): a create sent twice is an ``AlreadyExists`` the
+    second time, which they take as theirs, so only a create with ``generateName`` can
+    show a replayed create as a second object."""
+    out: list[str] = []
+    ports = Counter(
+        p["spec"].get("podUID")
+        for p in client.list(LOGICAL_PORTS)["items"]
+        if p["spec"].get("podNamespace") == NAMESPACE
+    )
+    held = {uid: n for uid, n in ports.items() if uid and n > 1}
+    for uid, n in doubled.items():
+        held[uid] = max(n, held.get(uid, 0))
+    out.extend(f"pod {uid}: {n} LogicalPorts at once" for uid, n in sorted(held.items()))
+    for resource in (SERVICES, INGRESSES):
+        controlled = Counter(
+            o.get("uid")
+            for obj in client.list(resource, NAMESPACE)["items"]
+            for o in obj["metadata"].get("ownerReferences") or []
+            if o.get("controller")
+        )
+        out.extend(
+            f"Deployment {uid}: {n} {resource.kind}s" for uid, n in controlled.items() if n > 1
+        )
+    creators = {
+        r.name: r.user for r in audit.records() if r.resource == "events" and r.verb == "create"
+    }
+    events = Counter(
+        (
+            creators.get(e["metadata"]["name"], ""),
+            (e.get("involvedObject") or {}).get("uid") or "",
+            e.get("type"),
+            e.get("reason"),
+            e.get("message"),
+        )
+        for e in client.list(EVENTS, NAMESPACE)["items"]
+    )
+    out.extend(
+        f"{who}: {n} Events {reason!r} for {uid}: {message!r}"
+        for (who, uid, _, reason, message), n in events.items()
+        if n > 1
+    )
+    records = Counter(
+        (labels.get(RECORD_OF), labels.get(RECORD_TICK))
+        for cm in client.list(CONFIGMAPS, NAMESPACE, label_selector=RECORD_OF)["items"]
+        for labels in [cm["metadata"].get("labels") or {}]
+    )
+    out.extend(
+        f"{of}: tick {tick} recorded {n} times" for (of, tick), n in records.items() if n > 1
+    )
+    return out
+
+
 # -- scenarios ----------------------------------------------------------------------------
 
 
@@ -449,16 +551,25 @@ class ScenarioResult:
     recovery: list[float] = field(default_factory=list)  # seconds, one per fault
     failover: list[float] = field(default_factory=list)  # seconds from a kill to a new holder
     non_holder_writes: list[str] = field(default_factory=list)
+    duplicates: list[str] = field(default_factory=list)  # see duplicates()
     lost: list[str] = field(default_factory=list)
     during: list[str] = field(default_factory=list)
     replica_writes: int = 0
+    faults: int | None = None  # None: one per recovery measured
     exits: list[Exit] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    info: list[str] = field(default_factory=list)  # what the run measured besides (printed)
     seconds: float = 0.0
 
     @property
     def ok(self) -> bool:
-        return not (self.non_holder_writes or self.lost or self.during or self.notes)
+        return not (
+            self.non_holder_writes or self.duplicates or self.lost or self.during or self.notes
+        )
+
+    @property
+    def fault_count(self) -> int:
+        return len(self.recovery) if self.faults is None else self.faults
 
 
 class _Probes:
@@ -702,6 +813,129 @@ def _sigstop_held(h: Harness, probes: _Probes, result: ScenarioResult) -> None:
         h.wait_ready()
 
 
+RESETS = 20  # reset-after-commit: connections reset after the server answered a create
+# what they reset, in turn: the built-in controllers' creates, their Events', and the HA
+# test controller's records (created with generateName)
+RESET_CREATES = (b"logicalports", b"services", b"ingresses", b"events", b"configmaps")
+
+
+def _reset_after_commit(h: Harness, probes: _Probes, result: ScenarioResult) -> None:
+    """About once a second, the leader's next create of one kind (in turn: LogicalPort,
+    Service, Ingress, Event, the HA test controller's record) reaches the server, which
+    commits it; its answer is thrown away and the connection reset, as when the server
+    or a load balancer dies at that moment. Each is a write whose outcome the replica
+    cannot know; none may be applied twice (see :func:`duplicates`). A Deployment
+    created with the Service reset measures the recovery: exposed in spite of it."""
+    with _Ticking(h, n=6):
+        began = time.monotonic()
+        fired = 0
+        turn = 0
+        while fired < RESETS and time.monotonic() - began < 2.5 * RESETS:
+            kind = RESET_CREATES[turn % len(RESET_CREATES)]
+            turn += 1
+            leader = h.wait_leader()
+            rule = h.proxy(leader).reset_after_answer(
+                rb"POST /api[^ ]*/" + kind + rb" HTTP/1\.1\r\n", times=1
+            )
+            started = time.monotonic()
+            if kind in (b"services", b"ingresses"):  # most likely the probe's own
+                result.recovery.append(probes.recovery(started))
+            deadline = started + 3.0
+            while not rule.matched and time.monotonic() < deadline:
+                time.sleep(0.02)
+            if rule.matched:
+                fired += 1
+            else:
+                rule.release()  # no such create meanwhile: disarmed, the next kind's turn
+            time.sleep(max(0.0, 1.0 - (time.monotonic() - started)))
+        result.faults = fired
+        if fired < RESETS:
+            result.notes.append(f"only {fired} of {RESETS} creates lost their answer")
+    h.wait_ready()
+
+
+BURST = 96  # sigstop-event-pipeline: Deployments created at once, one Exposed Event each
+LATENCY = 0.08  # seconds the API server takes per request in sigstop-event-pipeline
+# a chunk on the wire holding several Event creates: a pipeline (or a round of one)
+EVENT_PIPELINE = rb"(?s)(?:POST /api/v1/namespaces/" + NAMESPACE.encode() + rb"/events .*?){6}"
+
+
+def _sigstop_event_pipeline(h: Harness, probes: _Probes, result: ScenarioResult) -> None:
+    """The API server takes 80 ms per request; a burst of Deployments makes the leader
+    record an Exposed Event for each, faster than the server takes them, so its Event
+    sender pipelines them. Once a pipeline of Event creates is on the wire, the leader is
+    SIGSTOPped for lease + 2 s: the server goes on applying what it had queued. A
+    fenced sender sends in rounds the server handles within half of its permission, so
+    none is applied once a standby may hold the Lease; with rounds unbounded (the fence
+    off: up to 64 Events per pipeline, 5 s of the server's work) they are."""
+    audit = h.server.audit
+    h.server.faults.set_latency(LATENCY)
+    try:
+        leader = h.wait_leader()
+        time.sleep(3.0)  # its sender learns the server's pace from the workload's Events
+        since = max((r.revision for r in audit.records()), default=0)
+
+        def create(names: list[str]) -> None:
+            for name in names:
+                with contextlib.suppress(ApiError, OSError):
+                    probes.workload.deployment(name)
+
+        names = [f"burst-{i}" for i in range(BURST)]
+        creators = [
+            threading.Thread(target=create, args=(names[i::12],), name=f"chaos/burst-{i}")
+            for i in range(12)
+        ]
+        for t in creators:
+            t.start()
+
+        def events_applied() -> int:
+            return sum(
+                1
+                for r in audit.records(leader)
+                if r.resource == "events" and r.verb == "create" and r.revision > since
+            )
+
+        # the sender is busy with the burst's Events: the next pipeline (round) is large
+        _wait(lambda: events_applied() >= 16, 30, f"{leader} writing Events", h.logs)
+        sent = h.proxy(leader).delay_requests(EVENT_PIPELINE, 0.0)  # counts, holds nothing
+        _wait(lambda: sent.matched, 30, "a pipeline of Event creates on the wire", h.logs)
+        started = time.monotonic()
+        h.signal(leader, signal.SIGSTOP, expected="stop")
+        paused_at = time.time()
+        result.recovery.append(probes.recovery(started))
+        time.sleep(max(0.0, LEASE + 2.0 - (time.monotonic() - started)))
+        h.signal(leader, signal.SIGCONT, expected="stop")
+        woke_at = time.time()
+        code = h.wait_exit(leader, 15)
+        if code != 1:
+            result.notes.append(f"{leader} woke after losing the Lease and exited {code}, not 1")
+        for t in creators:
+            t.join(30)
+        late = [
+            r
+            for r in audit.records(leader)
+            if r.revision > since
+            and not audit.lease_holder(NAMESPACE, LEASE_NAME, r.revision).startswith(f"{leader}_")
+            and not _election_write(r)
+        ]
+        stopped = [r for r in late if r.time < woke_at]
+        queued = [r for r in audit.records(leader) if paused_at <= r.time < woke_at]
+        result.info.append(
+            f"{events_applied()} of the burst's Event creates by {leader}; "
+            f"{len(queued)} of its writes applied while it was stopped, "
+            f"{len(stopped)} of them after it lost the Lease"
+            + (
+                f" (the last {max(r.time for r in stopped) - paused_at:.2f} s after the pause)"
+                if stopped
+                else ""
+            )
+            + f", {len(late) - len(stopped)} after it woke"
+        )
+    finally:
+        h.server.faults.set_latency(0.0)
+    h.wait_ready()
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -709,6 +943,9 @@ class Scenario:
     grace: float = 5.0
     hold_seconds: float | None = None
     blind: bool = False
+    records: bool = False  # the HA test controller records each tick (generateName)
+    exposer_workers: int = 2
+    loses_answers: bool = False  # writes lose their answers: the resending switch applies
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -723,15 +960,27 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("slow-reconcile-rolling", _slow_rolling, grace=2.0, hold_seconds=6.0),
         Scenario("sigstop-blind-write", _sigstop_blind, hold_seconds=1.0, blind=True),
         Scenario("sigstop-held-writes", _sigstop_held, hold_seconds=0.2, blind=True),
+        Scenario(
+            "reset-after-commit",
+            _reset_after_commit,
+            hold_seconds=0.05,
+            records=True,
+            loses_answers=True,
+        ),
+        Scenario("sigstop-event-pipeline", _sigstop_event_pipeline, exposer_workers=32),
     )
 }
 
 
-def run_scenario(name: str, workdir: Path, *, seed: int = 0, fence: bool = True) -> ScenarioResult:
+def run_scenario(
+    name: str, workdir: Path, *, seed: int = 0, fence: bool = True, resending: bool = False
+) -> ScenarioResult:
     """Run one scenario in a fresh harness; the result says what held and what did not.
     ``fence=False`` runs the replicas with the write fence switched off (the test-only
     ``e2e.unfenced``): a scenario that tests the fence must then report writes by
-    non-holders."""
+    non-holders. ``resending=True`` runs them with the client's old resend of a write
+    whose connection broke after it left (the test-only ``e2e.resending``): a scenario
+    that loses writes' answers must then report duplicates."""
     scenario = SCENARIOS[name]
     result = ScenarioResult(name)
     began = time.monotonic()
@@ -741,7 +990,10 @@ def run_scenario(name: str, workdir: Path, *, seed: int = 0, fence: bool = True)
         grace=scenario.grace,
         hold_seconds=scenario.hold_seconds,
         blind=scenario.blind,
+        records=scenario.records,
+        exposer_workers=scenario.exposer_workers,
         fence=fence,
+        resending=resending,
     ) as h:
         with Workload(h.client, seed=seed) as workload:
             time.sleep(2.0)  # the controllers are busy before the first fault
@@ -752,6 +1004,7 @@ def run_scenario(name: str, workdir: Path, *, seed: int = 0, fence: bool = True)
             _wait(lambda: not problems(h.client), CONVERGE, "convergence")
         except AssertionError:
             result.lost = problems(h.client)
+        result.duplicates = duplicates(h.client, workload.doubled, h.server.audit)
         result.non_holder_writes = h.writes_by_non_holders()
         result.replica_writes = h.replica_writes()
         result.exits = list(h.exits)
@@ -825,6 +1078,7 @@ NOT_THE_FENCE = {
     "partition-leader": "it knows it lost at the renew deadline and exits",
     "slow-reconcile-rolling": "the Lease is kept, not released, and it exits",
     "sigstop-held-writes": "its held writes' connections close as it exits",
+    "reset-after-commit": "no Lease changes hands",
 }
 SHARD_NOT_THE_FENCE = {
     "kill9": "killed: it sends nothing",
@@ -844,12 +1098,14 @@ def render(
     command: str,
     *,
     unfenced: dict[str, list[ScenarioResult]] | None = None,
+    resending: dict[str, list[ScenarioResult]] | None = None,
     shards: dict[str, list[ShardResult]] | None = None,
     shards_unfenced: dict[str, list[ShardResult]] | None = None,
 ) -> str:
     from e2e.shardchaos import KEYS as KEYS_SHARDED  # it imports this module
 
     unfenced = unfenced or {}
+    resending = resending or {}
     shards_unfenced = shards_unfenced or {}
     lines = [
         "# Chaos: one writer, proven",
@@ -876,16 +1132,21 @@ def render(
             "created and edited, pods created and deleted, ~25 operations/s). *Writes by "
             "non-holders*: writes the server applied from a replica while another held the "
             "Lease or nobody did (its audit; the election's own Lease writes excepted). "
+            "*Duplicates*: what the replicas made twice where once was asked for (a pod "
+            "holding two LogicalPorts at once, a Deployment with two Services or Ingresses, "
+            "two Events from one replica for one object, type, reason and message, a tick "
+            "the HA test controller recorded twice; `duplicates()` in `e2e/chaos.py`). "
             "*Objects lost*: anything not converged 45 s after the workload stopped. "
             "*Recovery*: from a fault to the exposure of a Deployment created at that moment. "
             "`sigstop-blind-write` and `sigstop-held-writes` run the HA test controller in "
             "blind mode (a merge patch without resourceVersion after a hold). See "
             "`e2e/chaos.py` for the scenarios.",
             "",
-            "| scenario | runs | faults | replica writes | writes by non-holders | objects lost | "
-            "recovery s (median / max) | kill -9 to new leader s (max) | exits (code: count) "
-            "| fence off: writes by non-holders |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "| scenario | runs | faults | replica writes | writes by non-holders | duplicates | "
+            "objects lost | recovery s (median / max) | kill -9 to new leader s (max) | "
+            "exits (code: count) | fence off: writes by non-holders | resending on: "
+            "duplicates |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for name, runs in results.items():
             recovery = [r for run in runs for r in run.recovery]
@@ -893,14 +1154,21 @@ def render(
             exits = Counter(e.code for run in runs for e in run.exits)
             off = unfenced.get(name, [])
             off_writes = sum(len(r.non_holder_writes) for r in off)
+            resent = resending.get(name, [])
+            resent_text = (
+                _fence_off(str(sum(len(r.duplicates) for r in resent)), len(resent), name, {})
+                if SCENARIOS[name].loses_answers
+                else "-"
+            )
             lines.append(
-                f"| {name} | {len(runs)} | {len(recovery)} | "
+                f"| {name} | {len(runs)} | {sum(r.fault_count for r in runs)} | "
                 f"{sum(r.replica_writes for r in runs)} | "
                 f"{sum(len(r.non_holder_writes) for r in runs)} | "
+                f"{sum(len(r.duplicates) for r in runs)} | "
                 f"{sum(len(r.lost) for r in runs)} | {_median_max(recovery)} | "
                 f"{f'{max(failover):.2f}' if failover else '-'} | "
                 f"{', '.join(f'{c}: {n}' for c, n in sorted(exits.items()))} | "
-                f"{_fence_off(str(off_writes), len(off), name, NOT_THE_FENCE)} |"
+                f"{_fence_off(str(off_writes), len(off), name, NOT_THE_FENCE)} | {resent_text} |"
             )
         lines.append("")
     if shards:
@@ -942,7 +1210,7 @@ def render(
             )
         lines.append("")
     failures: list[tuple[str, list[str]]] = [
-        (n, [*r.non_holder_writes, *r.lost, *r.during, *r.notes[:-1]])
+        (n, [*r.non_holder_writes, *r.duplicates, *r.lost, *r.during, *r.notes[:-1]])
         for n, runs in results.items()
         for r in runs
         if not r.ok
@@ -977,6 +1245,13 @@ def main(argv: list[str] | None = None) -> int:
         help="runs per owned-mode sharding scenario (recreate-ring-change) with the test "
         "controller's uid preconditions switched off (default 0)",
     )
+    parser.add_argument(
+        "--resending-runs",
+        type=int,
+        default=0,
+        help="runs per leader scenario that loses writes' answers (reset-after-commit) with "
+        "the client's old resend of a write whose connection broke switched on (default 0)",
+    )
     parser.add_argument("--scenario", action="append", help="repeatable (leader or sharding)")
     parser.add_argument(
         "--suite", choices=("all", "leader", "sharding"), default="all", help="default all"
@@ -1003,24 +1278,33 @@ def main(argv: list[str] | None = None) -> int:
     ]
     results: dict[str, list[ScenarioResult]] = {}
     unfenced: dict[str, list[ScenarioResult]] = {}
+    resending: dict[str, list[ScenarioResult]] = {}
     shards: dict[str, list[ShardResult]] = {}
     shards_unfenced: dict[str, list[ShardResult]] = {}
     ok = True
     for name in leader_names:
-        for run in range(args.runs + args.fence_off_runs):
-            fence = run < args.runs
+        resend_runs = args.resending_runs if SCENARIOS[name].loses_answers else 0
+        for run in range(args.runs + args.fence_off_runs + resend_runs):
+            fence = run < args.runs or run >= args.runs + args.fence_off_runs
+            resend = run >= args.runs + args.fence_off_runs
+            switched = resend or not fence
+            suffix = "-resending" if resend else "" if fence else "-unfenced"
             r = run_scenario(
-                name, base / f"{name}-{run}{'' if fence else '-unfenced'}", seed=run, fence=fence
+                name, base / f"{name}-{run}{suffix}", seed=run, fence=fence, resending=resend
             )
-            (results if fence else unfenced).setdefault(name, []).append(r)
-            ok = ok and (r.ok or not fence)
+            (resending if resend else results if fence else unfenced).setdefault(name, []).append(r)
+            ok = ok and (r.ok or switched)
+            what = " (resending on)" if resend else "" if fence else " (fence off)"
             print(
-                f"{name} run {run + 1}{'' if fence else ' (fence off)'}: "
+                f"{name} run {run + 1}{what}: "
                 f"{'ok' if r.ok else 'FAILED'} in {r.seconds:.0f} s, "
                 f"recovery {', '.join(f'{x:.2f}' for x in r.recovery)} s, "
-                f"{r.replica_writes} replica writes, {len(r.non_holder_writes)} by non-holders",
+                f"{r.replica_writes} replica writes, {len(r.non_holder_writes)} by non-holders, "
+                f"{len(r.duplicates)} duplicates",
                 flush=True,
             )
+            for line in [*r.info, *r.duplicates[:5], *r.non_holder_writes[:3]]:
+                print(f"  {line}", flush=True)
     for name in shard_names:
         owned = SHARD_SCENARIOS[name].owned
         off_runs = args.preconditions_off_runs if owned else 0
@@ -1060,6 +1344,7 @@ def main(argv: list[str] | None = None) -> int:
         results,
         command.strip(),
         unfenced=unfenced,
+        resending=resending,
         shards=shards,
         shards_unfenced=shards_unfenced,
     )

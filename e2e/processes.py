@@ -63,7 +63,10 @@ class Replica:
         plugins: Sequence[Path] = (HA_PLUGIN,),
         *,
         fence: bool = True,
+        resending: bool = False,
     ) -> None:
+        if resending and not fence:
+            raise ValueError("one test-only switch at a time: fence off or resending")
         self.name = name
         self.log = logdir / f"{name}.log"
         env = {
@@ -76,7 +79,8 @@ class Replica:
                 [
                     sys.executable,
                     "-m",
-                    "manager" if fence else "e2e.unfenced",  # the test-only switch
+                    # the test-only switches: e2e/unfenced.py, e2e/resending.py
+                    "e2e.unfenced" if not fence else "e2e.resending" if resending else "manager",
                     "run",
                     "--config",
                     str(config),

@@ -63,15 +63,24 @@ class ReplicaPool(ABC):
         workdir: configs, kubeconfigs and logs.
         target: how many replicas the supervisor keeps running.
         fence: False runs them with the write fence switched off (``e2e.unfenced``).
+        resending: True runs them with the client's old resend of a write whose
+            connection broke after it was sent (``e2e.resending``).
     """
 
     def __init__(
-        self, server: LocalApiServer, workdir: Path, *, target: int, fence: bool = True
+        self,
+        server: LocalApiServer,
+        workdir: Path,
+        *,
+        target: int,
+        fence: bool = True,
+        resending: bool = False,
     ) -> None:
         self.server = server
         self.workdir = workdir
         self.target = target
         self.fence = fence
+        self.resending = resending
         self.exits: list[Exit] = []
         self._lock = threading.Lock()
         self._procs: dict[str, _Proc] = {}
@@ -200,6 +209,7 @@ class ReplicaPool(ABC):
             self.workdir,
             plugins=self._plugins(),
             fence=self.fence,
+            resending=self.resending,
         )
         with self._lock:
             self._procs[name] = _Proc(replica, proxy, health_port)

@@ -15,6 +15,14 @@ With ``blind: true`` it writes as a careless controller does: it holds the key
 ``holdSeconds``, then records the tick with a merge patch that carries no
 resourceVersion, so nothing on the server refuses a stale replica's write — only the
 write fence stands between a paused leader that wakes up and the object.
+
+With ``records: true`` (not blind) it also leaves a record of each tick it reconciles,
+after the hold and before recording the tick: a ConfigMap created with ``generateName``
+(``<name>-tick-``, labelled ``ha-record-of=<name>``, ``ha-record-tick=<tick>``), the
+kind of create nothing on the server refuses twice. A create whose answer was lost
+(``OutcomeUnknown``) fails the reconcile; the next one lists the records first and
+creates none if the earlier create was applied. So a tick recorded twice means the
+client sent one create twice (the chaos suite's ``reset-after-commit`` counts them).
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ from manager import (
 CONFIGMAPS = builtin("v1", "configmaps")
 LEASES = builtin("coordination.k8s.io/v1", "leases")
 LABEL = "overseer-ha-test"
+RECORD_OF, RECORD_TICK = "ha-record-of", "ha-record-tick"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -48,6 +57,7 @@ class HaTestConfig:
     lease_name: str = field(default="overseer-leader", metadata={"help": "Lease to check"})
     lease_namespace: str = field(default="default", metadata={"help": "its namespace"})
     blind: bool = field(default=False, metadata={"help": "write without a resourceVersion"})
+    records: bool = field(default=False, metadata={"help": "a generateName record per tick"})
 
 
 class HaTestReconciler:
@@ -81,6 +91,8 @@ class HaTestReconciler:
         except Conflict:
             return Result(requeue=True)
         time.sleep(self._config.hold_seconds)
+        if self._config.records:
+            self._record(request, tick)
         ann = dict(obj["metadata"].get("annotations") or {})
         ann.update(
             {"ha/inflight": "", "ha/tick": tick, "ha/by": self._me, "ha/at": repr(time.time())}
@@ -102,6 +114,18 @@ class HaTestReconciler:
         with contextlib.suppress(NotFound):
             self._client.patch(CONFIGMAPS, request.name, patch, namespace=request.namespace)
         return Result()
+
+    def _record(self, request: Request, tick: str) -> None:
+        """One record of ``tick``: created unless a live list finds one already."""
+        labels = {RECORD_OF: request.name, RECORD_TICK: tick}
+        selector = ",".join(f"{k}={v}" for k, v in labels.items())
+        if self._client.list(CONFIGMAPS, request.namespace, label_selector=selector)["items"]:
+            return
+        body = {
+            "metadata": {"generateName": f"{request.name}-tick-", "labels": labels},
+            "data": {"by": self._me},
+        }
+        self._client.create(CONFIGMAPS, body, request.namespace)
 
     def _holder(self) -> str:
         try:
