@@ -2,11 +2,11 @@
 broke after it was sent on a re-used (kept-alive) connection is sent once more, on a new
 connection, whatever its verb.
 
-That is what :class:`~manager.kube.KubeClient` (``_exchange``) and
-:class:`~manager.kube.WriteSession` (``_write``, ``pipeline``) did before the write path
+That is what :class:`~manager.client.KubeClient` (``_exchange``) and
+:class:`~manager.client.WriteSession` (``_write``, ``pipeline``) did before the write path
 learnt that a reset after the request left may come after the server committed it
-(``git show 5a26ff8^:manager/kube.py``): they took any reset, broken pipe or early close
-on a re-used connection for a stale kept-alive connection and sent the request again.
+(``git show 5a26ff8^:manager/kube.py``, before it became ``manager/client/``): they
+took any reset, broken pipe or early close on a re-used connection for a stale kept-alive connection and sent the request again.
 Now such a write raises :class:`~manager.errors.OutcomeUnknown` unless a replay cannot
 apply it twice.
 
@@ -35,8 +35,9 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from manager import kube
 from manager.cli import main
+from manager.client import rest, session, wire
+from manager.client.request import JsonDict
 from manager.errors import ApiError, OutcomeUnknown, WriteFenced
 
 logger = logging.getLogger("e2e.resending")
@@ -45,10 +46,10 @@ _carried: weakref.WeakSet[Any] = weakref.WeakSet()  # sockets that have carried 
 _carried_lock = threading.Lock()
 _last = threading.local()  # .reused: this thread's last request went on such a socket
 
-_send_request = kube._send_request
-_exchange = kube.KubeClient._exchange
-_write = kube.WriteSession._write
-_pipeline = kube.WriteSession.pipeline
+_send_request = wire.send_request
+_exchange = rest.KubeClient._exchange
+_write = session.WriteSession._write
+_pipeline = session.WriteSession.pipeline
 
 
 def _tracked_send(sock: Any, request: bytes) -> bool:
@@ -71,7 +72,7 @@ def _resent(method: str, path: str, count: int = 1) -> None:
 
 
 def _resending_exchange(  # noqa: PLR0917 (KubeClient._exchange's signature)
-    self: kube.KubeClient,
+    self: rest.KubeClient,
     method: str,
     url: str,
     headers: dict[str, str],
@@ -88,8 +89,8 @@ def _resending_exchange(  # noqa: PLR0917 (KubeClient._exchange's signature)
 
 
 def _resending_write(
-    self: kube.WriteSession, method: str, path: str, body: kube.JsonDict, content_type: str
-) -> kube.JsonDict:
+    self: session.WriteSession, method: str, path: str, body: JsonDict, content_type: str
+) -> JsonDict:
     try:
         return _write(self, method, path, body, content_type)
     except OutcomeUnknown as exc:
@@ -100,8 +101,8 @@ def _resending_write(
 
 
 def _resending_pipeline(
-    self: kube.WriteSession, writes: Sequence[kube.Write], *, decode: bool = True
-) -> builtins.list[kube.JsonDict | ApiError | WriteFenced]:
+    self: session.WriteSession, writes: Sequence[session.Write], *, decode: bool = True
+) -> builtins.list[JsonDict | ApiError | WriteFenced]:
     results = _pipeline(self, writes, decode=decode)
     broken = next(
         (
@@ -117,10 +118,12 @@ def _resending_pipeline(
     return results[:broken] + _pipeline(self, writes[broken:], decode=decode)
 
 
-kube._send_request = _tracked_send
-kube.KubeClient._exchange = _resending_exchange  # type: ignore[method-assign]
-kube.WriteSession._write = _resending_write  # type: ignore[method-assign]
-kube.WriteSession.pipeline = _resending_pipeline  # type: ignore[method-assign]
+# the modules that send bind wire.send_request by name: each one's binding is replaced
+rest.send_request = _tracked_send
+session.send_request = _tracked_send
+rest.KubeClient._exchange = _resending_exchange  # type: ignore[method-assign]
+session.WriteSession._write = _resending_write  # type: ignore[method-assign]
+session.WriteSession.pipeline = _resending_pipeline  # type: ignore[method-assign]
 
 if __name__ == "__main__":
     raise SystemExit(main())
