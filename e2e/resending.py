@@ -6,7 +6,8 @@ That is what :class:`~manager.client.KubeClient` (``_exchange``) and
 :class:`~manager.client.WriteSession` (``_write``, ``pipeline``) did before the write path
 learnt that a reset after the request left may come after the server committed it
 (``git show 5a26ff8^:manager/kube.py``, before it became ``manager/client/``): they
-took any reset, broken pipe or early close on a re-used connection for a stale kept-alive connection and sent the request again.
+took any reset, broken pipe or early close on a re-used connection for a stale
+kept-alive connection and sent the request again.
 Now such a write raises :class:`~manager.errors.OutcomeUnknown` unless a replay cannot
 apply it twice.
 
