@@ -10,7 +10,10 @@ stale cache:
 
 * create: the API server refuses a second object of the same name. ``AlreadyExists`` →
   the object is read back and treated as the observed one (owned by this Deployment:
-  converge it; anything else: ``ExposeConflict``, nothing written).
+  converge it; anything else: ``ExposeConflict``, nothing written). A create whose
+  answer was lost (``OutcomeUnknown``: the client never sends it again) fails the
+  reconcile; the requeued one finds the object or creates it, and an object found then
+  counts as created by this exposer (the first-exposure Event is told once).
 * update: a PUT of the observed object with only the exposer's fields changed
   (:mod:`controllers.exposer.merge`), carrying the observed ``resourceVersion``; a 409
   requeues the request (with backoff) to be recomputed from a fresher cache. Server-set
@@ -101,6 +104,7 @@ from manager import (
     Lister,
     NamespaceTerminating,
     NotFound,
+    OutcomeUnknown,
     Request,
     Resource,
     Result,
@@ -201,6 +205,10 @@ class ExposerReconciler:
         # namespace/name -> uid of Deployments whose namespace refused a create
         self._terminating_lock = threading.Lock()
         self._terminating: dict[str, str] = {}
+        # objects whose create's answer was lost (OutcomeUnknown): found later, they were
+        # created by this exposer, and the first exposure is told then
+        self._lost_lock = threading.Lock()
+        self._lost: set[ObjectKey] = set()
 
     @property
     def exposed(self) -> frozenset[str]:
@@ -230,6 +238,8 @@ class ExposerReconciler:
             self._set_exposed(request.key, False)
             for resource in (SERVICES, INGRESSES, DEPLOYMENTS):
                 self._expectations.forget((resource.plural, namespace, name))
+                with self._lost_lock:
+                    self._lost.discard((resource.plural, namespace, name))
             self._forget_terminating(request.key)
             return Result()
         uid = str(_meta(deployment).get("uid") or "")
@@ -364,6 +374,12 @@ class ExposerReconciler:
             if observed is None:
                 try:
                     created = self._client.create(resource, desired, namespace=namespace)
+                except OutcomeUnknown:
+                    # Applied or not: the requeued reconcile finds out (cache or
+                    # AlreadyExists). If it finds it, this create made it: say "created".
+                    with self._lost_lock:
+                        self._lost.add(key)
+                    raise
                 except AlreadyExists:
                     observed = self._get(resource, name, namespace)
                     if observed is None:
@@ -379,15 +395,18 @@ class ExposerReconciler:
                 raise _EarlierIncarnation(f"{resource.kind} {name}")
             if controller_uid(observed) != uid:
                 raise _Foreign(f"{resource.kind} {name}")
+        with self._lost_lock:
+            made_here = key in self._lost  # by a create of ours whose answer was lost
+            self._lost.discard(key)
         update = merge(observed, desired)
         if update is None:
-            return "unchanged", ()
+            return ("created" if made_here else "unchanged"), ()
         try:
             self._client.replace(resource, update.body, namespace=namespace)
         except NotFound:
             return "pending", ()  # deleted meanwhile: its delete event wakes us again
         self._expectations.updated(key, observed)
-        return "updated", update.changes
+        return ("created" if made_here else "updated"), update.changes
 
     @staticmethod
     def _owner_name(desired: JsonDict) -> str:

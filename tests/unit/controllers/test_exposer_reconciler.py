@@ -19,6 +19,7 @@ from manager import (
     Lister,
     NamespaceTerminating,
     NotFound,
+    OutcomeUnknown,
     Request,
     Resource,
     Result,
@@ -334,6 +335,47 @@ def test_exposed_is_told_when_the_ingress_is_created_and_updated_otherwise(
     world.reconcile()
     assert world.reasons() == ["Exposed", "Updated"]
     assert "recreated Service web" in world.recorder.events[1].message
+
+
+class LostAnswer(FakeApi):
+    """Applies the next create of ``plural`` and loses its answer (OutcomeUnknown)."""
+
+    def __init__(self, plural: str) -> None:
+        super().__init__()
+        self.lose = plural
+
+    def create(self, resource: Resource, body: JsonDict, namespace: str | None = None) -> JsonDict:
+        created = super().create(resource, body, namespace)
+        if resource.plural == self.lose:
+            self.lose = ""
+            raise OutcomeUnknown("sent, no answer", status=0, reason="OutcomeUnknown")
+        return created
+
+
+@pytest.mark.parametrize("cache_caught_up", [False, True])
+@pytest.mark.parametrize("lost", ["services", "ingresses"])
+def test_a_create_whose_answer_was_lost_still_tells_exposed_once(
+    lost: str, cache_caught_up: bool
+) -> None:
+    """The create was applied, its answer lost: the reconcile fails and is requeued, and
+    the next one finds the object (by its cache, or by AlreadyExists): it is this
+    Deployment's, created by this exposer, so the first exposure is told, once."""
+    world = World()
+    world.api = LostAnswer(lost)
+    world.reconciler._client = world.api  # type: ignore[assignment]
+    world.api.put(DEPLOYMENTS, deployment())
+    world.sync()
+    with pytest.raises(OutcomeUnknown):
+        world.reconcile()
+    if cache_caught_up:
+        world.sync()
+    assert world.reconcile() == Result()
+    world.sync()
+    assert world.reconcile() == Result()
+    assert world.reasons() == ["Exposed"]
+    again = [] if cache_caught_up else [lost]  # sent again only to meet AlreadyExists
+    creates = sorted(plural for call, plural in world.api.calls if call == "create")
+    assert creates == sorted(["services", "ingresses", *again])
 
 
 # -- a terminating namespace ---------------------------------------------------------------
