@@ -611,7 +611,8 @@ class Manager:
 
     def role(self) -> str:
         """This replica's part now, as ``/statusz`` shows it: ``leader``, ``standby``,
-        ``leader election off``, ``starting``, ``stopping``, ``stopped`` or ``lost its
+        ``leader (no election)`` (leader election off: this replica runs the leader-only
+        work, unelected), ``starting``, ``stopping``, ``stopped`` or ``lost its
         Lease``."""
         if self._lost.is_set():
             return "lost its Lease"
@@ -622,7 +623,7 @@ class Manager:
         if not self._started:
             return "starting"
         if not self.options.leader_election:
-            return "leader election off"
+            return "leader (no election)"
         return "leader" if self.is_leader() else "standby"
 
     def status(self) -> Status:
@@ -643,11 +644,14 @@ class Manager:
             registered = list(self._controllers)
             leader_running = self._controllers_started and not self._stopping
             ring_running = self._ring_started and not self._stopping
-        for controller, mode in registered:
+        for controller, registered_mode in registered:
             error = controller.last_error
             running = {"sharded": ring_running, "leader-elected": leader_running}.get(
-                mode, self._started and not self._finished
+                registered_mode, self._started and not self._finished
             )
+            mode = registered_mode
+            if mode == "leader-elected" and not self.options.leader_election:
+                mode = "no-election"  # leader-only work, run here without an election
             controllers.append(
                 ControllerStatus(
                     name=controller.name,

@@ -55,6 +55,10 @@ REDACTED: Final = "[REDACTED]"
 _SECRET_NAME = re.compile(
     r"password|passwd|secret|token|credential|private_?key|api_?key", re.IGNORECASE
 )
+# What names or locates a secret is not one: a Secret's name, a token file's path.
+_REFERENCE = re.compile(r"(name|namespace|ref|path|file|dir)$", re.IGNORECASE)
+# A map key printed as a path segment (``a.b``); any other is quoted (``a["b.c"]``).
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _TEXT = "text/plain; charset=utf-8"
 _HTML = "text/html; charset=utf-8"
 # The HTML view runs no script and loads nothing: only its own inline style.
@@ -69,7 +73,7 @@ class ControllerStatus:
     """One controller on ``/statusz``."""
 
     name: str
-    mode: str  # "leader-elected" or "sharded"
+    mode: str  # "leader-elected", "no-election" (election off), "sharded", "every replica"
     running: bool  # its workers run in this replica now
     workers: int  # configured worker threads
     active: int  # reconciles running now
@@ -88,7 +92,7 @@ class Status:
     identity: str  # this replica's identity (leader election, shard Lease holder)
     started: float  # wall-clock seconds when the manager started
     uptime: float  # seconds since then (monotonic)
-    role: str  # "leader", "standby", "leader election off", "stopping", "lost its Lease"
+    role: str  # "leader", "standby", "leader (no election)", "stopping", "lost its Lease"
     leader: str  # the Lease holder this replica last saw ("" unknown or none)
     lease: str  # "namespace/name" of the leader Lease ("" without leader election)
     ring: RingStatus | None  # the shard ring (None without sharded controllers)
@@ -283,7 +287,17 @@ def _scalar(value: Any) -> str:
 
 
 def _is_secret(name: str, meta: Mapping[str, Any]) -> bool:
-    return bool(meta.get("secret")) or bool(_SECRET_NAME.search(name))
+    if meta.get("secret"):
+        return True
+    return bool(_SECRET_NAME.search(name)) and not _REFERENCE.search(name.replace("_", ""))
+
+
+def _key(prefix: str, key: str) -> str:
+    """``prefix.key``, or ``prefix["key"]`` for a key that is no plain word (a dot in
+    it would read as one more level)."""
+    if _PLAIN_KEY.fullmatch(key):
+        return f"{prefix}.{key}" if prefix else key
+    return f"{prefix}[{json.dumps(key)}]"
 
 
 def _walk(prefix: str, value: Any, out: list[tuple[str, str]], secret: bool) -> None:
@@ -296,7 +310,7 @@ def _walk(prefix: str, value: Any, out: list[tuple[str, str]], secret: bool) -> 
         if not value:
             out.append((prefix, REDACTED if secret else "{}"))
         for k, v in value.items():
-            _walk(f"{prefix}.{k}", v, out, secret or _is_secret(str(k), {}))
+            _walk(_key(prefix, str(k)), v, out, secret or _is_secret(str(k), {}))
         return
     if isinstance(value, list | tuple):
         plain = [

@@ -255,6 +255,20 @@ def overseer_embedded(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[st
         log.close()
 
 
+def test_overseer_exports_no_created_series(
+    overseer_embedded: tuple[str, subprocess.Popen[str]],
+) -> None:
+    """Go's client_golang exports no ``*_created`` series; prometheus_client does by
+    default (one more series per counter and histogram child): ``overseer run`` turns
+    them off, as kube components' pages have none."""
+    url, _ = overseer_embedded
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        text = answer.read().decode()
+    created = sorted(n for n in _exported(text) if n.endswith("_created"))
+    assert created == []
+    assert "rest_client_requests_total" in _exported(text)
+
+
 def test_every_dashboard_query_against_a_real_prometheus(
     overseer_embedded: tuple[str, subprocess.Popen[str]], tmp_path: Path
 ) -> None:

@@ -75,11 +75,12 @@ def test_statusz_and_flagz(kubeconfig_path: str, kube_client: KubeClient, namesp
         lines = text.splitlines()
         assert lines[0] == "overseer statusz"
         assert lines[1].startswith("Warning: This endpoint is not meant to be machine parseable")
-        assert "Role: leader election off" in lines
+        assert "Role: leader (no election)" in lines
         assert "Binary version: 0.1.0" in lines
         row = next(line for line in lines if line.strip().startswith("picky "))
         name, mode, running_, workers, _active, queue, *error = row.split()
-        assert (name, mode, running_, workers) == ("picky", "leader-elected", "yes", "3")
+        # with leader election off, the controller runs here without an election
+        assert (name, mode, running_, workers) == ("picky", "no-election", "yes", "3")
         assert queue.isdigit()
         assert f"{namespace}/bad: RuntimeError: refusing bad <on purpose>" in " ".join(error)
 
@@ -183,9 +184,9 @@ def test_statusz_html_in_headless_chromium(
         assert "<title>overseer statusz</title>" in dom, dom[:2000]
         page = _Cells()
         page.feed(dom)
-        assert page.by_id["role"] == "leader election off"
+        assert page.by_id["role"] == "leader (no election)"
         assert page.by_id["binary-version"] == "0.1.0"
         cells = page.rows["picky"]
-        assert cells[:4] == ["picky", "leader-elected", "yes", "2"]
+        assert cells[:4] == ["picky", "no-election", "yes", "2"]
         assert cells[5].isdigit()
         assert f"{namespace}/bad: RuntimeError: refusing bad <on purpose>" in cells[6]

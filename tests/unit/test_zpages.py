@@ -97,7 +97,7 @@ def test_statusz_shows_the_ring_and_keys_owned() -> None:
         members=("overseer-pod-a", "overseer-pod-b"),
         keys_owned=42,
     )
-    text = render_statusz_text(_status(ring=ring, lease="", role="leader election off"))
+    text = render_statusz_text(_status(ring=ring, lease="", role="leader (no election)"))
     assert "  Member: yes" in text
     assert "  Keys owned: 42" in text
     assert "  Members: overseer-pod-a, overseer-pod-b" in text
@@ -165,6 +165,32 @@ def test_flagz_lists_the_effective_configuration_with_secrets_redacted() -> None
         "text/plain; charset=utf-8",
         render_flagz("overseer", [("a", "1")]).encode(),
     )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Tls:
+    secret_name: str = "web-tls"
+    token_file: str = "/var/run/token"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _QuotaConfig:
+    tls: _Tls = field(default_factory=_Tls)
+    hard: dict[str, str] = field(default_factory=lambda: {"requests.cpu": "8", "pods": "10"})
+    client_secret: str = "hidden"
+
+
+def test_flagz_shows_names_and_paths_of_secrets_and_keys_with_dots_unambiguously() -> None:
+    """A Secret's *name*, or a token's *path*, is not a secret; a map key with a dot
+    (a ResourceQuota's ``requests.cpu``) is quoted, not taken for two levels."""
+    config, controllers = parse({"controllers": {"q": {}}}, {"q": _QuotaConfig})
+    values = dict(flag_values(config, dict(controllers)))
+    assert values["controllers.q.tls.secretName"] == "web-tls"
+    assert values["controllers.q.tls.tokenFile"] == "/var/run/token"
+    assert values["controllers.q.clientSecret"] == REDACTED
+    assert values['controllers.q.hard["requests.cpu"]'] == "8"
+    assert values["controllers.q.hard.pods"] == "10"
+    assert "controllers.q.hard.requests.cpu" not in values
 
 
 def test_flagz_of_options_without_a_file() -> None:
