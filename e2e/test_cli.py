@@ -810,3 +810,57 @@ def test_make_run_runs_the_builtin_controllers_only() -> None:
     if "sample" in rows:
         assert rows["sample"][2] == "no"
     assert overseer("config", "validate", config.group(1)).returncode == 0
+
+
+NAMESPACED_TEAMS = '''\
+"""A controller whose primary resource is cluster-scoped (Namespaces)."""
+
+from manager import Manager, PluginContext, Request, Result, builtin
+
+NAMESPACES = builtin("v1", "namespaces")
+
+
+class Teams:
+    def reconcile(self, request: Request) -> Result:
+        return Result()
+
+
+class TeamsPlugin:
+    def setup(self, mgr: Manager, ctx: PluginContext[None]) -> None:
+        ctx.controller(Teams()).for_(NAMESPACES).complete()
+'''
+
+
+def test_config_validate_runs_the_checks_run_makes_before_it_connects(
+    greeter: Path, tmp_path: Path
+) -> None:
+    """Issue 32, item 4: ``config validate`` passed what ``overseer run`` refused at
+    start-up: a plugin whose setup refuses its configuration, and sharding by namespace
+    for a controller whose primary resource is cluster-scoped. Now validate runs every
+    check ``run`` runs short of connecting (bind addresses, each controller's setup
+    against a manager that never connects), and says the same."""
+    teams = tmp_path / "dev" / "teams.py"
+    teams.write_text(NAMESPACED_TEAMS)
+    plugins = ["--plugin", f"{greeter}:GreeterPlugin", "--plugin", f"{teams}:TeamsPlugin"]
+    sharded = _write(
+        tmp_path / "sharded.yaml",
+        {"sharding": {"shardBy": "namespace"}, "controllers": {"teams": {"sharded": True}}},
+    )
+    result = overseer("config", "validate", str(sharded), *plugins)
+    assert result.returncode == 2, result.stdout
+    assert "controllers.teams: setup failed" in result.stderr
+    assert "sharding.shardBy is namespace" in result.stderr
+    assert "cluster-scoped" in result.stderr
+    boom = _write(tmp_path / "boom.yaml", {"controllers": {"greeter": {"greeting": "boom"}}})
+    result = overseer("config", "validate", str(boom), *plugins)
+    assert result.returncode == 2, result.stdout
+    assert "controllers.greeter: setup failed: ValueError: a greeting cannot be boom" in (
+        result.stderr
+    )
+    bind = _write(tmp_path / "bind.yaml", {"metricsBindAddress": "nowhere:port"})
+    result = overseer("config", "validate", str(bind), *plugins)
+    assert result.returncode == 2, result.stdout
+    assert "metricsBindAddress" in result.stderr
+    fine = _write(tmp_path / "fine.yaml", {"controllers": {"teams": {"sharded": True}}})
+    result = overseer("config", "validate", str(fine), *plugins)
+    assert (result.returncode, result.stdout) == (0, f"{fine}: valid\n"), result.stderr

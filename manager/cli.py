@@ -190,7 +190,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from manager.client import ClientOptions, KubeClient, StopAwareSleep
     from manager.config import manager_options
-    from manager.healthz import BindError, parse_bind_address
+    from manager.healthz import BindError
     from manager.logs import configure
     from manager.manager import Manager
     from manager.plugins import setup_plugins
@@ -210,18 +210,7 @@ def _run(args: argparse.Namespace) -> int:
     configure(config.log.level, config.log.format)
     for text in warnings:
         logger.warning("controller plugin skipped", extra={"reason": text})
-    problems = []
-    for which, address in (
-        ("metrics", config.metrics_bind_address),
-        ("probes", config.health_probe_bind_address),
-    ):
-        try:
-            parse_bind_address(address)
-        except ValueError as exc:
-            key, flag = BIND_SETTINGS[which]
-            problems.append(f"{key} ({flag}): {exc}")
-    if problems:
-        raise ConfigError(problems)
+    _check_bind_addresses(config)
     provider = setup_tracing(
         config.tracing.exporter or None, service_name=config.tracing.service_name
     )
@@ -515,10 +504,72 @@ def _config_defaults(args: argparse.Namespace) -> int:
 
 
 def _config_validate(args: argparse.Namespace) -> int:
-    _, _, _, warnings, _ = _load(args)
+    """Every check ``overseer run`` makes before it connects: the file against the
+    plugins' schemas, the bind addresses, the manager's options, and each enabled
+    controller's ``setup`` (its wiring: a shard key its primary resource cannot have, a
+    setting its own code refuses), run against a manager whose client never connects."""
+    plugins, config, controllers, warnings, _ = _load(args)
     _warn(warnings)
+    _check_bind_addresses(config)
+    _check_setup(plugins, config, controllers)
     print(f"{args.file}: valid")
     return EXIT_OK
+
+
+def _check_bind_addresses(config: Any) -> None:
+    """The metrics and probe addresses ``overseer run`` would listen on.
+
+    Raises:
+        ConfigError: one names a setting that is no address.
+    """
+    from manager.healthz import parse_bind_address
+
+    problems = []
+    for which, address in (
+        ("metrics", config.metrics_bind_address),
+        ("probes", config.health_probe_bind_address),
+    ):
+        try:
+            parse_bind_address(address)
+        except ValueError as exc:
+            key, flag = BIND_SETTINGS[which]
+            problems.append(f"{key} ({flag}): {exc}")
+    if problems:
+        raise ConfigError(problems)
+
+
+# A server nothing listens on (the discard port on loopback): a setup that tries to
+# reach the API server fails at once, saying so, instead of validating against a cluster.
+_OFFLINE_SERVER = "http://127.0.0.1:9"
+
+
+def _check_setup(plugins: Any, config: Any, controllers: dict[str, Any]) -> None:
+    """Build the manager ``overseer run`` would build and set every enabled controller
+    up on it, without starting anything or connecting.
+
+    Raises:
+        ConfigError: the manager's options refuse the configuration.
+        PluginSetupError: a controller's setup refused it.
+    """
+    from manager.client import ClientOptions, KubeClient
+    from manager.client.kubeconfig import ClusterConfig
+    from manager.config import manager_options
+    from manager.manager import Manager
+    from manager.plugins import setup_plugins
+
+    offline = KubeClient(
+        ClusterConfig(_OFFLINE_SERVER, source="overseer config validate (never connects)"),
+        options=ClientOptions(max_retries=0, timeout=1.0),
+    )
+    try:
+        try:
+            options = manager_options(config, controllers)
+        except ValueError as exc:
+            raise ConfigError([str(exc)]) from exc
+        mgr = Manager(offline, options)
+        setup_plugins(mgr, plugins.plugins, controllers)
+    finally:
+        offline.close()
 
 
 def _plugins(args: argparse.Namespace) -> int:
