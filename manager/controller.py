@@ -39,6 +39,7 @@ Thread-safe: ``run`` occupies the calling thread; ``watch`` only before ``run``.
 from __future__ import annotations
 
 import contextvars
+import json
 import logging
 import threading
 import time
@@ -52,6 +53,7 @@ from manager.cache.informer import HandlerRegistration, SharedInformer
 from manager.clock import Clock
 from manager.errors import (
     ApiError,
+    Forbidden,
     NamespaceTerminating,
     OverseerError,
     TerminalError,
@@ -228,6 +230,7 @@ class Controller:
         self._active = 0
         self._active_lock = threading.Lock()
         self._last_error: tuple[float, str] | None = None  # (wall time, message), /statusz
+        self._last_refusal: tuple[Request, Forbidden] | None = None  # a 403 in a reconcile
 
     # -- wiring ----------------------------------------------------------------------
 
@@ -283,10 +286,19 @@ class Controller:
         with self._active_lock:
             return self._last_error
 
+    @property
+    def last_refusal(self) -> tuple[Request, Forbidden] | None:
+        """The last reconcile the API server refused with a 403 (a missing RBAC rule, most
+        often), and the error; None if none was. The test kit fails a test on it at once."""
+        with self._active_lock:
+            return self._last_refusal
+
     def _failed(self, req: Request, exc: BaseException) -> None:
         key = f"{req.namespace}/{req.name}" if req.namespace else req.name
         with self._active_lock:
             self._last_error = (time.time(), f"{key}: {type(exc).__name__}: {exc}")
+            if isinstance(exc, Forbidden):
+                self._last_refusal = (req, exc)
 
     def enqueue(self, request: Request) -> bool:
         """Add ``request`` to the queue (False, and nothing done, before :meth:`run`)."""
@@ -420,6 +432,30 @@ class Controller:
                 span.set_status(trace.Status(trace.StatusCode.ERROR, str(exc)))
                 span.set_attribute("result", "terminal_error")
                 logger.error("reconcile failed terminally, not retrying", exc_info=True)
+            except Forbidden as exc:
+                # Refused by authorization (a missing RBAC rule) or an admission plugin:
+                # one line saying what and which rule would allow it, not a traceback per
+                # retry. Retried with backoff: a rule granted meanwhile lets it through.
+                queue.add_rate_limited(req)
+                RECONCILE_ERRORS.labels(name).inc()
+                self._failed(req, exc)
+                RECONCILE_TOTAL.labels(name, "error").inc()
+                span.record_exception(exc)
+                span.set_status(trace.Status(trace.StatusCode.ERROR, str(exc)))
+                span.set_attribute("result", "error")
+                refusal = exc.refusal
+                context: dict[str, object] = {"requeues": queue.num_requeues(req)}
+                if refusal is None:
+                    context["error"] = str(exc)
+                else:
+                    context.update(
+                        refused=refusal.describe(),
+                        user=refusal.user,
+                        rule=json.dumps(refusal.rule),
+                    )
+                logger.warning(
+                    "reconcile refused (403 Forbidden), requeued with backoff", extra=context
+                )
             except Exception as exc:
                 queue.add_rate_limited(req)
                 RECONCILE_ERRORS.labels(name).inc()

@@ -10,6 +10,8 @@ Safe to share between threads: exceptions carry only immutable data.
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "OverseerError",
     "PluginLoadError",
     "PluginSetupError",
+    "RbacRefusal",
     "ServerError",
     "TerminalError",
     "TooManyRequests",
@@ -145,10 +148,55 @@ class Unauthorized(ApiError):
     default_status = 401
 
 
+@dataclass(frozen=True, slots=True)
+class RbacRefusal:
+    """What an RBAC 403 says was refused, read from kube-apiserver's message
+    (``User "u" cannot delete resource "configmaps" in API group "" in the namespace
+    "team"``: ``responsewriters.forbiddenMessage``)."""
+
+    user: str
+    verb: str
+    resource: str  # with its subresource: "pods/log"
+    group: str
+    namespace: str  # "" at the cluster scope
+
+    @property
+    def rule(self) -> dict[str, list[str]]:
+        """The PolicyRule that would allow it (a plugin's ``rbac_rules`` entry)."""
+        return {"apiGroups": [self.group], "resources": [self.resource], "verbs": [self.verb]}
+
+    def describe(self) -> str:
+        """``delete configmaps in the namespace "team"`` (or ``... at the cluster scope``)."""
+        what = f"{self.resource}.{self.group}" if self.group else self.resource
+        where = f'in the namespace "{self.namespace}"' if self.namespace else "at the cluster scope"
+        return f"{self.verb} {what} {where}"
+
+
+_RBAC_MESSAGE = re.compile(
+    r'User "(?P<user>[^"]*)" cannot (?P<verb>\S+) resource "(?P<resource>[^"]+)" in API '
+    r'group "(?P<group>[^"]*)"(?: in the namespace "(?P<namespace>[^"]+)"| at the cluster scope)'
+)
+
+
 class Forbidden(ApiError):
     """403: RBAC (or admission) refused the request."""
 
     default_status = 403
+
+    @property
+    def refusal(self) -> RbacRefusal | None:
+        """What RBAC refused (verb, resource, group, namespace), when the message is
+        kube-apiserver's authorization one; None for another 403 (admission, say)."""
+        match = _RBAC_MESSAGE.search(self.message)
+        if match is None:
+            return None
+        return RbacRefusal(
+            user=match["user"],
+            verb=match["verb"],
+            resource=match["resource"],
+            group=match["group"],
+            namespace=match["namespace"] or "",
+        )
 
 
 class NamespaceTerminating(Forbidden):

@@ -33,6 +33,7 @@ import ast
 import contextlib
 import dataclasses
 import inspect
+import json
 import os
 import threading
 import time
@@ -44,13 +45,14 @@ import yaml
 
 from manager.client import ClientOptions, KubeClient
 from manager.config import OverseerConfig, load_config, manager_options
-from manager.errors import ConfigError, NotFound, OverseerError
+from manager.errors import ConfigError, NotFound, OverseerError, RbacRefusal
 from manager.manager import Manager
 from manager.plugins import (
     ControllerPlugin,
     ControllerSettings,
     PluginInfo,
     PluginSet,
+    declared_rbac_rules,
     load_path,
     parse_spec,
     setup_plugins,
@@ -272,7 +274,9 @@ def run_manager(
             manager_kubeconfig = os.fspath(
                 stack.enter_context(_service_account(kubeconfig, loaded, settings, controllers))
             )
-        with _running(manager_kubeconfig, loaded, settings, controllers, timeout) as running:
+        with _running(
+            manager_kubeconfig, loaded, settings, controllers, timeout, rbac=rbac
+        ) as running:
             yield running
 
 
@@ -304,6 +308,8 @@ def _running(
     settings: OverseerConfig,
     controllers: Mapping[str, tuple[ControllerSettings, Any]],
     timeout: float,
+    *,
+    rbac: bool,
 ) -> Iterator[RunningManager]:
     client = KubeClient.from_kubeconfig(
         kubeconfig,
@@ -321,9 +327,17 @@ def _running(
     except BaseException:
         client.close()
         raise
+    declared = tuple(
+        (name, tuple(declared_rbac_rules(name, loaded.plugins[name], own) or ()))
+        for name, (settings_of, own) in sorted(controllers.items())
+        if settings_of.enabled
+    )
+    watched = _Watched(mgr, declared, rbac)
     runner = _Runner(mgr)
     try:
         runner.wait_started(timeout)
+        with _ACTIVE_LOCK:
+            _ACTIVE.append(watched)
         yield RunningManager(mgr, settings, controllers)
     except BaseException as exc:
         runner.stop(timeout)
@@ -332,6 +346,10 @@ def _running(
             # a manager that failed is the likelier cause of what failed in the test
             runner.raise_failure()
         raise
+    finally:
+        with _ACTIVE_LOCK:
+            if watched in _ACTIVE:
+                _ACTIVE.remove(watched)
     runner.stop(timeout)
     client.close()
     runner.raise_failure()
@@ -371,6 +389,77 @@ def run_plugin(
         rbac=rbac,
     ) as running:
         yield running
+
+
+@dataclasses.dataclass(frozen=True)
+class _Watched:
+    """A manager the kit runs, and the rules its plugins declare (for the message)."""
+
+    mgr: Manager
+    declared: tuple[tuple[str, tuple[Mapping[str, Any], ...]], ...]  # (plugin, rules)
+    rbac: bool
+
+
+_ACTIVE_LOCK = threading.Lock()
+_ACTIVE: list[_Watched] = []
+
+
+def _covers(rule: Mapping[str, Any], refusal: RbacRefusal) -> bool:
+    def has(key: str, value: str) -> bool:
+        values = rule.get(key) or []
+        return "*" in values or value in values
+
+    namespaces = rule.get("namespaces")
+    in_scope = not namespaces or refusal.namespace in namespaces
+    return (
+        has("apiGroups", refusal.group)
+        and has("resources", refusal.resource)
+        and has("verbs", refusal.verb)
+        and in_scope
+    )
+
+
+def _refused_reconcile() -> str | None:
+    """What a kit-run manager's reconcile was refused by RBAC, with the rule that would
+    allow it and whether a plugin declares it; None while nothing was. A reconcile
+    refused for a missing rule is retried with backoff and never succeeds: a test
+    waiting for its effect fails now, saying why, not at its timeout."""
+    with _ACTIVE_LOCK:
+        watched = list(_ACTIVE)
+    for run in watched:
+        with run.mgr._wiring:
+            controllers = [c for c, _ in run.mgr._controllers]
+        for controller in controllers:
+            last = controller.last_refusal
+            refusal = None if last is None else last[1].refusal
+            if last is None or refusal is None:
+                continue
+            request, error = last
+            declaring = [
+                name for name, rules in run.declared if any(_covers(r, refusal) for r in rules)
+            ]
+            scope = f' (namespaces: ["{refusal.namespace}"])' if refusal.namespace else ""
+            if declaring:
+                why = (
+                    f"controllers {', '.join(declaring)} declare it and `overseer rbac` "
+                    "generates it: something else narrows it (a Role in other namespaces?)"
+                )
+            else:
+                why = (
+                    "no plugin declares it, so `overseer rbac` does not generate it: add it "
+                    "to the plugin's rbac_rules"
+                    + (
+                        " (this run is under the test's own credentials: rbac=False)"
+                        if not run.rbac
+                        else ""
+                    )
+                )
+            return (
+                f"controller {controller.name!r}: a reconcile of {request.key} was refused by "
+                f"RBAC: it may not {refusal.describe()} ({error.message}). The rule that "
+                f"would allow it: {json.dumps(refusal.rule)}{scope}; {why}"
+            )
+    return None
 
 
 class _Runner:
@@ -557,6 +646,11 @@ def eventually(
         except (AssertionError, NotFound) as exc:
             last_error = exc
             last = f"last raised {type(exc).__name__}: {exc}"
+        refused = _refused_reconcile()
+        if refused is not None:
+            raise AssertionError(
+                f"{what or _describe(check)}: will not happen: {refused}"
+            ) from last_error
         if time.monotonic() >= deadline:
             raise AssertionError(
                 f"not within {timeout} s: {what or _describe(check)}; {last}"

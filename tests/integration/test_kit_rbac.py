@@ -6,6 +6,7 @@ cluster alike."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import pytest
@@ -218,3 +219,56 @@ def test_leader_election_runs_under_the_rules_overseer_rbac_generates(
         assert r.manager.is_leader()
         kube_client.create(SECRETS, {"metadata": {"name": "s"}, "data": {"k": "dg=="}}, namespace)
         assert eventually(lambda: kube_client.get(CONFIGMAPS, "s", namespace))
+
+
+class Pruner:
+    """Deletes every ConfigMap labelled ``prune=true``: a delete its plugin forgot to
+    declare."""
+
+    def __init__(self, mgr: Manager) -> None:
+        self.client = mgr.client
+
+    def reconcile(self, request: Request) -> Result:
+        with contextlib.suppress(NotFound):
+            self.client.delete(CONFIGMAPS, request.name, request.namespace)
+        return Result()
+
+
+class ForgetfulPlugin:
+    """Watches ConfigMaps (declared) and deletes them (not declared)."""
+
+    rbac_rules = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list", "watch"]}]
+
+    def setup(self, mgr: Manager, ctx: PluginContext[None]) -> None:
+        ctx.controller(Pruner(mgr)).for_(CONFIGMAPS, label_selector="prune=true").complete()
+
+
+def test_a_write_a_missing_rule_refuses_fails_the_wait_for_it_at_once_saying_why(
+    kubeconfig_path: str, kube_client: KubeClient, namespace: str
+) -> None:
+    """Issue 32, item 2: with the delete rule left out, the test waited its whole timeout
+    and said only ``not within 3 s: gone; last returned False`` (and the log held a
+    traceback per retry). Now the wait fails as soon as the reconcile is refused, naming
+    the verb, the resource, the namespace, the rule that would allow it, and that no
+    plugin declares it."""
+    with run_plugin(ForgetfulPlugin, kubeconfig_path, watch_namespace=namespace):
+        body = {"metadata": {"name": "old", "labels": {"prune": "true"}}, "data": {}}
+        kube_client.create(CONFIGMAPS, body, namespace)
+
+        def gone() -> bool:
+            try:
+                kube_client.get(CONFIGMAPS, "old", namespace)
+            except NotFound:
+                return True
+            return False
+
+        with pytest.raises(AssertionError) as failed:
+            eventually(gone, timeout=60)
+    message = str(failed.value)
+    assert not message.startswith("not within"), message
+    assert f"controller 'forgetful': a reconcile of {namespace}/old was refused by RBAC" in (
+        message
+    )
+    assert f'it may not delete configmaps in the namespace "{namespace}"' in message
+    assert '{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["delete"]}' in message
+    assert "no plugin declares it, so `overseer rbac` does not generate it" in message

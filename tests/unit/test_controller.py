@@ -1008,3 +1008,41 @@ def test_error_and_result_series_exist_at_zero_once_started(env: Env) -> None:
         assert REGISTRY.get_sample_value(name, {"controller": ctl.name}) == 0.0
     assert ctl.last_error is None
     assert ctl.queue_depth == 0
+
+
+def test_a_reconcile_refused_by_rbac_is_one_warning_line_naming_the_rule(
+    env: Env, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 32, item 2: a missing write permission logged a traceback per retry. Now one
+    line says what was refused and the rule that would allow it; it is still retried
+    (a rule granted meanwhile lets it through) and kept for the test kit."""
+    from manager.errors import Forbidden
+
+    refused = Forbidden(
+        'configmaps "old" is forbidden: User "system:serviceaccount:team:ovs" cannot '
+        'delete resource "configmaps" in API group "" in the namespace "team"',
+        reason="Forbidden",
+    )
+
+    def behave(req: Request, n: int) -> Result:
+        raise refused
+
+    caplog.set_level(logging.INFO, logger="manager.controller")
+    recon = Recon(behave)
+    ctl, _ = new_controller(recon)
+    run = env.run(ctl)
+    req = Request("team", "old")
+    run.add(req)
+    recon.wait_calls(req)
+    run.sync(recon)
+    [line] = [r for r in caplog.records if r.name == "manager.controller" and r.levelno >= 30]
+    assert line.levelno == logging.WARNING and line.exc_info is None
+    assert line.getMessage() == "reconcile refused (403 Forbidden), requeued with backoff"
+    assert line.__dict__["refused"] == 'delete configmaps in the namespace "team"'
+    assert line.__dict__["rule"] == (
+        '{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["delete"]}'
+    )
+    assert ctl.queue.num_requeues(req) == 1
+    assert ctl.last_refusal == (req, refused)
+    assert metric("controller_runtime_reconcile_errors_total", controller=ctl.name) == 1
+    assert metric("controller_runtime_reconcile_panics_total", controller=ctl.name) == 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from manager.errors import Forbidden, NamespaceTerminating, api_error_from_status
+from manager.errors import Forbidden, NamespaceTerminating, RbacRefusal, api_error_from_status
 
 
 def _forbidden(causes: list[dict[str, Any]] | None) -> dict[str, Any]:
@@ -48,3 +48,44 @@ def test_other_forbidden_answers_stay_forbidden() -> None:
     assert type(other) is Forbidden
     weird = api_error_from_status(403, {**_forbidden(None), "details": {"causes": "nope"}})
     assert type(weird) is Forbidden
+
+
+def _rbac(message: str) -> Forbidden:
+    error = api_error_from_status(403, {**_forbidden(None), "message": message})
+    assert isinstance(error, Forbidden)
+    return error
+
+
+def test_an_rbac_refusal_says_what_was_refused_and_the_rule_that_would_allow_it() -> None:
+    """kube-apiserver's authorization message (responsewriters.forbiddenMessage)."""
+    namespaced = _rbac(
+        'configmaps "old" is forbidden: User "system:serviceaccount:team:ovs" cannot delete '
+        'resource "configmaps" in API group "" in the namespace "team"'
+    )
+    assert namespaced.refusal == RbacRefusal(
+        user="system:serviceaccount:team:ovs",
+        verb="delete",
+        resource="configmaps",
+        group="",
+        namespace="team",
+    )
+    assert namespaced.refusal.rule == {
+        "apiGroups": [""],
+        "resources": ["configmaps"],
+        "verbs": ["delete"],
+    }
+    assert namespaced.refusal.describe() == 'delete configmaps in the namespace "team"'
+    cluster = _rbac(
+        'namespaces is forbidden: User "u" cannot list resource "namespaces" in API group "" '
+        'at the cluster scope: RBAC: clusterrole.rbac.authorization.k8s.io "x" not found'
+    )
+    assert cluster.refusal is not None
+    assert cluster.refusal.describe() == "list namespaces at the cluster scope"
+    sub = _rbac(
+        'deployments.apps "web" is forbidden: User "u" cannot update resource '
+        '"deployments/status" in API group "apps" in the namespace "shop"'
+    )
+    assert sub.refusal is not None
+    assert sub.refusal.rule["resources"] == ["deployments/status"]
+    assert sub.refusal.describe() == 'update deployments/status.apps in the namespace "shop"'
+    assert _rbac("admission webhook denied the request").refusal is None
