@@ -6,9 +6,15 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # A third-party controller plugin the tests load through its entry point.
 SAMPLE_PLUGIN := tests/plugins/overseer-sample-plugin
-# The editable install links each module of manager/ and controllers/ (pyproject.toml:
-# strict mode, so that mypy sees them from anywhere): this list changes when a module is
-# added or removed, and then the install is repeated.
+# The editable install is setuptools' strict mode (EDITABLE): a link tree
+# (build/__editable__.*) named by a plain path in a .pth file. The default mode for this
+# flat layout is an import hook mypy cannot follow (a plugin checked with mypy in another
+# directory would not find `manager`), and the repository root on sys.path would make
+# tests/, bench/ and e2e/ importable everywhere. Set here, not in pyproject.toml's
+# [tool.distutils], which setuptools calls experimental on every install. The tree links
+# each module: this list changes when a module is added or removed, and then the install
+# is repeated.
+EDITABLE := --config-settings editable_mode=strict
 MODULES := $(VENV)/.modules
 $(shell mkdir -p $(VENV) && find manager controllers apiserver -name '*.py' -o -name py.typed \
 	| LC_ALL=C sort > $(MODULES).new \
@@ -25,7 +31,7 @@ $(STAMP): pyproject.toml constraints.txt $(SAMPLE_PLUGIN)/pyproject.toml $(MODUL
 	@# metadata (in the venv, and in the tree, where `python -m` finds it) must go
 	$(BIN)/python -m pip uninstall --quiet --yes overseer
 	rm -rf overseer.egg-info
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt $(EDITABLE) -e '.[dev]'
 	$(BIN)/python -m pip install --quiet --no-deps -e $(SAMPLE_PLUGIN)
 	touch $(STAMP)
 
@@ -75,7 +81,7 @@ test-tools:
 # The benchmarks' peers (kopf) are never a runtime or test dependency: installed here.
 BENCH_STAMP := $(VENV)/.installed-bench
 $(BENCH_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,bench]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt $(EDITABLE) -e '.[dev,bench]'
 	touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)

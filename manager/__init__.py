@@ -37,7 +37,7 @@ from manager.handler import (
 from manager.keys import DeletedFinalStateUnknown, JsonDict, meta_namespace_key
 from manager.labels import LabelSelector, label_selector_from_dict
 from manager.manager import ControllerBuilder, Manager, ManagerOptions
-from manager.metrics import REGISTRY
+from manager.metrics import REGISTRY, ControllerMetrics
 from manager.plugins import ControllerPlugin, ControllerSettings, PluginContext
 from manager.predicate import (
     AnnotationChanged,
@@ -52,7 +52,7 @@ from manager.predicate import (
     not_,
 )
 from manager.reconcile import Reconciler, Request, Result, incarnation
-from manager.resources import Resource, builtin
+from manager.resources import Resource, UnknownResource, builtin
 
 __all__ = [
     "BY_CONTROLLER_UID",
@@ -67,6 +67,7 @@ __all__ = [
     "Conflict",
     "Controller",
     "ControllerBuilder",
+    "ControllerMetrics",
     "ControllerPlugin",
     "ControllerSettings",
     "DeletedFinalStateUnknown",
@@ -103,6 +104,7 @@ __all__ = [
     "TerminalError",
     "TooManyRequests",
     "Unavailable",
+    "UnknownResource",
     "WriteFenced",
     "all_of",
     "any_of",

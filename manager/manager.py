@@ -47,7 +47,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -70,6 +70,7 @@ from manager.metricsauth import MetricsAuth
 from manager.predicate import Predicate
 from manager.reconcile import Reconciler
 from manager.resources import Resource
+from manager.served import WhenServed
 from manager.servingcert import ServingCertificate
 from manager.sharding import (
     RING_LABEL,
@@ -587,6 +588,22 @@ class Manager:
             self._leader_runnables.append(runnable)
             if self._controllers_started:
                 self._start_leader_runnable(runnable)
+
+    def when_served(
+        self, names: str | Sequence[str], wire: Callable[..., None], *, name: str
+    ) -> WhenServed:
+        """Call ``wire(*resources)`` once every resource of ``names`` is served, found by
+        discovery by any name kubectl takes (``"widgets.example.com"``): for a controller
+        of a custom resource whose CRD may be installed after the manager starts. Until
+        then the replica is not ready (readiness check ``<name>-served`` says what is
+        missing) and a log line says so; nothing crashes. ``wire`` builds informers and
+        controllers as ``setup`` does; they start at once (or when this replica leads).
+        ``name`` names the waiter (the controller's name). See :mod:`manager.served`.
+        """
+        waiter = WhenServed(self.client, name, [names] if isinstance(names, str) else names, wire)
+        self.add_ready_check(f"{name}-served", waiter.ready_reason)
+        self.add(waiter, leader_only=False)
+        return waiter
 
     def add_health_check(self, name: str, check: object) -> None:
         """Add a liveness check: a callable returning None (healthy) or a reason."""

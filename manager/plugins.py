@@ -56,7 +56,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -73,6 +73,7 @@ from manager.workqueue import (
 
 if TYPE_CHECKING:
     from manager.manager import ControllerBuilder, Manager
+    from manager.served import WhenServed
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -172,6 +173,13 @@ class PluginContext(Generic[C]):
             rate_limiter=self.settings.rate_limiter.build(),
             sharded=self.settings.sharded,
         )
+
+    def when_served(self, names: str | Sequence[str], wire: Callable[..., None]) -> WhenServed:
+        """Call ``wire(*resources)`` once the custom resources ``names`` are served (a
+        CRD installed after the manager starts is waited for; the replica is not ready
+        until then): :meth:`Manager.when_served <manager.manager.Manager.when_served>`
+        under this controller's name."""
+        return self.manager.when_served(names, wire, name=self.name)
 
 
 class ControllerPlugin(Protocol):

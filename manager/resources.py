@@ -13,10 +13,20 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["BUILTINS", "Resource", "UnknownResource", "builtin", "short_names"]
+__all__ = [
+    "BUILTINS",
+    "BUILTIN_TABLE",
+    "Resource",
+    "ResourceTable",
+    "UnknownResource",
+    "builtin",
+    "short_names",
+    "unknown_message",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,16 +386,117 @@ _TABLE: Final = (
 BUILTINS: dict[str, Resource] = {f"{r.api_version}/{r.plural}": r for r, _ in _TABLE}
 """Every built-in resource by ``apiVersion/plural`` (``"apps/v1/deployments"``)."""
 
-_SHORT_NAMES: Final[dict[Resource, tuple[str, ...]]] = dict(_TABLE)
 _VERSION = re.compile(r"v\d+((alpha|beta)\d+)?")
 
 
 class UnknownResource(KeyError):
-    """No built-in resource goes by that name. The message names the closest ones, and
-    how to address a custom resource."""
+    """No resource goes by that name. The message names the closest ones, and how to
+    address a custom resource."""
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+class ResourceTable:
+    """Resources with the names kubectl knows them by, resolved as kubectl resolves a name.
+
+    :data:`BUILTIN_TABLE` holds Kubernetes 1.36's; a client's discovery makes one of what a
+    server serves (``KubeClient.resource``). Entries are in resolution order: of two
+    resources answering to one name, the first wins.
+    """
+
+    def __init__(
+        self,
+        entries: Sequence[tuple[Resource, tuple[str, ...]]],
+        *,
+        singular: Mapping[Resource, str] | None = None,
+    ) -> None:
+        self._entries = tuple(entries)
+        self._short = dict(self._entries)
+        self._singular = dict(singular or {})
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[Resource]:
+        return (r for r, _ in self._entries)
+
+    def short_names(self, resource: Resource) -> tuple[str, ...]:
+        """The short names of ``resource`` (``("deploy",)``); () if it has none or is not here."""
+        return self._short.get(resource, ())
+
+    def names(self, resource: Resource) -> tuple[str, ...]:
+        """Every lower-case name ``resource`` answers to: plural, singular, kind, short."""
+        singular = self._singular.get(resource, resource.kind.lower())
+        return (resource.plural, singular, resource.kind.lower(), *self._short.get(resource, ()))
+
+    def find(
+        self, name: str, *, api_version: str | None = None, group: str | None = None
+    ) -> Resource | None:
+        """The first resource answering to ``name`` (case-insensitive), in ``api_version``
+        or ``group`` when given."""
+        wanted = name.lower()
+        for r, _ in self._entries:
+            if api_version is not None and r.api_version != api_version:
+                continue
+            if group is not None and r.group != group:
+                continue
+            if wanted in self.names(r):
+                return r
+        return None
+
+    def resolve(self, name: str, plural: str | None = None) -> Resource | None:
+        """``name`` read the ways :func:`builtin` documents; None if nothing answers."""
+        asked, api_version, group = _parse(name, plural)
+        if api_version is not None:
+            return self.find(asked, api_version=api_version)
+        if group is not None:
+            head_group, version_group = group
+            found = self.find(asked, group=head_group)
+            if found is None and version_group is not None:
+                found = self.find(asked, api_version=version_group)
+            return found
+        return self.find(asked)
+
+    def closest(self, name: str, *, api_version: str | None = None) -> list[Resource]:
+        """Up to three resources whose names are nearest ``name`` (in ``api_version`` first)."""
+        pool = [r for r in self if api_version is None or r.api_version == api_version]
+        if not pool:
+            pool = list(self)
+        by_name: dict[str, Resource] = {}
+        for r in pool:
+            for n in (r.plural, r.kind, *self._short.get(r, ())):
+                by_name.setdefault(n.lower(), r)
+        seen: list[Resource] = []
+        for n in difflib.get_close_matches(name.lower(), list(by_name), n=6, cutoff=0.6):
+            if by_name[n] not in seen:
+                seen.append(by_name[n])
+        return seen[:3]
+
+
+def _parse(name: str, plural: str | None) -> tuple[str, str | None, tuple[str, str | None] | None]:
+    """(the bare name, an apiVersion it must be in, (group, group/version) it must be in).
+
+    Raises:
+        UnknownResource: an empty name.
+    """
+    if plural is not None:
+        return plural, name, None
+    if not name:
+        raise UnknownResource('a resource name is required (e.g. "deployments")')
+    if "/" in name:
+        api_version, _, rest = name.rpartition("/")
+        return rest, api_version, None
+    if "." in name:
+        head, _, qualifier = name.partition(".")
+        version, _, group = qualifier.partition(".")
+        as_version = f"{group}/{version}" if group and _VERSION.fullmatch(version) else None
+        return head, None, (qualifier, as_version)
+    return name, None, None
+
+
+BUILTIN_TABLE: Final = ResourceTable(_TABLE)
+"""Every resource of Kubernetes 1.36 with its short names, in kubectl's resolution order."""
 
 
 def builtin(name: str, plural: str | None = None) -> Resource:
@@ -402,90 +513,55 @@ def builtin(name: str, plural: str | None = None) -> Resource:
     ``"hpa"`` is ``autoscaling/v2``).
 
     Custom resources are not built in: ``Resource(group, version, plural, kind,
-    namespaced=...)``, or :meth:`~manager.client.KubeClient.resource_for` (discovery).
+    namespaced=...)``, or by discovery, by the same names:
+    :meth:`~manager.client.KubeClient.resource`.
 
     Raises:
         UnknownResource: no built-in resource by that name (a ``KeyError``; its message
             names the closest matches).
     """
-    if plural is not None:
-        found = _find(plural, api_version=name)
-        if found is None:
-            raise UnknownResource(_unknown(f"{name}/{plural}", plural, api_version=name))
-        return found
-    if not name:
-        raise UnknownResource('a resource name is required (e.g. "deployments")')
-    if "/" in name:
-        api_version, _, rest = name.rpartition("/")
-        found = _find(rest, api_version=api_version)
-        if found is None:
-            raise UnknownResource(_unknown(name, rest, api_version=api_version))
-        return found
-    if "." in name:
-        head, _, qualifier = name.partition(".")
-        version, _, group = qualifier.partition(".")
-        candidates = [_find(head, group=qualifier)]
-        if group and _VERSION.fullmatch(version):
-            candidates.append(_find(head, api_version=f"{group}/{version}"))
-        found = next((c for c in candidates if c is not None), None)
-        if found is None:
-            raise UnknownResource(_unknown(name, head))
-        return found
-    found = _find(name)
+    found = BUILTIN_TABLE.resolve(name, plural)
     if found is None:
-        raise UnknownResource(_unknown(name, name))
+        raise UnknownResource(unknown_message(name, plural, [BUILTIN_TABLE]))
     return found
 
 
 def short_names(resource: Resource) -> tuple[str, ...]:
     """The short names kubectl knows a built-in resource by (``("deploy",)``)."""
-    return _SHORT_NAMES.get(resource, ())
+    return BUILTIN_TABLE.short_names(resource)
 
 
-def _names(resource: Resource) -> tuple[str, ...]:
-    r = resource
-    return (r.plural, r.kind.lower(), *_SHORT_NAMES.get(r, ()))
-
-
-def _find(
-    name: str, *, api_version: str | None = None, group: str | None = None
-) -> Resource | None:
-    wanted = name.lower()
-    for r, _ in _TABLE:
-        if api_version is not None and r.api_version != api_version:
-            continue
-        if group is not None and r.group != group:
-            continue
-        if wanted in _names(r):
-            return r
-    return None
-
-
-def _unknown(asked: str, name: str, *, api_version: str | None = None) -> str:
-    elsewhere = _find(name)
-    if elsewhere is not None:
-        return (
-            f"unknown built-in resource {asked!r}: {elsewhere.plural} is served in "
-            f"{elsewhere.api_version} ({elsewhere.api_version}/{elsewhere.kind}, "
-            f"{elsewhere.group_resource})"
-        )
-    pool = [r for r, _ in _TABLE if api_version is None or r.api_version == api_version]
-    if not pool:
-        pool = [r for r, _ in _TABLE]
-    by_name: dict[str, Resource] = {}
-    for r in pool:
-        for n in (r.plural, r.kind, *_SHORT_NAMES.get(r, ())):
-            by_name.setdefault(n.lower(), r)
-    close = difflib.get_close_matches(name.lower(), list(by_name), n=6, cutoff=0.6)
+def unknown_message(
+    name: str,
+    plural: str | None,
+    tables: Sequence[ResourceTable],
+    *,
+    head: str = "unknown built-in resource {asked}",
+    hint: str = "",
+) -> str:
+    """Why ``name`` (``plural``) answers to nothing in ``tables``, naming the closest:
+    ``head`` (``{asked}`` is the name quoted), then the names nearest it, then ``hint``."""
+    asked_text = repr(f"{name}/{plural}" if plural is not None else name)
+    start = head.format(asked=asked_text)
+    asked, api_version, _ = _parse(name, plural)
+    for table in tables:
+        elsewhere = table.find(asked)
+        if elsewhere is not None:
+            return (
+                f"{start}: {elsewhere.plural} is served in "
+                f"{elsewhere.api_version} ({elsewhere.api_version}/{elsewhere.kind}, "
+                f"{elsewhere.group_resource})"
+            )
     seen: list[Resource] = []
-    for n in close:
-        if by_name[n] not in seen:
-            seen.append(by_name[n])
-    hint = " or ".join(f"{r.group_resource} ({r.api_version} {r.kind})" for r in seen[:3])
+    for table in tables:
+        seen.extend(r for r in table.closest(asked, api_version=api_version) if r not in seen)
+    text = " or ".join(f"{r.group_resource} ({r.api_version} {r.kind})" for r in seen[:3])
     return (
-        f"unknown built-in resource {asked!r}"
-        + (f"; did you mean {hint}?" if hint else ".")
-        + " A custom resource is "
-        "Resource(group, version, plural, kind, namespaced=...), or found by discovery: "
-        "KubeClient.resource_for(api_version, kind)"
+        start
+        + (f"; did you mean {text}?" if text else ".")
+        + (
+            hint
+            or " A custom resource is Resource(group, version, plural, kind, namespaced=...), "
+            "or found by discovery by the same names: KubeClient.resource(name)"
+        )
     )

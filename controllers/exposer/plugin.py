@@ -22,7 +22,13 @@ from typing import Any
 
 from controllers.exposer.config import ExposerConfig
 from controllers.exposer.rbac import RBAC_RULES
-from controllers.exposer.reconciler import DEPLOYMENTS, INGRESSES, SERVICES, ExposerReconciler
+from controllers.exposer.reconciler import (
+    DEPLOYMENTS,
+    EXPOSER_METRICS,
+    INGRESSES,
+    SERVICES,
+    ExposerReconciler,
+)
 from manager import (
     AnnotationChanged,
     Funcs,
@@ -93,6 +99,7 @@ class ExposerPlugin:
             config=config,
         )
         scope = _in_scope(config)
+        mgr.add(EXPOSER_METRICS.runnable("exposer-metrics"), leader_only=False)
         (
             ctx.controller(reconciler)
             .for_(DEPLOYMENTS, scope, any_of(GenerationChanged(), AnnotationChanged()))

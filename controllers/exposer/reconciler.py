@@ -97,6 +97,7 @@ from manager import (
     WARNING,
     AlreadyExists,
     Conflict,
+    ControllerMetrics,
     EventRecorder,
     Invalid,
     JsonDict,
@@ -114,6 +115,7 @@ from manager import (
 __all__ = [
     "DEPLOYMENTS",
     "EXPOSED_DEPLOYMENTS",
+    "EXPOSER_METRICS",
     "INGRESSES",
     "NAMESPACE_TERMINATING",
     "REASON_CONFLICT",
@@ -139,14 +141,17 @@ EARLIER_INCARNATION_RETRY: Final = 1.0  # seconds between looks at an earlier in
 EXPOSED_DEPLOYMENTS = Gauge(
     "overseer_exposer_exposed_deployments",
     "Deployments the exposer currently exposes (owned Service and Ingress in place).",
-    registry=REGISTRY,
+    registry=None,
 )
 
 NAMESPACE_TERMINATING = Counter(
     "overseer_exposer_namespace_terminating",
     "Creates refused because the namespace is being terminated; the Deployment is not retried.",
-    registry=REGISTRY,
+    registry=None,
 )
+# exported only while an exposer runs (the plugin's setup adds the runnable)
+EXPOSER_METRICS: Final = ControllerMetrics([EXPOSED_DEPLOYMENTS, NAMESPACE_TERMINATING])
+REGISTRY.register(EXPOSER_METRICS)
 
 _Outcome = Literal["created", "updated", "unchanged", "pending"]
 

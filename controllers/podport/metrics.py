@@ -3,8 +3,9 @@
 ``overseer_podport_addresses_used{network}`` and ``overseer_podport_addresses_free{network}``
 (gauges) and ``overseer_podport_pods_waiting{network}`` (pods waiting for an address). One
 collector is registered on :data:`manager.REGISTRY` at import; allocators are attached
-while their controller runs. If two allocators report the same network (two managers in
-one process, as in tests), the one attached last wins.
+while their controller runs, and with none attached nothing is exported. If two
+allocators report the same network (two managers in one process, as in tests), the one
+attached last wins.
 
 Thread-safe: the collector's table is guarded by a lock; allocators are thread-safe.
 """
@@ -58,6 +59,8 @@ class PortMetrics(Collector):
         )
         with self._lock:
             table = sorted(self._by_network.items())
+        if not table:
+            return  # no podport runs here: no families either
         for network, allocator in table:
             n_used, n_free = allocator.counts(network)
             used.add_metric([network], float(n_used))

@@ -78,7 +78,14 @@ from manager.errors import (
 from manager.fencing import IN_FLIGHT, Fence, Flight, current_fence
 from manager.flowcontrol import RateLimiter, TokenBucket
 from manager.metrics import REGISTRY
-from manager.resources import BUILTINS, Resource
+from manager.resources import (
+    BUILTIN_TABLE,
+    BUILTINS,
+    Resource,
+    ResourceTable,
+    UnknownResource,
+    unknown_message,
+)
 
 __all__ = ["REQUESTS_TOTAL", "REQUEST_DURATION", "ClientOptions", "KubeClient"]
 
@@ -103,6 +110,36 @@ REQUEST_DURATION = Histogram(
 _BUILTIN_KINDS: Final[dict[tuple[str, str], Resource]] = {
     (r.api_version, r.kind): r for r in BUILTINS.values()
 }
+
+
+def _resources_of(
+    group_version: str, document: JsonDict
+) -> builtins.list[tuple[Resource, tuple[str, ...], str]]:
+    """The resources of an APIResourceList, with their short and singular names.
+    Subresources are not listed; a ``<plural>/status`` entry sets ``has_status``."""
+    group, _, version = group_version.rpartition("/")
+    entries = [e for e in document.get("resources") or [] if isinstance(e, dict)]
+    with_status = {
+        str(e.get("name", "")).split("/", 1)[0]
+        for e in entries
+        if str(e.get("name", "")).endswith("/status")
+    }
+    return [
+        (
+            Resource(
+                group,
+                version,
+                str(e["name"]),
+                str(e.get("kind", "")),
+                namespaced=bool(e.get("namespaced", False)),
+                has_status=str(e["name"]) in with_status,
+            ),
+            tuple(str(n) for n in e.get("shortNames") or ()),
+            str(e.get("singularName") or ""),
+        )
+        for e in entries
+        if e.get("name") and "/" not in str(e["name"])
+    ]
 
 
 def _default_user_agent() -> str:
@@ -196,6 +233,7 @@ class KubeClient:
         self._retry_sleep = retry_sleep if retry_sleep is not None else time.sleep
         self._discovery_lock = threading.Lock()
         self._discovered: dict[str, dict[str, Resource]] = {}
+        self._served: ResourceTable | None = None  # what resource() found by discovery
         # The pool of the API server's connections, for requests sent without urllib3's
         # request machinery (None behind a proxy: those go through urllib3).
         self._pool: Any = None
@@ -655,36 +693,14 @@ class KubeClient:
         Raises:
             NotFound: the group/version is not served.
         """
-        if "/" in group_version:
-            group, version = group_version.split("/", 1)
-            path = f"/apis/{group_version}"
-        else:
-            group, version = "", group_version
-            path = f"/api/{group_version}"
+        path = f"/apis/{group_version}" if "/" in group_version else f"/api/{group_version}"
         try:
             document = self._json("GET", path, replayable=True)
         except NotFound as exc:
             raise NotFound(
                 f"{group_version} is not served by {self._host}", status=404, reason="NotFound"
             ) from exc
-        entries = [e for e in document.get("resources") or [] if isinstance(e, dict)]
-        with_status = {
-            str(e.get("name", "")).split("/", 1)[0]
-            for e in entries
-            if str(e.get("name", "")).endswith("/status")
-        }
-        resources = [
-            Resource(
-                group,
-                version,
-                str(e["name"]),
-                str(e.get("kind", "")),
-                namespaced=bool(e.get("namespaced", False)),
-                has_status=str(e["name"]) in with_status,
-            )
-            for e in entries
-            if e.get("name") and "/" not in str(e["name"])
-        ]
+        resources = [r for r, _, _ in _resources_of(group_version, document)]
         with self._discovery_lock:
             self._discovered[group_version] = {r.kind: r for r in resources}
         return resources
@@ -711,6 +727,74 @@ class KubeClient:
             status=404,
             reason="NotFound",
         )
+
+    def resource(self, name: str, plural: str | None = None) -> Resource:
+        """A resource by any name kubectl takes (see :func:`~manager.resources.builtin`):
+        a built-in of Kubernetes 1.36 without asking the server, else what the server
+        serves by discovery (custom resources: ``"widgets.example.com"``, ``"Widget"``,
+        a short name, ``"example.com/v1/Widget"``). Discovery is cached and asked again on
+        a miss, so a CRD installed since is found.
+
+        Raises:
+            UnknownResource: nothing by that name is served (a ``KeyError``; the message
+                names the closest matches and asks whether a CRD is missing).
+            ApiError: discovery failed.
+        """
+        found = BUILTIN_TABLE.resolve(name, plural)
+        if found is not None:
+            return found
+        with self._discovery_lock:
+            table = self._served
+        if table is not None:
+            found = table.resolve(name, plural)
+            if found is not None:
+                return found
+        table = self._discover_served()
+        found = table.resolve(name, plural)
+        if found is not None:
+            return found
+        raise UnknownResource(
+            unknown_message(
+                name,
+                plural,
+                [BUILTIN_TABLE, table],
+                head=f"no resource {{asked}} is served by {self._host}",
+                hint=" Is its CustomResourceDefinition installed? A controller can wait for "
+                "it: PluginContext.when_served(name, wire).",
+            )
+        )
+
+    def _discover_served(self) -> ResourceTable:
+        """What the server serves beyond Kubernetes' own group versions, in kubectl's
+        order (groups as ``/apis`` lists them, the preferred version of each first)."""
+        groups = self._json("GET", "/apis", replayable=True).get("groups") or []
+        known = {r.api_version for r in BUILTIN_TABLE}
+        entries: list[tuple[Resource, tuple[str, ...]]] = []
+        singular: dict[Resource, str] = {}
+        for group in groups:
+            preferred = (group.get("preferredVersion") or {}).get("groupVersion")
+            versions = [v.get("groupVersion") for v in group.get("versions") or []]
+            ordered = (
+                [preferred, *(v for v in versions if v != preferred)] if preferred else versions
+            )
+            for group_version in ordered:
+                if not isinstance(group_version, str) or group_version in known:
+                    continue
+                try:
+                    document = self._json("GET", f"/apis/{group_version}", replayable=True)
+                except NotFound:
+                    continue  # removed between the two reads
+                found = _resources_of(group_version, document)
+                with self._discovery_lock:
+                    self._discovered[group_version] = {r.kind: r for r, _, _ in found}
+                for resource, short, single in found:
+                    entries.append((resource, short))
+                    if single:
+                        singular[resource] = single
+        table = ResourceTable(entries, singular=singular)
+        with self._discovery_lock:
+            self._served = table
+        return table
 
     # -- transport ----------------------------------------------------------------------
 

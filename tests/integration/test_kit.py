@@ -404,3 +404,35 @@ def test_a_plugin_in_the_rootdir_is_found_and_its_failure_logs_name_the_object(
     (tests / "test_fail.py").write_text(PAPERCUT_TESTS)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "tests")
     result.assert_outcomes(passed=1)
+
+
+class _Quiet:
+    def reconcile(self, request: Request) -> Result:
+        return Result()
+
+
+class QuietPlugin:
+    """Watches ConfigMaps and does nothing: a manager without the built-in controllers."""
+
+    rbac_rules = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list", "watch"]}]
+
+    def setup(self, mgr: Manager, ctx: PluginContext[None]) -> None:
+        ctx.controller(_Quiet()).for_(builtin("ConfigMap")).complete()
+
+
+def test_metrics_of_controllers_not_set_up_are_not_exported(
+    kubeconfig_path: str, namespace: str
+) -> None:
+    """The built-in controllers' modules are imported (as ``overseer run`` imports every
+    installed plugin), but neither runs: none of their series or families is exported."""
+    import controllers.exposer
+    import controllers.podport
+
+    assert controllers.exposer.EXPOSED_DEPLOYMENTS is not None
+    with run_plugin(QuietPlugin, kubeconfig_path, metrics=True, watch_namespace=namespace) as run:
+        assert run.metrics_url is not None
+        with urllib.request.urlopen(run.metrics_url, timeout=5) as answer:
+            text = answer.read().decode()
+    assert "controller_runtime_reconcile_total" in text  # the page is the manager's
+    assert "overseer_exposer_" not in text
+    assert "overseer_podport_" not in text

@@ -42,7 +42,7 @@ from manager.errors import (
 )
 from manager.flowcontrol import TokenBucket
 from manager.metrics import REGISTRY
-from manager.resources import BUILTINS, Resource
+from manager.resources import BUILTINS, Resource, UnknownResource
 
 PODS = BUILTINS["v1/pods"]
 CONFIGMAPS = BUILTINS["v1/configmaps"]
@@ -1128,6 +1128,80 @@ def test_resource_for_discovers_once_and_rediscovers_on_a_miss(
     assert len(stub.requests()) == 2
     with pytest.raises(NotFound, match="Gateway"):
         client.resource_for("network.overseer.io/v1alpha1", "Gateway")
+
+
+GROUP_LIST = {
+    "kind": "APIGroupList",
+    "apiVersion": "v1",
+    "groups": [
+        {"name": "apps", "versions": [{"groupVersion": "apps/v1", "version": "v1"}],
+         "preferredVersion": {"groupVersion": "apps/v1", "version": "v1"}},
+        {"name": "network.overseer.io",
+         "versions": [{"groupVersion": "network.overseer.io/v1alpha1", "version": "v1alpha1"}],
+         "preferredVersion": {"groupVersion": "network.overseer.io/v1alpha1",
+                              "version": "v1alpha1"}},
+    ],
+}  # fmt: skip
+LISTED_PORTS = {**RESOURCE_LIST, "resources": [
+    {**RESOURCE_LIST["resources"][0], "shortNames": ["lp"]}, *RESOURCE_LIST["resources"][1:]
+]}  # fmt: skip
+
+
+def test_resource_knows_builtins_without_asking(client: KubeClient, stub: StubApiServer) -> None:
+    assert client.resource("quota") == BUILTINS["v1/resourcequotas"]
+    assert client.resource("apps/v1", "deployments") is DEPLOYMENTS
+    assert stub.requests() == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "logicalports.network.overseer.io",
+        "LogicalPort",
+        "logicalport",
+        "lp",
+        "network.overseer.io/v1alpha1/LogicalPort",
+        "logicalports.v1alpha1.network.overseer.io",
+        "LogicalPort.network.overseer.io",
+    ],
+)
+def test_resource_finds_a_custom_resource_by_discovery(
+    client: KubeClient, stub: StubApiServer, name: str
+) -> None:
+    stub.reply("GET", "/apis", Reply(body=GROUP_LIST))
+    stub.reply("GET", "/apis/network.overseer.io/v1alpha1", Reply(body=LISTED_PORTS))
+    port = Resource("network.overseer.io", "v1alpha1", "logicalports", "LogicalPort", False, True)
+    assert client.resource(name) == port
+    # the built-in group versions are not asked for: kube's own resources are known
+    assert [s.path for s in stub.requests()] == ["/apis", "/apis/network.overseer.io/v1alpha1"]
+    assert client.resource(name) == port  # cached
+    assert len(stub.requests()) == 2
+
+
+def test_resource_rediscovers_on_a_miss_and_names_the_closest(
+    client: KubeClient, stub: StubApiServer
+) -> None:
+    stub.reply("GET", "/apis", *[Reply(body=GROUP_LIST)] * 3)
+    stub.reply("GET", "/apis/network.overseer.io/v1alpha1", *[Reply(body=LISTED_PORTS)] * 3)
+    assert client.resource("networks.network.overseer.io").namespaced
+    with pytest.raises(UnknownResource) as info:
+        client.resource("logicalprots")  # a typo: discovery is asked again, then the hint
+    message = str(info.value)
+    assert "'logicalprots'" in message
+    assert "did you mean logicalports.network.overseer.io (network.overseer.io/v1alpha1" in message
+    assert message.startswith(f"no resource 'logicalprots' is served by {stub.url}")
+    assert "Is its CustomResourceDefinition installed?" in message
+    assert len(stub.requests()) == 4  # once at first, once more for the miss
+    assert isinstance(info.value, KeyError)
+
+
+def test_resource_of_an_uninstalled_crd_says_so(client: KubeClient, stub: StubApiServer) -> None:
+    stub.reply("GET", "/apis", Reply(body={"kind": "APIGroupList", "groups": []}))
+    with pytest.raises(
+        UnknownResource,
+        match=r"no resource 'widgets\.example\.com' is served by .*CustomResourceDefinition",
+    ):
+        client.resource("widgets.example.com")
 
 
 def test_resource_for_an_unserved_group_is_not_found(client: KubeClient) -> None:

@@ -53,3 +53,16 @@ def test_the_kit_names_what_it_does_not_have() -> None:
 
     with pytest.raises(AttributeError, match="no attribute 'NoSuchThing'"):
         _ = manager.testing.NoSuchThing  # type: ignore[attr-defined]
+
+
+def test_installing_warns_of_no_experimental_setuptools_option() -> None:
+    """setuptools warns that ``[tool.distutils]`` in pyproject.toml is experimental on every
+    ``pip install`` (a user's too): the strict editable mode is the Makefile's
+    ``--config-settings editable_mode=strict`` instead."""
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    project = tomllib.loads((root / "pyproject.toml").read_text())
+    assert "distutils" not in project.get("tool", {})
+    assert "editable_mode=strict" in (root / "Makefile").read_text()

@@ -75,7 +75,7 @@ def test_an_unknown_name_is_a_key_error_naming_the_closest_ones(name: str, says:
     assert says in message
     assert not message.startswith(("'", '"'))  # the message itself, not a quoted key
     if "served in" not in message:
-        assert "KubeClient.resource_for(api_version, kind)" in message
+        assert "KubeClient.resource(name)" in message
 
 
 def test_the_two_argument_form_names_the_closest_too() -> None:
