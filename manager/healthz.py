@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import ssl
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -199,6 +200,22 @@ class _Server(ThreadingHTTPServer):
         self.guard = guard
         self.tls = tls
         super().__init__(address, _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # socketserver's default prints a traceback to stderr: a client that went away is
+        # routine (debug), anything else is a bug of ours, logged with its traceback
+        error = sys.exc_info()[1]
+        if isinstance(error, ConnectionError | TimeoutError | ssl.SSLError):
+            logger.debug(
+                "client went away",
+                extra={"server": self.name, "client": client_address, "error": str(error)},
+            )
+        else:
+            logger.error(
+                "request failed",
+                extra={"server": self.name, "client": client_address},
+                exc_info=True,
+            )
 
     def finish_request(self, request: Any, client_address: Any) -> None:
         # In the connection's thread: a client that never finishes its TLS handshake

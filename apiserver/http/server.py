@@ -22,6 +22,8 @@ import logging
 import os
 import random
 import socket
+import ssl
+import sys
 import tempfile
 import threading
 import time
@@ -123,6 +125,15 @@ class _HttpServer(ThreadingHTTPServer):
         if self._threads is not None:  # type: ignore[attr-defined]
             self._threads.append(t)  # type: ignore[attr-defined]
         t.start()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # socketserver's default prints a traceback to stderr: a client that went away is
+        # routine (debug), anything else is a bug of ours, logged with its traceback
+        error = sys.exc_info()[1]
+        if isinstance(error, ConnectionError | TimeoutError | ssl.SSLError):
+            logger.debug("client went away", extra={"client": client_address, "error": str(error)})
+        else:
+            logger.error("request failed", extra={"client": client_address}, exc_info=True)
 
     def shutdown_request(self, request: Any) -> None:
         with self._sockets_lock:
