@@ -383,6 +383,50 @@ def test_requeue_true_backs_off_with_the_rate_limiter(env: Env) -> None:
     assert_never_retried(clock, run, recon, req)
 
 
+@pytest.mark.parametrize(
+    ("result", "counted_as", "again_after", "limiter_calls"),
+    [
+        # both: the delay wins (controller-runtime: RequeueAfter > 0 first), no backoff
+        (Result(requeue=True, requeue_after=5.0), "requeue_after", 5.0, ["forget", "forget"]),
+        # 0 asks for no delay: done, as Result()
+        (Result(requeue_after=0), "success", None, ["forget"]),
+        # ... and with requeue=True it is requeue=True: the rate limiter's backoff
+        (Result(requeue=True, requeue_after=0.0), "requeue", 0.005, ["when", "forget"]),
+    ],
+    ids=["both", "zero", "zero-and-requeue"],
+)
+def test_requeue_and_requeue_after_together_and_requeue_after_zero(
+    env: Env,
+    result: Result,
+    counted_as: str,
+    again_after: float | None,
+    limiter_calls: list[str],
+) -> None:
+    recon = Recon(lambda req, n: result if n == 1 else Result())
+    clock = FakeClock()
+    limiter = RecordingLimiter(default_controller_rate_limiter(clock=clock))
+    ctl = Controller(unique("ctl"), recon, rate_limiter=limiter, clock=clock)
+    run = env.run(ctl)
+    req = Request("ns", "a")
+    run.add(req)
+    recon.wait_calls(req)
+    if again_after is None:
+        assert_never_retried(clock, run, recon, req)
+    else:
+        step_until_redelivered(clock, run, recon, req, again_after)
+        run.sync(recon)
+        assert_never_retried(clock, run, recon, req)
+    assert [call[0] for call in limiter.calls_for(req)] == limiter_calls
+    assert metric("controller_runtime_reconcile_total", controller=ctl.name, result=counted_as) == (
+        1 if counted_as != "success" else 1 + recon.sentinels()
+    )
+
+
+def test_a_negative_requeue_after_is_refused_where_it_is_made() -> None:
+    with pytest.raises(ValueError, match="requeue_after must be >= 0"):
+        Result(requeue_after=-1.0)
+
+
 def test_exception_is_retried_with_growing_backoff_on_the_default_limiter(env: Env) -> None:
     def failing(req: Request, n: int) -> Result:
         raise ApiError("conflict", status=409, reason="Conflict")
