@@ -34,7 +34,7 @@ from manager.handler import EnqueueRequestForOwner
 from manager.keys import JsonDict
 from manager.logs import JsonFormatter, reconcile_context
 from manager.metrics import REGISTRY
-from manager.predicate import GenerationChanged
+from manager.predicate import GenerationChanged, LabelChanged
 from manager.reconcile import Request, Result
 from manager.workqueue import RateLimiter, default_controller_rate_limiter
 from manager.workqueue.delaying import MAX_WAIT
@@ -684,6 +684,23 @@ def test_filtered_update_does_not_reach_the_reconciler(env: Env) -> None:
     recon.wait_calls(d, 2)
     w.send("DELETED", cm("d", "14", metadata={"generation": 2}))  # deletes pass
     recon.wait_calls(d, 3)
+
+
+def test_every_predicate_of_a_watch_must_pass(env: Env) -> None:
+    recon = Recon()
+    lw = FakeListerWatcher([cm("d", "1", metadata={"generation": 1})], rv="10")
+    inf = env.informer(SharedInformer(lw))
+    ctl = Controller(unique("ctl"), recon, clock=FakeClock())
+    run = env.run(ctl.for_(inf, GenerationChanged(), LabelChanged()))
+    d = Request("default", "d")
+    recon.wait_calls(d)  # a create: both predicates pass creates
+    w = lw.next_watch()
+    w.send("MODIFIED", cm("d", "11", metadata={"generation": 2}))  # spec only: dropped
+    w.send("MODIFIED", cm("d", "12", metadata={"generation": 2, "labels": {"a": "1"}}))  # labels
+    run.sync(recon)
+    assert recon.count(d) == 1
+    w.send("MODIFIED", cm("d", "13", metadata={"generation": 3, "labels": {"a": "2"}}))  # both
+    recon.wait_calls(d, 2)
 
 
 # -- workers ---------------------------------------------------------------------------
