@@ -133,12 +133,14 @@ class SpyInformer(SharedInformer):
     def __init__(self, lw: FakeListerWatcher) -> None:
         super().__init__(lw)
         self.added: list[HandlerRegistration] = []
+        self.resync_periods: list[float] = []
         self.removed_regs: list[HandlerRegistration] = []
         self.removed = threading.Event()
 
     def add_event_handler(self, handler: Any, resync_period: float = 0.0) -> HandlerRegistration:
         reg = super().add_event_handler(handler, resync_period)
         self.added.append(reg)
+        self.resync_periods.append(resync_period)
         return reg
 
     def remove_event_handler(self, registration: HandlerRegistration) -> None:
@@ -684,6 +686,18 @@ def test_filtered_update_does_not_reach_the_reconciler(env: Env) -> None:
     recon.wait_calls(d, 2)
     w.send("DELETED", cm("d", "14", metadata={"generation": 2}))  # deletes pass
     recon.wait_calls(d, 3)
+
+
+def test_a_controller_asks_its_informers_for_no_periodic_resync(env: Env) -> None:
+    """controller-runtime re-delivers every cached object every 10 hours by default;
+    here an object nobody changes is reconciled again only when a reconcile asked
+    (``requeue_after``)."""
+    recon = Recon()
+    inf = SpyInformer(FakeListerWatcher([cm("a", "1")], rv="10"))
+    env.run(Controller(unique("ctl"), recon, clock=FakeClock()).for_(inf))
+    env.informer(inf)
+    recon.wait_calls(Request("default", "a"))
+    assert inf.resync_periods == [0.0]
 
 
 def test_every_predicate_of_a_watch_must_pass(env: Env) -> None:
