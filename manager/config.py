@@ -14,7 +14,11 @@ The schema is the dataclasses themselves (:class:`OverseerConfig` here, each plu
 parsed as kube parses a ``labelSelector``, so a bad one fails ``config validate``); a
 ``validate()`` method adds cross-field checks (each problem starts with the field it is
 about: ``"cidr: not a network"``). An unknown key or controller name
-comes with the closest known one (``did you mean leaseDuration?``).
+comes with the closest known one (``did you mean leaseDuration?``). The keys of a
+``dict[str, T]`` setting are the user's, kept as written (never camelCased); each must be
+a string (YAML reads an unquoted ``yes``, ``1`` or ``null`` as something else: an error
+says to quote it), each value is checked against ``T`` (and ``format``) with the key in
+its path, and a mapping in the file replaces the default one whole.
 :func:`render_defaults` writes the full default file with every field's help as a
 comment. :func:`load_config` applies the plugin policy (an installed controller that
 cannot load is fatal unless the file disables it) on top of :func:`parse`.
@@ -25,6 +29,7 @@ Thread-safe: pure functions over immutable values.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import difflib
 import re
 import types
@@ -236,6 +241,26 @@ def _show(value: Any) -> str:
     return repr(value)
 
 
+def _show_key(key: Any) -> str:
+    """A mapping key as the file has it (a date as ``2026-01-02``, not its repr)."""
+    if isinstance(key, datetime.date):
+        return key.isoformat()
+    return _show(key)
+
+
+def _yaml_type(value: Any) -> str:
+    """What YAML made of an unquoted scalar that is no string."""
+    if isinstance(value, bool):
+        return "a boolean (true, yes, on, false, no, off)"
+    if value is None:
+        return "null (null, ~ or nothing)"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, datetime.date):
+        return "a date"
+    return type(value).__name__
+
+
 def _range(meta: Mapping[str, Any]) -> str:
     parts = []
     if "min" in meta:
@@ -280,8 +305,21 @@ def _convert(tp: Any, value: Any, path: str, meta: Mapping[str, Any], errors: li
         if not isinstance(value, Mapping):
             errors.append(f"{path}: expected a mapping, got {_show(value)}")
             return None
-        value_tp = args[1] if len(args) == 2 else Any
-        return {str(k): _convert(value_tp, v, f"{path}.{k}", {}, errors) for k, v in value.items()}
+        key_tp, value_tp = args if len(args) == 2 else (Any, Any)
+        value_meta = {"format": meta["format"]} if "format" in meta else {}
+        out = {}
+        for k, v in value.items():
+            # the user's keys, as written: no camelCase, and no str() of what YAML read
+            # as another type (``yes:`` → True → "True", and ``1:`` and ``true:`` one key)
+            if key_tp is str and not isinstance(k, str):
+                errors.append(
+                    f"{path}: key {_show_key(k)} is not a string: YAML reads it, unquoted, "
+                    f"as {_yaml_type(k)}; quote it"
+                )
+                continue
+            key = k if key_tp in (str, Any) else _convert(key_tp, k, f"{path}.{k}", {}, errors)
+            out[key] = _convert(value_tp, v, f"{path}.{k}", value_meta, errors)
+        return out
     raw = value
     bounds = _range(meta)
     want = _type_name(tp) + (f" {bounds}" if bounds else "")

@@ -18,8 +18,9 @@ file (``controllers.<name>``). The built-in controllers register the same way.
   :class:`NoSettings`): a frozen dataclass. Field names are snake_case in Python and
   camelCase in YAML (``expose_all`` ↔ ``exposeAll``). Supported field types: ``str``,
   ``int``, ``float``, ``bool``, ``list[T]``, ``tuple[T, ...]``, ``dict[str, T]``,
-  nested dataclasses, ``Literal[...]`` and ``T | None``. Constraints and help go in the
-  field metadata: ``field(default=1, metadata={"min": 1, "max": 64, "help": "..."})``.
+  nested dataclasses, ``Literal[...]`` and ``T | None``; a ``dict[str, T]``'s keys are
+  the user's, kept as written (never camelCased). Constraints and help go in the field
+  metadata: ``field(default=1, metadata={"min": 1, "max": 64, "help": "..."})``.
   A ``validate(self) -> list[str]`` method adds cross-field checks: each problem starts
   with the camelCase field it is about (``"cidr: not a network"``) and is reported as
   ``controllers.<name>.cidr: not a network``; a problem that names no field is

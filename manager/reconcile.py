@@ -6,13 +6,18 @@ and converges the world towards it. It never depends on which event woke it.
 
 What the outcome of ``reconcile`` does to the request (DESIGN.md §3.6):
 
-==========================  =============================================
-``Result()``                done: ``forget`` (rate-limit history cleared)
-``Result(requeue_after=s)`` ``forget``, then ``add_after(request, s)``
-``Result(requeue=True)``    ``add_rate_limited`` (back off, retry)
-an exception                ``add_rate_limited``; logged with traceback, counted
-:class:`TerminalError`      ``forget``; logged and counted, never retried
-==========================  =============================================
+==================================  =============================================
+``Result()``                        done: ``forget`` (rate-limit history cleared)
+``Result(requeue_after=s)``, s > 0  ``forget``, then ``add_after(request, s)``, also
+                                    with ``requeue=True`` (the delay wins, as in
+                                    controller-runtime)
+``Result(requeue=True)``            ``add_rate_limited`` (back off, retry)
+``requeue_after=0``                 no delay asked: as if not given
+an exception                        ``add_rate_limited``; logged with traceback, counted
+:class:`TerminalError`              ``forget``; logged and counted, never retried
+``WriteFenced``,                    ``forget``; no retry (see :mod:`manager.controller`)
+``NamespaceTerminating``
+==================================  =============================================
 
 Thread-safe: values are immutable; a Reconciler is called from several worker threads
 at once (never twice at once for the same Request).

@@ -16,7 +16,9 @@ Fixtures:
   sends none over plain HTTP) acts as its admin (``system:masters``), and a
   ServiceAccount's token gets what is bound to it.
 * ``local_server``: the local API server, its fault injection cleared before and after
-  the test; skips the test against a real cluster.
+  the test. A test that uses it, directly or through another fixture, is marked
+  ``local_only`` at collection: against a real cluster it is skipped before any of its
+  fixtures runs, and ``-m "not local_only"`` deselects it.
 * ``kube_client``: a :class:`~manager.client.KubeClient` for the API server, closed after
   the test.
 * ``namespace``: the name of a namespace made for this test (its ``default``
@@ -26,7 +28,8 @@ Fixtures:
   namespace terminating for ever on a real cluster: the teardown removes such
   finalizers and fails the test, naming the objects.
 
-Marker: ``local_only``.
+Marker: ``local_only`` (given by hand, or by using ``local_server``): skipped, with the
+reason, when ``OVERSEER_TEST_KUBECONFIG`` is set; run as any other test otherwise.
 
 The test run's root directory (``rootdir``) is put at the end of ``sys.path``, so a
 plugin's tests import the plugin from the project root without installing it first.
@@ -116,7 +119,12 @@ def pytest_report_header(config: pytest.Config) -> str:
     return f"overseer: API server: {where}"
 
 
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        # a test that needs local_server, directly or through other fixtures, is one
+        if "local_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.local_only)
     if not real_cluster():
         return
     skip = pytest.mark.skip(

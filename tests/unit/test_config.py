@@ -339,3 +339,112 @@ def test_label_selector_settings_are_parsed_as_kube_parses_them() -> None:
         'controllers.mirror.sourceSelector: invalid label selector "app in (a": '
     )
     assert found[1].startswith('controllers.mirror.targets[1]: invalid label selector "x==y==z": ')
+
+
+# -- map settings (issue 32, item 3) ------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TeamsConfig:
+    owners: dict[str, str] = field(
+        default_factory=lambda: {"team_payments": "ops", "example.com/tier": "gold"},
+        metadata={"help": "owner per team"},
+    )
+    quotas: dict[str, int] = field(default_factory=dict)
+    selectors: dict[str, str] = field(default_factory=dict, metadata={"format": "labelSelector"})
+
+
+TEAMS: dict[str, type[Any]] = {"teams": TeamsConfig}
+
+
+def test_map_keys_are_taken_as_written_and_a_map_replaces_the_default() -> None:
+    """The field's name is camelCase in the file; the keys of the map it holds are the
+    user's, never converted; the map given replaces the default map whole."""
+    doc = yaml.safe_load(
+        """
+        controllers:
+          teams:
+            owners: {team_billing: finance, Team-X: x, "a.b/c_d": y}
+            quotas: {team_billing: 3}
+        """
+    )
+    _, controllers = parse(doc, TEAMS)
+    own = controllers["teams"][1]
+    assert own.owners == {"team_billing": "finance", "Team-X": "x", "a.b/c_d": "y"}
+    assert own.quotas == {"team_billing": 3}
+    assert parse({"controllers": {"teams": {"owners": {}}}}, TEAMS)[1]["teams"][1].owners == {}
+    assert parse(None, TEAMS)[1]["teams"][1] == TeamsConfig()  # the default map
+    assert problems({"controllers": {"teams": {"owners_x": {}}}}, TEAMS)[0].startswith(
+        "controllers.teams.owners_x: unknown key"
+    )
+
+
+def test_map_values_are_checked_with_their_key_in_the_path() -> None:
+    doc = {
+        "controllers": {
+            "teams": {
+                "owners": {"team_a": 7, "team_b": None},
+                "quotas": {"x": "three"},
+                "selectors": {"web": "app=web", "bad": "app in (a"},
+            }
+        }
+    }
+    found = problems(doc, TEAMS)
+    assert found[:3] == [
+        "controllers.teams.owners.team_a: expected string, got 7",
+        "controllers.teams.owners.team_b: expected string, got null",
+        'controllers.teams.quotas.x: expected integer, got "three"',
+    ]
+    # format applies to each value of a map as to each item of a list
+    bad_selector = 'controllers.teams.selectors.bad: invalid label selector "app in (a"'
+    assert found[3].startswith(bad_selector)
+    assert len(found) == 4
+    assert problems({"controllers": {"teams": {"owners": ["a"]}}}, TEAMS) == [
+        "controllers.teams.owners: expected a mapping, got ['a']"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("written", "shown", "read_as"),
+    [
+        ("1", "1", "a number"),
+        ("1.5", "1.5", "a number"),
+        ("true", "true", "a boolean (true, yes, on, false, no, off)"),
+        ("yes", "true", "a boolean (true, yes, on, false, no, off)"),
+        ("null", "null", "null (null, ~ or nothing)"),
+        ("2026-01-02", "2026-01-02", "a date"),
+    ],
+    ids=["int", "float", "true", "yes", "null", "date"],
+)
+def test_a_map_key_yaml_reads_as_no_string_is_an_error_not_a_renamed_key(
+    written: str, shown: str, read_as: str
+) -> None:
+    """YAML reads an unquoted ``1``, ``yes`` or ``null`` key as a number, a boolean,
+    None: ``str()`` of it made keys ``"True"`` or ``"None"`` the user never wrote (and
+    ``1`` and ``true`` one key)."""
+    doc = yaml.safe_load(f"controllers: {{teams: {{owners: {{{written}: ops, ok: x}}}}}}")
+    assert problems(doc, TEAMS) == [
+        f"controllers.teams.owners: key {shown} is not a string: YAML reads it, unquoted, "
+        f"as {read_as}; quote it"
+    ]
+    quoted = yaml.safe_load(f'controllers: {{teams: {{owners: {{"{written}": ops}}}}}}')
+    assert parse(quoted, TEAMS)[1]["teams"][1].owners == {written: "ops"}
+
+
+def test_map_defaults_in_config_defaults_and_flagz_keep_their_keys() -> None:
+    from manager.zpages import flag_values
+
+    text = render_defaults(TEAMS)
+    assert (
+        "    # owner per team\n"
+        "    owners:\n"
+        "      team_payments: ops\n"
+        "      example.com/tier: gold\n"
+        "    quotas: {}\n"
+    ) in text
+    config, controllers = parse(yaml.safe_load(text), TEAMS)
+    assert controllers["teams"][1] == TeamsConfig()
+    values = dict(flag_values(config, dict(controllers)))
+    assert values["controllers.teams.owners.team_payments"] == "ops"
+    assert values['controllers.teams.owners["example.com/tier"]'] == "gold"
+    assert values["controllers.teams.quotas"] == "{}"

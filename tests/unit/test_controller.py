@@ -34,7 +34,7 @@ from manager.handler import EnqueueRequestForOwner
 from manager.keys import JsonDict
 from manager.logs import JsonFormatter, reconcile_context
 from manager.metrics import REGISTRY
-from manager.predicate import GenerationChanged
+from manager.predicate import GenerationChanged, LabelChanged
 from manager.reconcile import Request, Result
 from manager.workqueue import RateLimiter, default_controller_rate_limiter
 from manager.workqueue.delaying import MAX_WAIT
@@ -133,12 +133,14 @@ class SpyInformer(SharedInformer):
     def __init__(self, lw: FakeListerWatcher) -> None:
         super().__init__(lw)
         self.added: list[HandlerRegistration] = []
+        self.resync_periods: list[float] = []
         self.removed_regs: list[HandlerRegistration] = []
         self.removed = threading.Event()
 
     def add_event_handler(self, handler: Any, resync_period: float = 0.0) -> HandlerRegistration:
         reg = super().add_event_handler(handler, resync_period)
         self.added.append(reg)
+        self.resync_periods.append(resync_period)
         return reg
 
     def remove_event_handler(self, registration: HandlerRegistration) -> None:
@@ -381,6 +383,50 @@ def test_requeue_true_backs_off_with_the_rate_limiter(env: Env) -> None:
     assert metric("controller_runtime_reconcile_total", controller=ctl.name, result="requeue") == 3
     assert metric("controller_runtime_reconcile_errors_total", controller=ctl.name) == 0
     assert_never_retried(clock, run, recon, req)
+
+
+@pytest.mark.parametrize(
+    ("result", "counted_as", "again_after", "limiter_calls"),
+    [
+        # both: the delay wins (controller-runtime: RequeueAfter > 0 first), no backoff
+        (Result(requeue=True, requeue_after=5.0), "requeue_after", 5.0, ["forget", "forget"]),
+        # 0 asks for no delay: done, as Result()
+        (Result(requeue_after=0), "success", None, ["forget"]),
+        # ... and with requeue=True it is requeue=True: the rate limiter's backoff
+        (Result(requeue=True, requeue_after=0.0), "requeue", 0.005, ["when", "forget"]),
+    ],
+    ids=["both", "zero", "zero-and-requeue"],
+)
+def test_requeue_and_requeue_after_together_and_requeue_after_zero(
+    env: Env,
+    result: Result,
+    counted_as: str,
+    again_after: float | None,
+    limiter_calls: list[str],
+) -> None:
+    recon = Recon(lambda req, n: result if n == 1 else Result())
+    clock = FakeClock()
+    limiter = RecordingLimiter(default_controller_rate_limiter(clock=clock))
+    ctl = Controller(unique("ctl"), recon, rate_limiter=limiter, clock=clock)
+    run = env.run(ctl)
+    req = Request("ns", "a")
+    run.add(req)
+    recon.wait_calls(req)
+    if again_after is None:
+        assert_never_retried(clock, run, recon, req)
+    else:
+        step_until_redelivered(clock, run, recon, req, again_after)
+        run.sync(recon)
+        assert_never_retried(clock, run, recon, req)
+    assert [call[0] for call in limiter.calls_for(req)] == limiter_calls
+    assert metric("controller_runtime_reconcile_total", controller=ctl.name, result=counted_as) == (
+        1 if counted_as != "success" else 1 + recon.sentinels()
+    )
+
+
+def test_a_negative_requeue_after_is_refused_where_it_is_made() -> None:
+    with pytest.raises(ValueError, match="requeue_after must be >= 0"):
+        Result(requeue_after=-1.0)
 
 
 def test_exception_is_retried_with_growing_backoff_on_the_default_limiter(env: Env) -> None:
@@ -640,6 +686,35 @@ def test_filtered_update_does_not_reach_the_reconciler(env: Env) -> None:
     recon.wait_calls(d, 2)
     w.send("DELETED", cm("d", "14", metadata={"generation": 2}))  # deletes pass
     recon.wait_calls(d, 3)
+
+
+def test_a_controller_asks_its_informers_for_no_periodic_resync(env: Env) -> None:
+    """controller-runtime re-delivers every cached object every 10 hours by default;
+    here an object nobody changes is reconciled again only when a reconcile asked
+    (``requeue_after``)."""
+    recon = Recon()
+    inf = SpyInformer(FakeListerWatcher([cm("a", "1")], rv="10"))
+    env.run(Controller(unique("ctl"), recon, clock=FakeClock()).for_(inf))
+    env.informer(inf)
+    recon.wait_calls(Request("default", "a"))
+    assert inf.resync_periods == [0.0]
+
+
+def test_every_predicate_of_a_watch_must_pass(env: Env) -> None:
+    recon = Recon()
+    lw = FakeListerWatcher([cm("d", "1", metadata={"generation": 1})], rv="10")
+    inf = env.informer(SharedInformer(lw))
+    ctl = Controller(unique("ctl"), recon, clock=FakeClock())
+    run = env.run(ctl.for_(inf, GenerationChanged(), LabelChanged()))
+    d = Request("default", "d")
+    recon.wait_calls(d)  # a create: both predicates pass creates
+    w = lw.next_watch()
+    w.send("MODIFIED", cm("d", "11", metadata={"generation": 2}))  # spec only: dropped
+    w.send("MODIFIED", cm("d", "12", metadata={"generation": 2, "labels": {"a": "1"}}))  # labels
+    run.sync(recon)
+    assert recon.count(d) == 1
+    w.send("MODIFIED", cm("d", "13", metadata={"generation": 3, "labels": {"a": "2"}}))  # both
+    recon.wait_calls(d, 2)
 
 
 # -- workers ---------------------------------------------------------------------------

@@ -60,6 +60,19 @@ def events_about(kube: KubeClient, namespace: str, name: str) -> list[JsonDict]:
     return sorted(found, key=lambda e: e["metadata"]["name"])
 
 
+def describe_query(obj: JsonDict) -> str:
+    """The field selector ``kubectl describe`` lists an object's Events with (kubectl's
+    ``searchEvents``: in the object's namespace, every namespace for a cluster-scoped
+    one, by name, namespace, kind and uid)."""
+    meta = obj["metadata"]
+    return (
+        f"involvedObject.name={meta['name']},"
+        f"involvedObject.namespace={meta.get('namespace', '')},"
+        f"involvedObject.kind={obj['kind']},"
+        f"involvedObject.uid={meta['uid']}"
+    )
+
+
 class GatedClient(KubeClient):
     """A KubeClient whose Event creates (the sender's write session) wait for ``release``;
     ``entered`` says one is waiting."""
@@ -167,6 +180,9 @@ def test_first_event_creates_an_event_with_count_1_and_the_reference_fields(
     [event] = events_about(kube, namespace, configmap["metadata"]["name"])
     meta = configmap["metadata"]
     assert event["metadata"]["namespace"] == namespace
+    # what `kubectl describe configmap NAME -n NAMESPACE` asks for
+    [found] = kube.list(EVENTS, namespace, field_selector=describe_query(configmap))["items"]
+    assert found["metadata"]["uid"] == event["metadata"]["uid"]
     assert re.fullmatch(re.escape(meta["name"]) + r"\.[0-9a-f]+", event["metadata"]["name"])
     assert event["involvedObject"] == {
         "kind": "ConfigMap",
@@ -219,6 +235,12 @@ def test_an_event_about_a_cluster_scoped_object_goes_to_the_default_namespace(
         assert event["metadata"]["name"].startswith(namespace + ".")
         assert "namespace" not in event["involvedObject"]
         assert event["involvedObject"]["kind"] == "Namespace"
+        # not among the Events of the namespace of that name (`kubectl get events -n X`)
+        assert events_about(kube, namespace, namespace) == []
+        # `kubectl describe` of a cluster-scoped object lists Events in every namespace
+        # by its reference, an empty namespace included (kubectl's searchEvents)
+        [found] = kube.list(EVENTS, None, field_selector=describe_query(ns_object))["items"]
+        assert found["metadata"]["uid"] == event["metadata"]["uid"]
     finally:
         kube.delete(EVENTS, event["metadata"]["name"], "default")
 

@@ -165,3 +165,58 @@ def test_a_plugin_without_settings_needs_no_config_class() -> None:
     assert any(
         p.startswith("controllers.nosettings.greeting: unknown") for p in info.value.problems
     ), info.value.problems
+
+
+LOCAL_KNOB_TESTS = """
+import pytest
+
+
+@pytest.fixture
+def first():
+    # requested before local_server: it would run (and, on a real cluster, make things
+    # there) before the skip if the skip waited for local_server's own setup
+    raise AssertionError("a fixture of a local_only test ran against a real cluster")
+
+
+@pytest.fixture
+def knobs(local_server):
+    return local_server
+
+
+def test_uses_it(first, local_server):
+    pass
+
+
+def test_uses_it_through_another_fixture(first, knobs):
+    pass
+
+
+@pytest.mark.local_only
+def test_marked():
+    pass
+
+
+def test_plain():
+    pass
+"""
+
+
+def test_a_test_that_uses_local_server_is_local_only(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 32, item 5: ``local_server`` (directly or through another fixture) marks the
+    test ``local_only``: ``-m "not local_only"`` deselects it, and against a real
+    cluster it is skipped before any of its fixtures runs. No API server starts here."""
+    pytester.makepyfile(test_knobs=LOCAL_KNOB_TESTS)
+    monkeypatch.delenv("OVERSEER_TEST_KUBECONFIG", raising=False)
+    kept = pytester.runpytest("-p", "no:cacheprovider", "-m", "not local_only")
+    kept.assert_outcomes(passed=1, deselected=3)
+    picked = pytester.runpytest("-p", "no:cacheprovider", "-m", "local_only", "--collect-only")
+    picked.stdout.fnmatch_lines(["*3/4 tests collected (1 deselected)*"])
+
+    monkeypatch.setenv("OVERSEER_TEST_KUBECONFIG", str(pytester.path / "no-such-kubeconfig"))
+    remote = pytester.runpytest("-p", "no:cacheprovider", "-rs")
+    remote.assert_outcomes(passed=1, skipped=3)
+    remote.stdout.fnmatch_lines(
+        ["*local_only: needs the local API server's knobs; OVERSEER_TEST_KUBECONFIG is set*"]
+    )
