@@ -8,15 +8,17 @@ schema*: every level says its ``type`` and the ``properties``, ``items`` or
 - :mod:`.coercion`: pruning and defaulting a value (``schema/pruning``,
   ``schema/defaulting``), copy on write;
 - :mod:`.validation`: validating a value with kube-openapi's field errors and messages;
-- :mod:`.definition`: what a CRD's schema must pass to be stored (``ValidateStructural``);
-- :mod:`.customresource`: a custom resource on a write (:func:`apply_schema`).
+- :mod:`.definition`: what a CRD's schema must pass to be stored (``ValidateStructural``,
+  ``ValidateDefaults``, the forbidden defaults);
+- :mod:`.customresource`: a custom resource on a write (:func:`apply_schema`) and as read
+  from storage (:func:`from_storage`).
 
 Thread-safety: pure functions over JSON values; safe to share between threads.
 """
 
 from __future__ import annotations
 
-from apiserver.machinery.schema.customresource import apply_schema, version_schema
-from apiserver.machinery.schema.definition import structural_errors
+from apiserver.machinery.schema.customresource import apply_schema, from_storage, version_schema
+from apiserver.machinery.schema.definition import schema_errors, structural_errors
 
-__all__ = ["apply_schema", "structural_errors", "version_schema"]
+__all__ = ["apply_schema", "from_storage", "schema_errors", "structural_errors", "version_schema"]

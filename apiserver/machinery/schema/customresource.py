@@ -1,8 +1,11 @@
-"""A custom resource against its version's schema, on a write.
+"""A custom resource against its version's schema: on a write, and read from storage.
 
 apiextensions-apiserver's ``registry/customresource`` and crdhandler.go: a request's
 object is pruned and defaulted as it is decoded (create, update, and each patch once it
-is applied), then validated (:func:`apply_schema`).
+is applied), then validated (:func:`apply_schema`); an object read from storage is pruned
+and defaulted again by the storage codec (:func:`from_storage`), so a ``default`` added to
+a CRD later shows on objects stored before it, in gets, lists and watch events, and the
+next write stores it.
 
 Thread-safety: pure functions over JSON values; inputs are never mutated. Safe to share
 between threads.
@@ -18,7 +21,7 @@ from apiserver.api.field import Cause
 from apiserver.machinery.schema import coercion, nodes
 from apiserver.machinery.schema.validation import Validator
 
-__all__ = ["apply_schema", "version_schema"]
+__all__ = ["apply_schema", "from_storage", "version_schema"]
 
 
 def apply_schema(
@@ -50,6 +53,17 @@ def apply_schema(
     validator = Validator()
     validator.validate(out, {k: v for k, v in schema.items() if k != nodes.EMBEDDED}, "", root=True)
     return out, [e.cause() for e in validator.errors]
+
+
+def from_storage(schema: Mapping[str, Any], obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` as kube's storage codec decodes it for ``schema``'s version: pruned, its
+    non-nullable nulls dropped, defaulted (ObjectMeta is left as stored).
+
+    Copy on write: ``obj`` is not mutated, and comes back itself when nothing changed;
+    the result shares unchanged parts with it, so it is read-only, like ``obj``.
+    """
+    out: dict[str, Any] = coercion.coerce(obj, schema)
+    return out
 
 
 def version_schema(crd: Mapping[str, Any], version: str) -> Mapping[str, Any] | None:

@@ -1,10 +1,27 @@
 """The checks a CustomResourceDefinition's schemas must pass before kube-apiserver stores it.
 
-:func:`structural_errors` gives what ``structuralschema.ValidateStructural`` and the parts
-of ``ValidateCustomResourceDefinitionOpenAPISchema`` that matter here find (every level
-says its ``type``, ``items`` of an array, no ``additionalProperties`` beside
-``properties``, value validations only inside ``allOf``/``anyOf``/``oneOf``/``not``, list
-types), as kube-apiserver words them.
+A CRD whose ``openAPIV3Schema`` is not structural, or whose defaults are wrong, is refused
+with 422; :func:`schema_errors` gives the field errors kube-apiserver's CRD validation
+(``apiextensions/validation``) finds in one version's schema:
+
+- ``structuralschema.ValidateStructural`` and the parts of
+  ``ValidateCustomResourceDefinitionOpenAPISchema`` that matter here (every level says its
+  ``type``, ``items`` of an array, no ``additionalProperties`` beside ``properties``, value
+  validations only inside ``allOf``/``anyOf``/``oneOf``/``not``, list types);
+- ``structuraldefaulting.ValidateDefaults`` (``schema/defaulting/validation.go``), once
+  the schema is structural: each ``default`` is what pruning by its own schema leaves
+  (``must not have unknown fields``) and validates against it (kube-openapi's messages,
+  named from the default's root: ``properties[spec].default.size: Invalid value: -1: size
+  in body should be greater than or equal to 0``);
+- the defaults the schema validator forbids: anywhere under the top-level ``metadata``,
+  ``apiVersion`` or ``kind`` (``must not be set in top-level metadata``), and inside an
+  ``additionalProperties`` applying to object metadata.
+
+:func:`structural_errors` renders the first family alone, as ``<path>: <error>`` lines.
+
+Not checked: the ObjectMeta coercion and validation a default inside an embedded
+resource's ``metadata`` gets (``schemaobjectmeta.Coerce``/``Validate``), CEL rules on
+defaults, and the root ``metadata`` invariants (only ``name``/``generateName``).
 
 Thread-safety: pure functions over JSON values; safe to share between threads.
 """
@@ -12,14 +29,32 @@ Thread-safety: pure functions over JSON values; safe to share between threads.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
+from apiserver.api.field import FieldError
 from apiserver.api.gofmt import quote
-from apiserver.machinery.schema import nodes
+from apiserver.machinery.schema import coercion, nodes
 from apiserver.machinery.schema.nodes import Schema
-from apiserver.machinery.schema.validation import JsonFieldError, json_type
+from apiserver.machinery.schema.validation import JsonFieldError, errors_at, json_equal, json_type
 
-__all__ = ["structural_errors"]
+__all__ = ["schema_errors", "structural_errors"]
+
+_META_FIELDS: Final = frozenset(nodes.ROOT_META)
+
+
+def schema_errors(schema: Mapping[str, Any], *, path: str) -> list[FieldError]:
+    """The field errors that make kube-apiserver refuse a CRD version's schema.
+
+    ``path`` names where the schema sits in the CRD
+    (``spec.versions[0].schema.openAPIV3Schema``); ``[]``: acceptable.
+    """
+    errs: list[JsonFieldError] = []
+    _structural(schema, path, "root", errs)
+    if not errs:
+        # ValidateDefaults(isResourceRoot): the root is an embedded resource
+        _default_errors({**schema, nodes.EMBEDDED: True}, path, errs, inside_meta=False)
+    _forbidden_defaults(schema, path, errs, root=True, allowed=True, why="", inside_meta=False)
+    return list(errs)
 
 
 def structural_errors(
@@ -35,6 +70,89 @@ def structural_errors(
     errs: list[JsonFieldError] = []
     _structural(schema, path, "root", errs)
     return [str(e) for e in errs]
+
+
+# --- defaults (apiextensions-apiserver/pkg/apiserver/schema/defaulting/validation.go) ---
+
+
+def _default_errors(s: Any, path: str, errs: list[JsonFieldError], *, inside_meta: bool) -> None:
+    """``validate`` of ValidateDefaults: each default pruned-clean and valid, top-down
+    through ``properties`` and ``items`` (never ``additionalProperties``)."""
+    if not isinstance(s, Mapping):
+        return
+    embedded = s.get(nodes.EMBEDDED) is True
+    if embedded:
+        inside_meta = False
+    if nodes.has_default(s):
+        value = s["default"]
+        field = f"{path}.default"
+        if not inside_meta:
+            pruned = coercion.prune(value, s)
+            if not json_equal(pruned, value):
+                errs.append(JsonFieldError("Invalid", field, value, "must not have unknown fields"))
+        # inside metadata kube first builds the surrounding object and checks its
+        # ObjectMeta (not done here); both then validate the value by its schema
+        errs.extend(errors_at(value, s, field, resource_root=embedded))
+    items = s.get("items")
+    if isinstance(items, Mapping):
+        _default_errors(items, f"{path}.items", errs, inside_meta=inside_meta)
+    for k, ps in nodes.props(s).items():
+        meta = inside_meta or (embedded and k in _META_FIELDS)
+        _default_errors(ps, f"{path}.properties[{k}]", errs, inside_meta=meta)
+
+
+def _forbidden_defaults(
+    s: Any,
+    path: str,
+    errs: list[JsonFieldError],
+    *,
+    root: bool,
+    allowed: bool,
+    why: str,
+    inside_meta: bool,
+) -> None:
+    """Where ``specStandardValidatorV3`` forbids a ``default`` (``withForbiddenDefaults``):
+    below the top-level metadata fields, and in ``additionalProperties`` of metadata."""
+    if not isinstance(s, Mapping):
+        return
+    if "default" in s and s["default"] is not None and not allowed:
+        detail = f"must not be set {why}" if why else "must not be set"
+        errs.append(JsonFieldError("Forbidden", f"{path}.default", detail=detail))
+
+    def walk(sub: Any, where: str, *, allow: bool, reason: str, meta: bool) -> None:
+        _forbidden_defaults(
+            sub, where, errs, root=False, allowed=allow, why=reason, inside_meta=meta
+        )
+
+    add = s.get("additionalProperties")
+    if isinstance(add, Mapping):
+        if inside_meta:  # pruning without a value is ambiguous there
+            walk(
+                add,
+                f"{path}.additionalProperties",
+                allow=False,
+                reason="inside additionalProperties applying to object metadata",
+                meta=inside_meta,
+            )
+        else:
+            walk(add, f"{path}.additionalProperties", allow=allowed, reason=why, meta=False)
+    embedded = s.get(nodes.EMBEDDED) is True
+    for k, ps in nodes.props(s).items():
+        allow, reason, meta = allowed, why, inside_meta
+        if (root or embedded) and k in _META_FIELDS:
+            meta = True
+            if root:
+                allow, reason = False, f"in top-level {k}"
+        walk(ps, f"{path}.properties[{k}]", allow=allow, reason=reason, meta=meta)
+    if isinstance(s.get("not"), Mapping):
+        walk(s["not"], f"{path}.not", allow=allowed, reason=why, meta=inside_meta)
+    for key in ("allOf", "oneOf", "anyOf"):
+        subs = s.get(key)
+        for i, sub in enumerate(subs if isinstance(subs, list) else []):
+            walk(sub, f"{path}.{key}[{i}]", allow=allowed, reason=why, meta=inside_meta)
+    items = s.get("items")
+    if isinstance(items, Mapping):
+        walk(items, f"{path}.items", allow=allowed, reason=why, meta=inside_meta)
 
 
 # --- structural schemas (apiextensions-apiserver/pkg/apiserver/schema/validation.go) ----
