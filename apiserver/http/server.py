@@ -57,6 +57,7 @@ from apiserver.machinery.fieldvalidation import Directive, warning_header
 from apiserver.machinery.rest import (
     DeleteOptions,
     ListOptions,
+    Rest,
     check_write_options,
 )
 from apiserver.registry import eventsconv, hpaconv, subresources
@@ -1088,7 +1089,7 @@ class _Handler(BaseHTTPRequestHandler):
         row per event; column definitions on the first only, as the watch server's
         Fixup sets NoHeaders) or for PartialObjectMetadata; None for plain objects."""
         target = negotiation.target(self.headers.get("Accept") or "", custom=route.served.custom)
-        render = _renderer(route.served)
+        render = _renderer(route.served, _watch_decoder(self.server.owner.rest, route.served))
         if target.as_kind == "PartialObjectMetadata":
             api_version = f"meta.k8s.io/{target.version}"
             return lambda _t, obj: partial_metadata(render(obj), api_version, listed=False)
@@ -1124,7 +1125,9 @@ class _Handler(BaseHTTPRequestHandler):
         deadline = time.monotonic() + timeout
         interval = owner.bookmark_interval
         next_bookmark = time.monotonic() + interval
-        render = transform or _event_renderer(watcher.served)
+        render = transform or _event_renderer(
+            watcher.served, _watch_decoder(owner.rest, watcher.served)
+        )
 
         try:
             while True:
@@ -1229,15 +1232,23 @@ _VIEWS: Final = {
 }
 
 
-def _event_renderer(served: ServedResource) -> Callable[[str, JsonDict], JsonDict]:
-    """``_renderer`` taking the event type too (one call per event on the hot path)."""
+def _event_renderer(
+    served: ServedResource, decode: Callable[[JsonDict], JsonDict] | None = None
+) -> Callable[[str, JsonDict], JsonDict]:
+    """``_renderer`` taking the event type too (one call per event on the hot path); a
+    bookmark is the watch cache's own object, never decoded."""
     if not served.custom and served.resource.api_version not in _VIEWS:
         return lambda _t, obj: obj
     plain = _renderer(served)
-    return lambda _t, obj: plain(obj)
+    if not served.custom or decode is None:
+        return lambda _t, obj: plain(obj)
+    decoded = _renderer(served, decode)
+    return lambda t, obj: plain(obj) if t in ("BOOKMARK", "ERROR") else decoded(obj)
 
 
-def _renderer(served: ServedResource) -> Any:
+def _renderer(served: ServedResource, decode: Callable[[JsonDict], JsonDict] | None = None) -> Any:
+    """An object of ``served`` as answered: a view's shape, or a custom resource at the
+    served version, ``decode``d first as storage decodes it (``Rest.decoder``)."""
     if served.resource.api_version in _VIEWS:
         return _VIEWS[served.resource.api_version].to_view
     if not served.custom:
@@ -1245,11 +1256,23 @@ def _renderer(served: ServedResource) -> Any:
     api_version = served.resource.api_version
 
     def render(obj: JsonDict) -> JsonDict:
+        if decode is not None:
+            obj = decode(obj)
         if obj.get("apiVersion") in (api_version, None):
             return obj
         return {**obj, "apiVersion": api_version}
 
     return render
+
+
+def _watch_decoder(rest: Rest, served: ServedResource) -> Callable[[JsonDict], JsonDict]:
+    """Each event's object decoded by its CRD as it is when the event is sent (a decoder
+    holds the CRD it found; the watch outlives it)."""
+
+    def decode(obj: JsonDict) -> JsonDict:
+        return rest.decoder(served)(obj)
+
+    return decode
 
 
 def partial_metadata(answer: JsonDict, api_version: str, *, listed: bool) -> JsonDict:

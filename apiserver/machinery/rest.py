@@ -434,6 +434,18 @@ def _supplied_managed_fields(supplied: Any, live: list[JsonDict]) -> list[JsonDi
     return [dict(e) for e in supplied]
 
 
+def _as_stored(obj: JsonDict) -> JsonDict:
+    return obj
+
+
+def _revision(obj: JsonDict) -> int:
+    """The object's ``metadata.resourceVersion`` as a number; -1 when it has none."""
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion") or -1)
+    except (TypeError, ValueError):
+        return -1
+
+
 def _strip_for_compare(obj: JsonDict) -> JsonDict:
     meta = {
         k: v
@@ -486,10 +498,56 @@ class Rest:
     def _token_suffix() -> str:
         return "".join(secrets.choice(_NAME_ALPHABET) for _ in range(5))
 
-    def _render(self, served: ServedResource, obj: JsonDict) -> JsonDict:
-        """The object as served at ``served``'s version (custom resources share storage)."""
-        if served.custom and obj.get("apiVersion") != served.resource.api_version:
-            obj = {**obj, "apiVersion": served.resource.api_version}
+    def decoder(self, served: ServedResource) -> Callable[[JsonDict], JsonDict]:
+        """How ``served``'s objects read from storage, as kube's storage codec decodes
+        them: a custom resource pruned and defaulted by the schema of the version it is
+        stored at (its CRD as it is now: a default added later shows on objects stored
+        before, in every read and in the old object of every write); anything else as
+        stored. The function is for one request (it holds the CRD it found); it copies
+        only what it changes, so its results are read-only, like storage's objects."""
+        if not served.custom:
+            return _as_stored
+        crd = self.storage.get(
+            ("apiextensions.k8s.io/customresourcedefinitions", "", served.crd_name)
+        )
+        if crd is None:
+            return _as_stored
+        # Every write of a custom resource stores it pruned and defaulted by its CRD as it
+        # was then (under the storage lock), and decoding is idempotent: an object stored
+        # after the CRD's last change reads as it is stored, without a walk.
+        crd_revision = _revision(crd)
+        found: dict[str, Any] = {}
+
+        def decode(obj: JsonDict) -> JsonDict:
+            if _revision(obj) > crd_revision:
+                return obj
+            version = str(obj.get("apiVersion") or "").rpartition("/")[2]
+            if version not in found:
+                found[version] = schema.version_schema(crd, version) or schema.version_schema(
+                    crd, served.resource.version
+                )
+            stored_schema = found[version]
+            return obj if stored_schema is None else schema.from_storage(stored_schema, obj)
+
+        return decode
+
+    def _stored(self, served: ServedResource, key: ObjectKey) -> JsonDict | None:
+        """The object at ``key`` as read from storage (see :meth:`decoder`), or None."""
+        obj = self.storage.get(key)
+        return obj if obj is None or not served.custom else self.decoder(served)(obj)
+
+    def _render(
+        self,
+        served: ServedResource,
+        obj: JsonDict,
+        decode: Callable[[JsonDict], JsonDict] | None = None,
+    ) -> JsonDict:
+        """The object as served at ``served``'s version (custom resources share storage),
+        decoded as storage decodes it (an answer is what the write stored, read back)."""
+        if served.custom:
+            obj = (decode or self.decoder(served))(obj)
+            if obj.get("apiVersion") != served.resource.api_version:
+                obj = {**obj, "apiVersion": served.resource.api_version}
         return obj
 
     def _check_namespace(
@@ -670,20 +728,18 @@ class Rest:
 
     @staticmethod
     def _check_crd_schemas(crd: JsonDict) -> None:
-        """A CRD whose schemas are not structural is refused (422), as kube does."""
-        problems: list[str] = []
+        """A CRD whose schemas are not structural, or whose defaults are wrong, is refused
+        (422), as kube does."""
+        problems: list[FieldError] = []
         for i, version in enumerate((crd.get("spec") or {}).get("versions") or []):
             root = ((version or {}).get("schema") or {}).get("openAPIV3Schema")
             if root is not None:
-                problems += schema.structural_errors(
+                problems += schema.schema_errors(
                     root, path=f"spec.versions[{i}].schema.openAPIV3Schema"
                 )
         if problems:
             name = str((crd.get("metadata") or {}).get("name", ""))
-            causes = [
-                Cause("FieldValueInvalid", p.partition(": ")[2] or p, p.partition(": ")[0])
-                for p in problems
-            ]
+            causes = [p.cause() for p in problems]
             raise AdmissionError("CustomResourceDefinition", "apiextensions.k8s.io", name, causes)
 
     def _type(self, served: ServedResource) -> typeinfo.TypeNode | None:
@@ -954,17 +1010,20 @@ class Rest:
             meta["continue"] = ""
         if shards is not None:
             meta["shardInfo"] = {"selector": shards.string()}
+        decode = self.decoder(served)
         return {
             "kind": f"{r.kind}List",
             "apiVersion": r.api_version,
             "metadata": meta,
-            "items": [self._list_item(served, o) for o in items],
+            "items": [self._list_item(served, o, decode) for o in items],
         }
 
-    def _list_item(self, served: ServedResource, obj: JsonDict) -> JsonDict:
+    def _list_item(
+        self, served: ServedResource, obj: JsonDict, decode: Callable[[JsonDict], JsonDict]
+    ) -> JsonDict:
         """Built-in list items carry no kind/apiVersion (typed lists); custom ones do."""
         if served.custom:
-            return self._render(served, obj)
+            return self._render(served, obj, decode)
         return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
 
     @staticmethod
@@ -1279,9 +1338,12 @@ class Rest:
             )
         with self.storage.lock:
             key = self._key(served, namespace, name)
-            current = self.storage.get(key)
-            if current is None:
+            stored = self.storage.get(key)
+            if stored is None:
                 raise not_found(served, name)
+            # the old object as storage decodes it (defaulted): what the write compares
+            # with and builds on; the bytes stored are what a no-op write is told by
+            current = self.decoder(served)(stored)
             cur_meta = current["metadata"]
             if meta_in.get("uid") and meta_in["uid"] != cur_meta.get("uid"):
                 raise self._uid_conflict(served, namespace, name, meta_in["uid"], cur_meta)
@@ -1376,7 +1438,7 @@ class Rest:
                     subresource=subresource,
                     dry_run=dry_run,
                 )
-            if _strip_for_compare(new) == _strip_for_compare(current) and managed_fields == list(
+            if _strip_for_compare(new) == _strip_for_compare(stored) and managed_fields == list(
                 cur_meta.get("managedFields") or []
             ):
                 return self._render(served, current)
@@ -1526,7 +1588,7 @@ class Rest:
                 viewed=viewed,
             )
         with self.storage.lock:
-            current = self.storage.get(self._key(served, namespace, name))
+            current = self._stored(served, self._key(served, namespace, name))
             if current is not None and view is not None:
                 current = view(current)
             if current is None:
@@ -1645,7 +1707,7 @@ class Rest:
         if r.namespaced:
             config["metadata"]["namespace"] = namespace or ""
         with self.storage.lock:
-            current = self.storage.get(self._key(served, namespace, name))
+            current = self._stored(served, self._key(served, namespace, name))
             if current is not None and view is not None:
                 current = view(current)
             if current is None and subresource is not None:
@@ -1736,7 +1798,7 @@ class Rest:
             raise invalid
         with self.storage.lock:
             key = self._key(served, namespace, name)
-            current = self.storage.get(key)
+            current = self._stored(served, key)
             if current is None:
                 raise not_found(served, name)
             cur_meta = current["metadata"]

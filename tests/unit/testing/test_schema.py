@@ -7,7 +7,13 @@ from typing import Any
 
 import pytest
 
-from apiserver.machinery.schema import apply_schema, structural_errors, version_schema
+from apiserver.machinery.schema import (
+    apply_schema,
+    from_storage,
+    schema_errors,
+    structural_errors,
+    version_schema,
+)
 from apiserver.registry.core import Cause
 
 
@@ -630,10 +636,12 @@ DEFAULT_CASES: list[tuple[str, dict[str, Any], Any, Any]] = [
         {"size": None},
     ),
     (
-        "defaulted value is pruned too",
+        # the decoder prunes, the codec's defaulter runs after it: a default is never
+        # pruned (a CRD whose default has unknown fields is refused: definition.py)
+        "defaults come after pruning",
         _obj_schema(s={**_obj_schema(a=INT), "default": {"a": 1, "junk": 2}}),
         {},
-        {"s": {"a": 1}},
+        {"s": {"a": 1, "junk": 2}},
     ),
 ]
 
@@ -956,3 +964,206 @@ def test_structural_errors_path_for_v1_crds() -> None:
         "spec.versions[0].schema.openAPIV3Schema.properties[spec].type: Required value: "
         "must not be empty for specified object fields"
     ]
+
+
+# --- from_storage ------------------------------------------------------------------------
+
+STORED_SCHEMA = _root(
+    _obj_schema(
+        size={"type": "integer", "default": 1},
+        ports={"type": "array", "items": _obj_schema(port=INT)},
+    )
+)
+
+
+def test_from_storage_is_the_object_itself_when_nothing_changes() -> None:
+    stored = _obj({"size": 3, "ports": [{"port": 80}]})
+    assert from_storage(STORED_SCHEMA, stored) is stored
+
+
+def test_from_storage_defaults_copying_only_what_changes() -> None:
+    stored = _obj({"ports": [{"port": 80}]}, status={"ready": True})
+    before = copy.deepcopy(stored)
+    out = from_storage(STORED_SCHEMA, stored)
+    assert out["spec"] == {"ports": [{"port": 80}], "size": 1}
+    assert stored == before  # never mutated: storage's objects are shared
+    assert out["metadata"] is stored["metadata"]
+    assert out["spec"]["ports"] is stored["spec"]["ports"]
+    assert "status" not in out  # a field the schema no longer describes is pruned
+
+
+def test_from_storage_prunes_and_drops_non_nullable_nulls() -> None:
+    stored = _obj({"size": 2, "ports": [{"port": 80, "gone": 1}], "old": "x"})
+    out = from_storage(STORED_SCHEMA, {**stored, "spec": {**stored["spec"], "size": None}})
+    assert out["spec"] == {"size": 1, "ports": [{"port": 80}]}
+
+
+# --- schema_errors: defaults ---------------------------------------------------------------
+
+V = "spec.versions[0].schema.openAPIV3Schema"
+
+DEFAULT_ERROR_CASES: list[tuple[str, dict[str, Any], list[tuple[str, str, str]]]] = [
+    (
+        "valid defaults",
+        _root(
+            {
+                **_obj_schema(
+                    size={"type": "integer", "minimum": 0, "default": 1},
+                    ports={
+                        "type": "array",
+                        "items": _obj_schema(protocol={"type": "string", "default": "TCP"}),
+                        "default": [],
+                    },
+                    raw={"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                ),
+                "default": {"size": 2, "raw": {"anything": True}},
+            }
+        ),
+        [],
+    ),
+    (
+        "a null default is no default",
+        _root(_obj_schema(size={"type": "integer", "default": None})),
+        [],
+    ),
+    (
+        "wrong type, named from the default's own root",
+        _root(_obj_schema(size={"type": "integer", "default": "big"})),
+        [
+            (
+                f"{V}.properties[spec].properties[size].default",
+                "FieldValueTypeInvalid",
+                'Invalid value: "string":  in body must be of type integer: "string"',
+            )
+        ],
+    ),
+    (
+        "a field inside the default",
+        _root({**_obj_schema(size={"type": "integer", "minimum": 0}), "default": {"size": -1}}),
+        [
+            (
+                f"{V}.properties[spec].default.size",
+                "FieldValueInvalid",
+                "Invalid value: -1: size in body should be greater than or equal to 0",
+            )
+        ],
+    ),
+    (
+        "unknown fields",
+        _root({**_obj_schema(size=INT), "default": {"size": 1, "extra": [1]}}),
+        [
+            (
+                f"{V}.properties[spec].default",
+                "FieldValueInvalid",
+                'Invalid value: {"extra":[1],"size":1}: must not have unknown fields',
+            )
+        ],
+    ),
+    (
+        "array items",
+        _root(
+            _obj_schema(
+                ports={
+                    "type": "array",
+                    "items": _obj_schema(
+                        protocol={"type": "string", "enum": ["TCP", "UDP"], "default": "SCTP"}
+                    ),
+                }
+            )
+        ),
+        [
+            (
+                f"{V}.properties[spec].properties[ports].items.properties[protocol].default",
+                "FieldValueNotSupported",
+                'Unsupported value: "SCTP": supported values: "TCP", "UDP"',
+            )
+        ],
+    ),
+    (
+        "top-level metadata",
+        {
+            "type": "object",
+            "properties": {
+                "metadata": {"type": "object", "default": {"labels": {"a": "b"}}},
+                "kind": {"type": "string", "default": "Widget"},
+            },
+        },
+        [
+            (
+                f"{V}.properties[metadata].default",
+                "FieldValueForbidden",
+                "Forbidden: must not be set in top-level metadata",
+            ),
+            (
+                f"{V}.properties[kind].default",
+                "FieldValueForbidden",
+                "Forbidden: must not be set in top-level kind",
+            ),
+        ],
+    ),
+    (
+        "map in an embedded resource's metadata",
+        _root(
+            _obj_schema(
+                template={
+                    "type": "object",
+                    "x-kubernetes-embedded-resource": True,
+                    "properties": {
+                        "metadata": _obj_schema(
+                            name={"type": "string", "default": "made"},
+                            labels={
+                                "type": "object",
+                                "additionalProperties": {"type": "string", "default": "x"},
+                            },
+                        )
+                    },
+                }
+            )
+        ),
+        [
+            (
+                f"{V}.properties[spec].properties[template].properties[metadata].properties"
+                "[labels].additionalProperties.default",
+                "FieldValueForbidden",
+                "Forbidden: must not be set inside additionalProperties applying to object "
+                "metadata",
+            )
+        ],
+    ),
+    (
+        "an embedded resource's default keeps its type and object meta",
+        _root(
+            _obj_schema(
+                template={
+                    "type": "object",
+                    "x-kubernetes-embedded-resource": True,
+                    "properties": {"spec": {"type": "object"}},
+                    "default": {"apiVersion": "v1", "kind": "Pod", "metadata": {}, "spec": {}},
+                }
+            )
+        ),
+        [],
+    ),
+    (
+        "not structural: defaults are not looked at",
+        _root({"properties": {"size": {"type": "integer", "default": "big"}}}),
+        [
+            (
+                f"{V}.properties[spec].type",
+                "FieldValueRequired",
+                "Required value: must not be empty for specified object fields",
+            )
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("schema", "expected"),
+    [pytest.param(s, e, id=name) for name, s, e in DEFAULT_ERROR_CASES],
+)
+def test_schema_errors_for_defaults(
+    schema: dict[str, Any], expected: list[tuple[str, str, str]]
+) -> None:
+    causes = [e.cause() for e in schema_errors(schema, path=V)]
+    assert [(c.field, c.reason, c.message) for c in causes] == expected
