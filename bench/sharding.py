@@ -14,7 +14,9 @@ owning one Secret, read by ``bench.mem_plugin`` on 1, 2 and 3 replicas and at th
 third to two; each replica's figures come from its own /metrics (plain HTTP on
 127.0.0.1). On the local API server, once with ``ShardedListAndWatch`` on and once off,
 each in a server of its own; with ``--kubeconfig``, once, in whatever mode the cluster
-serves. ``BENCH_SHARDING_PARTS`` (``throughput,memory``) selects the parts.
+serves. Then the exposer's shapes (:mod:`bench.shardexposer`): Deployments exposed by
+the built-in exposer on 1 and 3 sharded replicas. ``BENCH_SHARDING_PARTS``
+(``throughput,memory,exposer``) selects the parts.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import orjson
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench import mem_plugin
+from bench import mem_plugin, shardexposer
 from bench.exposers import ROOT, Subject, installed_controllers
 from bench.registry import Goal, Metrics, Ratio, Run, benchmark
 from bench.target import Target, local_server
@@ -44,7 +46,7 @@ BURN_MS = 20.0
 COUNTS = (1, 2, 3)
 TIMEOUT = 600.0  # seconds for one burst (3,000 x 20 ms = 60 s of CPU on one replica)
 MB = 1024 * 1024
-PARTS = os.environ.get("BENCH_SHARDING_PARTS", "throughput,memory").split(",")
+PARTS = os.environ.get("BENCH_SHARDING_PARTS", "throughput,memory,exposer").split(",")
 MEM_LABELS = ("server", "client", "cluster")
 
 
@@ -483,6 +485,10 @@ part.
         **{f"{m}_join_s": "s" for m in MEM_LABELS},
         **{f"{m}_join_listed_old": "objects" for m in MEM_LABELS},
         **{f"{m}_join_listed_new": "objects" for m in MEM_LABELS},
+        "exposer_base_mb": "MiB",
+        **{f"exposer_growth_mb_{r}_{n}": "MiB" for r in (1, 3) for n in shardexposer.SIZES},
+        **{f"exposer_peak_mb_{r}_{n}": "MiB" for r in (1, 3) for n in shardexposer.SIZES},
+        **{f"exposer_growth_pct_3_{n}": "%" for n in shardexposer.SIZES},
     },
     ratios=[
         Ratio("speed-up, 2 replicas", "throughput_2", "throughput_1", ">= 1.5"),
@@ -493,6 +499,7 @@ part.
         Goal("share_dev_3_pct", "<=", 15),
         Goal("server_cached_pct_3", "<=", 40),
         Goal("server_rss_pct_3", "<=", 50),
+        *(Goal(f"exposer_growth_pct_3_{n}", "<=", 50) for n in shardexposer.SIZES),
     ],
 )
 def sharding(run: Run) -> Metrics:
@@ -537,4 +544,8 @@ def sharding(run: Run) -> Metrics:
         )
     if "memory" in PARTS:
         memory(run, metrics)
+    if "exposer" in PARTS:
+        scratch = Path(run.scratch) / f"shardexposer-{run.index}"
+        scratch.mkdir(parents=True, exist_ok=True)
+        shardexposer.exposer(scratch, metrics)
     return metrics
