@@ -17,6 +17,7 @@ server and garbage-collector threads; ``stop()`` closes every connection and joi
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import itertools
 import logging
 import os
@@ -454,6 +455,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, root, content_type="text/plain; charset=utf-8")
         elif path.startswith("/openapi/v3/"):
             self._openapi(path.removeprefix("/openapi/v3/"))
+        elif path == "/openapi/v2":
+            self._openapi_v2()
         elif (
             path in ("/api", "/apis")
             and (target := negotiation.target(self.headers.get("Accept") or "")).as_kind
@@ -520,13 +523,48 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self._finish(b"")
             return
-        headers = {"Etag": f'"{digest}"'}
+        headers = {"Etag": f'"{digest}"', "Vary": "Accept"}
         if asked:
             headers["Cache-Control"] = "public, immutable"
             headers["Expires"] = time.strftime(
                 "%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 365 * 86400)
             )
+        if self._not_modified(headers):
+            return
         self._send_json(200, doc, headers)
+
+    def _openapi_v2(self) -> None:
+        """``/openapi/v2`` as kube-openapi's handler serves it: JSON with its ETag (the
+        SHA-512 of the body), 304 to an ``If-None-Match`` naming it. Protobuf is not
+        offered: an ``Accept`` that takes nothing else is answered 406."""
+        if not _takes_json(self.headers.get("Accept") or "*/*"):
+            self.send_response(406)
+            self.send_header("Vary", "Accept")
+            self.send_header("Content-Length", "0")
+            self._finish(b"")
+            return
+        data = orjson.dumps(openapi.swagger(self.server.owner.registry, self._crds()))
+        headers = {"Etag": f'"{hashlib.sha512(data).hexdigest().upper()}"', "Vary": "Accept"}
+        if self._not_modified(headers):
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self._finish(data)
+
+    def _not_modified(self, headers: dict[str, str]) -> bool:
+        """Answer 304 (``http.ServeContent``) when ``If-None-Match`` names the ETag."""
+        asked = self.headers.get("If-None-Match") or ""
+        etag = headers["Etag"]
+        if asked.strip() != "*" and etag not in [t.strip() for t in asked.split(",")]:
+            return False
+        self.send_response(304)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self._finish(b"")
+        return True
 
     def _under_builtin_api(self, path: str) -> bool:
         """Whether kube-apiserver's go-restful container claims ``path``: ``/api/...`` and
@@ -1174,6 +1212,17 @@ _POLICY_WARNING: Final = (
     "the local API server does not apply MutatingAdmissionPolicies: they are stored but "
     "never enforced (see docs/local-apiserver.md)"
 )
+
+
+def _takes_json(accept: str) -> bool:
+    """Whether an ``Accept`` header takes JSON (``application/json``, ``application/*``
+    or ``*/*``, with a non-zero q)."""
+    for entry in accept.split(","):
+        media, *params = (p.strip() for p in entry.split(";"))
+        zero = any(p.replace(" ", "") in ("q=0", "q=0.0", "q=0.00", "q=0.000") for p in params)
+        if media.lower() in ("application/json", "application/*", "*/*") and not zero:
+            return True
+    return False
 
 
 def _protobuf_or_none(body: Any) -> bytes | None:

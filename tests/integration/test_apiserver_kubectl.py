@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import shutil
 import subprocess
@@ -20,6 +21,18 @@ from typing import Any
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
+
+from tests.integration.crdopenapi import (
+    FOO,
+    NO_SCHEMA,
+    PRESERVE_NESTED,
+    PRESERVE_ROOT,
+    TIMEOUT,
+    Crd,
+    crd_maker,
+    v3_wait_for,
+)
+from tests.integration.rawhttp import eventually, http
 
 KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed (not on PATH)")
@@ -51,7 +64,7 @@ spec:
 
 
 def _kubectl(
-    kubeconfig_path: str, tmp_path: Path, *args: str, timeout: float = 60
+    kubeconfig_path: str, tmp_path: Path, *args: str, timeout: float = 60, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     assert KUBECTL is not None
     return subprocess.run(
@@ -60,6 +73,7 @@ def _kubectl(
         text=True,
         timeout=timeout,
         check=False,
+        input=stdin,
     )
 
 
@@ -368,3 +382,121 @@ def test_kubectl_explain_shows_what_1_36_documents(kubeconfig_path: str, tmp_pat
     out = _succeeded(_kubectl(kubeconfig_path, tmp_path, "explain", "services.spec.ports"))
     assert "targetPort\t<IntOrString>" in out
     assert "port\t<integer> -required-" in out
+
+
+# --- custom resources: the CustomResourcePublishOpenAPI conformance specs --------------
+
+
+def _published(api_client: Any, crd: Crd) -> None:
+    """Wait until kubectl can find the CRD's kind: discovery lists it and its schema is
+    in the group-version's OpenAPI v3 document (kube publishes both asynchronously)."""
+
+    def discovered() -> bool:
+        listed = http(api_client, "GET", f"/apis/{crd.group}/v1")
+        return listed.status == 200 and crd.plural in [r["name"] for r in listed.body["resources"]]
+
+    eventually(discovered, TIMEOUT, f"{crd.plural} in discovery")
+    v3_wait_for(api_client, crd.group, "v1", crd.definition("v1"))
+
+
+def _explained(kubeconfig_path: str, tmp_path: Path, what: str, pattern: str) -> None:
+    """verifyKubectlExplain: ``kubectl explain what`` succeeds and matches ``pattern``."""
+    out = _succeeded(_kubectl(kubeconfig_path, tmp_path, "explain", what))
+    assert re.search(pattern, out), f"kubectl explain {what}:\n{out}\ndoes not match {pattern}"
+
+
+def test_kubectl_explain_custom_resource(
+    kubeconfig_path: str, tmp_path: Path, api_client: Any
+) -> None:
+    """The patterns of "works for CRD with validation schema"."""
+    with crd_maker(api_client) as make:
+        crd = make(FOO, "v1")
+        _published(api_client, crd)
+        _explained(
+            kubeconfig_path,
+            tmp_path,
+            crd.plural,
+            r"(?s)DESCRIPTION:.*Foo CRD for Testing.*FIELDS:.*apiVersion.*<string>.*"
+            r"APIVersion defines.*spec.*<Object>.*Specification of Foo",
+        )
+        _explained(
+            kubeconfig_path,
+            tmp_path,
+            f"{crd.plural}.metadata",
+            r"(?s)DESCRIPTION:.*Standard object's metadata.*FIELDS:.*creationTimestamp.*"
+            r"<string>.*CreationTimestamp is a timestamp",
+        )
+        _explained(
+            kubeconfig_path,
+            tmp_path,
+            f"{crd.plural}.spec",
+            r"(?s)DESCRIPTION:.*Specification of Foo.*FIELDS:.*bars.*<\[\]Object>.*"
+            r"List of Bars and their specs",
+        )
+        _explained(
+            kubeconfig_path,
+            tmp_path,
+            f"{crd.plural}.spec.bars",
+            r"(?s)(FIELD|RESOURCE):.*bars.*<\[\]Object>.*DESCRIPTION:.*List of Bars and their "
+            r"specs.*FIELDS:.*bazs.*<\[\]string>.*List of Bazs.*name.*<string>.*Name of Bar",
+        )
+        missing = _kubectl(kubeconfig_path, tmp_path, "explain", f"{crd.plural}.spec.bars2")
+        assert missing.returncode != 0
+        assert 'field "bars2" does not exist' in missing.stderr
+
+
+@pytest.mark.parametrize(
+    ("schema", "pattern"),
+    [
+        (NO_SCHEMA, r"(?s)DESCRIPTION:.*<empty>"),
+        (PRESERVE_ROOT, r"(?s)KIND:.*{kind}"),
+        (
+            PRESERVE_NESTED,
+            r"(?s)DESCRIPTION:.*preserve-unknown-properties in nested field for Testing",
+        ),
+    ],
+    ids=["without-schema", "preserving-at-root", "preserving-nested"],
+)
+def test_kubectl_explain_custom_resource_preserving_unknown_fields(
+    kubeconfig_path: str, tmp_path: Path, api_client: Any, schema: dict[str, Any], pattern: str
+) -> None:
+    with crd_maker(api_client) as make:
+        crd = make(schema, "v1")
+        _published(api_client, crd)
+        _explained(kubeconfig_path, tmp_path, crd.plural, pattern.format(kind=crd.kind))
+
+
+def test_kubectl_validates_custom_resources(
+    kubeconfig_path: str, tmp_path: Path, namespace: str, api_client: Any
+) -> None:
+    """create and apply of "works for CRD with validation schema": kubectl validates
+    (server-side, since the OpenAPI v3 document says the server takes
+    ``fieldValidation``)."""
+    with crd_maker(api_client) as make:
+        crd = make(FOO, "v1")
+        _published(api_client, crd)
+        meta = {"kind": crd.kind, "apiVersion": f"{crd.group}/v1", "metadata": {"name": "test-foo"}}
+
+        def run(verb: str, spec: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+            body = json.dumps({**meta, "spec": spec})
+            return _kubectl(kubeconfig_path, tmp_path, "-n", namespace, verb, "-f", "-", stdin=body)
+
+        for verb in ("create", "apply"):
+            _succeeded(run(verb, {"bars": [{"name": "test-bar"}]}))
+            _succeeded(
+                _kubectl(
+                    kubeconfig_path, tmp_path, "-n", namespace, "delete", crd.plural, "test-foo"
+                )
+            )
+        bad_enum = run("create", {"bars": [{"name": "test-bar", "feeling": "NonExistentValue"}]})
+        assert 'Unsupported value: "NonExistentValue"' in bad_enum.stderr
+        for verb in ("create", "apply"):
+            unknown = run(verb, {"foo": True})
+            assert (
+                'unknown field "spec.foo"' in unknown.stderr
+                or 'unknown field "foo"' in unknown.stderr
+            )
+            no_name = run(verb, {"bars": [{"age": "10"}]})
+            assert "spec.bars[0].name: Required value" in no_name.stderr or (
+                'missing required field "name"' in no_name.stderr
+            )
