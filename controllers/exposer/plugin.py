@@ -13,6 +13,13 @@ Watches (controller-runtime builder):
 
 Every watch is filtered by the configured namespace scope before anything is queued.
 
+Sharded (``sharded: true``), a replica caches its share only: ``for`` its Deployments (by
+uid, selected by the API server where it can), ``owns`` the Services and Ingresses
+labelled ``app.kubernetes.io/managed-by=overseer`` (selected by the API server) whose
+controller owner is in its share (filtered here), ``watches`` the unlabelled ones (what
+the exposer did not make). A foreign object that carries the label anyway is not watched:
+its conflict is looked at again every :data:`LABELLED_FOREIGN_RETRY` seconds.
+
 Thread-safe: ``setup`` runs once, before the manager runs.
 """
 
@@ -21,6 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from controllers.exposer.config import ExposerConfig
+from controllers.exposer.desired import LABEL_MANAGED_BY, MANAGED_BY
 from controllers.exposer.rbac import RBAC_RULES
 from controllers.exposer.reconciler import (
     DEPLOYMENTS,
@@ -41,7 +49,11 @@ from manager import (
     any_of,
 )
 
-__all__ = ["ExposerPlugin"]
+__all__ = ["LABELLED_FOREIGN_RETRY", "ExposerPlugin"]
+
+LABELLED_FOREIGN_RETRY = 30.0
+"""Seconds after which a sharded exposer looks again at a conflict with a foreign object
+carrying its label (its watch of foreign objects selects the unlabelled)."""
 
 
 def _same_name_deployment(obj: JsonDict) -> list[Request]:
@@ -89,23 +101,35 @@ class ExposerPlugin:
         config = ctx.config
         if not isinstance(config, ExposerConfig):
             raise TypeError(f"exposer: config must be ExposerConfig, got {type(config).__name__}")
+        sharded = ctx.settings.sharded
+        # Sharded, a replica caches only its share: its Deployments (for_), the Services and
+        # Ingresses it made for them (owns: labelled as the exposer's by the API server,
+        # then by owner here), and the foreign ones (the unlabelled, selected by the API
+        # server: what the exposer did not make, which a conflict waits on). Unsharded,
+        # one cache of each holds everything, as the watches of foreign objects need.
+        owned = f"{LABEL_MANAGED_BY}={MANAGED_BY}" if sharded else None
+        foreign = f"{LABEL_MANAGED_BY}!={MANAGED_BY}" if sharded else None
+        shard = "owned" if sharded else None
         reconciler = ExposerReconciler(
             mgr.client,
             # sharded: the cache of this replica's share, the one for_() is woken by
-            deployments=mgr.lister(DEPLOYMENTS, shard="primary" if ctx.settings.sharded else None),
-            services=mgr.lister(SERVICES),
-            ingresses=mgr.lister(INGRESSES),
+            deployments=mgr.lister(DEPLOYMENTS, shard="primary" if sharded else None),
+            services=mgr.lister(SERVICES, label_selector=owned, shard=shard),
+            ingresses=mgr.lister(INGRESSES, label_selector=owned, shard=shard),
             recorder=mgr.recorder(ctx.name),
             config=config,
+            foreign_services=mgr.lister(SERVICES, label_selector=foreign) if sharded else None,
+            foreign_ingresses=mgr.lister(INGRESSES, label_selector=foreign) if sharded else None,
+            labelled_foreign_retry=LABELLED_FOREIGN_RETRY if sharded else None,
         )
         scope = _in_scope(config)
         mgr.add(EXPOSER_METRICS.runnable("exposer-metrics"), leader_only=False)
         (
             ctx.controller(reconciler)
             .for_(DEPLOYMENTS, scope, any_of(GenerationChanged(), AnnotationChanged()))
-            .owns(SERVICES, scope)
-            .owns(INGRESSES, scope)
-            .watches(SERVICES, _same_name_deployment, scope, _FOREIGN)
-            .watches(INGRESSES, _same_name_deployment, scope, _FOREIGN)
+            .owns(SERVICES, scope, label_selector=owned)
+            .owns(INGRESSES, scope, label_selector=owned)
+            .watches(SERVICES, _same_name_deployment, scope, _FOREIGN, label_selector=foreign)
+            .watches(INGRESSES, _same_name_deployment, scope, _FOREIGN, label_selector=foreign)
             .complete()
         )

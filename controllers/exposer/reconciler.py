@@ -79,6 +79,8 @@ from prometheus_client import Counter, Gauge
 from controllers.exposer.config import ExposerConfig
 from controllers.exposer.desired import (
     ANNOTATION_URL,
+    LABEL_MANAGED_BY,
+    MANAGED_BY,
     NotExposable,
     desired_exposure,
     opted_in,
@@ -163,11 +165,24 @@ class _EarlierIncarnation(Exception):
 
 
 class _Foreign(Exception):
-    """The name is taken by an object this Deployment does not control."""
+    """The name is taken by an object this Deployment does not control. ``labelled``: one
+    of them carries the exposer's own label (someone copied it), which hides it from a
+    sharded exposer's watch of foreign objects (only unlabelled ones are watched)."""
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, *, labelled: bool = False) -> None:
         super().__init__(what)
         self.what = what
+        self.labelled = labelled
+
+
+def _either(first: Lister, second: Lister | None, name: str, namespace: str) -> JsonDict | None:
+    found = first.get(name, namespace)
+    return found if found is not None or second is None else second.get(name, namespace)
+
+
+def _labelled(obj: Mapping[str, Any] | None) -> bool:
+    labels = _meta(obj).get("labels") if obj is not None else None
+    return isinstance(labels, Mapping) and labels.get(LABEL_MANAGED_BY) == MANAGED_BY
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -185,6 +200,12 @@ class ExposerReconciler:
         recorder: Events on the Deployment.
         config: the exposer's settings.
         expectations: pending writes (default: a fresh :class:`Expectations`).
+        foreign_services, foreign_ingresses: sharded, the caches of the objects the
+            exposer did not make (``services`` and ``ingresses`` then hold this replica's
+            share of those it made); a name is looked up in both.
+        labelled_foreign_retry: seconds after which a conflict with a foreign object that
+            carries the exposer's label is looked at again; set when the watch of foreign
+            objects selects unlabelled ones only (sharded), else None (the watch tells).
     """
 
     def __init__(
@@ -197,8 +218,14 @@ class ExposerReconciler:
         recorder: EventRecorder,
         config: ExposerConfig,
         expectations: Expectations | None = None,
+        foreign_services: Lister | None = None,
+        foreign_ingresses: Lister | None = None,
+        labelled_foreign_retry: float | None = None,
     ) -> None:
         self._client = client
+        self._foreign_services = foreign_services
+        self._foreign_ingresses = foreign_ingresses
+        self._labelled_foreign_retry = labelled_foreign_retry
         self._deployments = deployments
         self._services = services
         self._ingresses = ingresses
@@ -250,8 +277,8 @@ class ExposerReconciler:
         uid = str(_meta(deployment).get("uid") or "")
         if self._in_terminating_namespace(request.key, uid):
             return Result()  # refused once already: its namespace is going away
-        service = self._services.get(name, namespace)
-        ingress = self._ingresses.get(name, namespace)
+        service = _either(self._services, self._foreign_services, name, namespace)
+        ingress = _either(self._ingresses, self._foreign_ingresses, name, namespace)
         try:
             if not opted_in(deployment, self._config):
                 return self._unexpose(request, deployment, uid, service, ingress)
@@ -268,13 +295,16 @@ class ExposerReconciler:
         ):
             return self._wait_for_earlier_incarnation(request)
         foreign = [
-            f"{kind} {name}"
+            (f"{kind} {name}", obj)
             for kind, obj in (("Service", service), ("Ingress", ingress))
             if obj is not None and controller_uid(obj) != uid
         ]
         try:
             if foreign:
-                raise _Foreign(" and ".join(foreign))
+                raise _Foreign(
+                    " and ".join(what for what, _ in foreign),
+                    labelled=any(_labelled(obj) for _, obj in foreign),
+                )
             svc_outcome, svc_changes = self._ensure(
                 SERVICES, service, exposure.service, uid, service_update
             )
@@ -291,6 +321,9 @@ class ExposerReconciler:
             )
             logger.info("name conflict", extra={"objects": exc.what})
             self._set_exposed(request.key, False)
+            if exc.labelled and self._labelled_foreign_retry is not None:
+                # no watch tells when it goes: look again
+                return Result(requeue_after=self._labelled_foreign_retry)
             return Result()
         except _EarlierIncarnation:
             return self._wait_for_earlier_incarnation(request)
@@ -399,7 +432,7 @@ class ExposerReconciler:
             if earlier_incarnation(observed, str(self._owner_name(desired)), uid):
                 raise _EarlierIncarnation(f"{resource.kind} {name}")
             if controller_uid(observed) != uid:
-                raise _Foreign(f"{resource.kind} {name}")
+                raise _Foreign(f"{resource.kind} {name}", labelled=_labelled(observed))
         with self._lost_lock:
             made_here = key in self._lost  # by a create of ours whose answer was lost
             self._lost.discard(key)

@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 
 from controllers.exposer import ExposerConfig, ExposerReconciler, NamespaceScope, TLSConfig
+from controllers.exposer import plugin as exposer_plugin
+from controllers.exposer.reconciler import EXPOSER_METRICS
 from manager import (
     REGISTRY,
     ApiError,
@@ -36,6 +38,7 @@ from manager import (
 from manager.cache.store import new_indexer
 from manager.client import ClientOptions
 from manager.plugins import ControllerSettings, PluginContext, load_path
+from manager.sharding import ShardingOptions
 from manager.testing import FakeRecorder, eventually
 
 DEPLOYMENTS = builtin("apps/v1", "deployments")
@@ -160,8 +163,19 @@ def start_exposer(
         *,
         workers: int = 3,
         client_options: ClientOptions | None = None,
+        sharded: bool = False,
     ) -> Manager:
         kube = KubeClient.from_kubeconfig(kubeconfig_path, options=client_options)
+        sharding = None
+        if sharded:  # a ring of its own; fast Leases: a key starts after one lease duration
+            ring = f"x{uuid.uuid4().hex[:6]}"
+            sharding = ShardingOptions(
+                ring_name=ring,
+                namespace=namespace,
+                lease_duration=1.0,
+                renew_deadline=0.8,
+                retry_period=0.2,
+            )
         mgr = Manager(
             kube,
             ManagerOptions(
@@ -169,6 +183,7 @@ def start_exposer(
                 metrics_bind_address="0",
                 health_probe_bind_address="0",
                 namespace=namespace,
+                sharding=sharding,
             ),
         )
         plugin = load_path("exposer", "controllers.exposer:ExposerPlugin")
@@ -177,7 +192,7 @@ def start_exposer(
             PluginContext(
                 "exposer",
                 config or ExposerConfig(domain=DOMAIN),
-                ControllerSettings(workers=workers),
+                ControllerSettings(workers=workers, sharded=sharded),
                 mgr,
             ),
         )
@@ -474,8 +489,9 @@ def test_edited_ingress_is_restored(
 # -- refusals -----------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("sharded", [False, True], ids=["leader", "sharded"])
 def test_name_conflict_leaves_foreign_service_untouched(
-    client: KubeClient, namespace: str, start_exposer: Starter
+    client: KubeClient, namespace: str, start_exposer: Starter, sharded: bool
 ) -> None:
     foreign = client.create(
         SERVICES,
@@ -487,7 +503,7 @@ def test_name_conflict_leaves_foreign_service_untouched(
         },
         namespace,
     )
-    start_exposer()
+    start_exposer(sharded=sharded)
     client.create(DEPLOYMENTS, deployment("web"), namespace)
     event = wait_event(client, namespace, "web", "ExposeConflict")
     assert event["type"] == "Warning"
@@ -501,8 +517,9 @@ def test_name_conflict_leaves_foreign_service_untouched(
     assert URL not in annotations
 
 
+@pytest.mark.parametrize("sharded", [False, True], ids=["leader", "sharded"])
 def test_conflict_resolves_when_the_foreign_object_goes(
-    client: KubeClient, namespace: str, start_exposer: Starter
+    client: KubeClient, namespace: str, start_exposer: Starter, sharded: bool
 ) -> None:
     client.create(
         INGRESSES,
@@ -514,7 +531,7 @@ def test_conflict_resolves_when_the_foreign_object_goes(
         },
         namespace,
     )
-    start_exposer()
+    start_exposer(sharded=sharded)
     client.create(DEPLOYMENTS, deployment("web"), namespace)
     assert "Ingress web" in wait_event(client, namespace, "web", "ExposeConflict")["message"]
     assert get_or_none(client, SERVICES, namespace, "web") is None
@@ -824,6 +841,7 @@ def test_a_terminating_namespace_refuses_one_create_per_deployment_and_no_more(
             recorder=FakeRecorder(),
             config=ExposerConfig(domain=DOMAIN),
         )
+        EXPOSER_METRICS.attach()  # exported while an exposer runs: as if one did
         before = REGISTRY.get_sample_value("overseer_exposer_namespace_terminating_total") or 0
         for _ in range(3):
             for d in deployments:
@@ -833,6 +851,7 @@ def test_a_terminating_namespace_refuses_one_create_per_deployment_and_no_more(
         after = REGISTRY.get_sample_value("overseer_exposer_namespace_terminating_total")
         assert after == before + count
     finally:
+        EXPOSER_METRICS.detach()
         _release_namespace(client, namespace)
 
 
@@ -899,3 +918,47 @@ def test_services_emptied_then_namespace_deleted_costs_at_most_one_refusal_each(
         assert refused.count("events") <= 1, refused
     finally:
         _release_namespace(client, namespace)
+
+
+# -- sharded: caches divide ------------------------------------------------------------------
+
+
+def test_a_sharded_exposer_caches_no_whole_service_or_ingress_list(
+    client: KubeClient, namespace: str, start_exposer: Starter
+) -> None:
+    """Sharded, every replica holds only its share of the exposer's Services and
+    Ingresses (by their owner), and of the others only those it did not make (selected
+    by the API server): no informer holds every Service or Ingress."""
+    mgr = start_exposer(sharded=True)
+    client.create(DEPLOYMENTS, deployment("web"), namespace)
+    wait_exposed(client, namespace, "web")
+    scopes = sorted(
+        i.name for i in mgr.factory.informers() if "services" in i.name or "ingresses" in i.name
+    )
+    assert scopes, "no Service or Ingress informer"
+    for name in scopes:
+        assert "shardBy=owner" in name or "managed-by!=overseer" in name, scopes
+
+
+def test_a_sharded_exposer_conflicts_with_a_foreign_object_carrying_its_label(
+    client: KubeClient, namespace: str, start_exposer: Starter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Service someone labelled as the exposer's (app.kubernetes.io/managed-by=overseer)
+    without being the Deployment's: a conflict, untouched; and once it goes, the
+    Deployment is exposed, though the foreign watch (of unlabelled objects) never saw it."""
+    foreign = client.create(
+        SERVICES,
+        {
+            "metadata": {"name": "web", "labels": {"app.kubernetes.io/managed-by": "overseer"}},
+            "spec": {"selector": {"app": "legacy"}, "ports": [{"port": 80}]},
+        },
+        namespace,
+    )
+    monkeypatch.setattr(exposer_plugin, "LABELLED_FOREIGN_RETRY", 0.5)  # 30 s by default
+    start_exposer(sharded=True)
+    client.create(DEPLOYMENTS, deployment("web"), namespace)
+    assert "Service web" in wait_event(client, namespace, "web", "ExposeConflict")["message"]
+    now = client.get(SERVICES, "web", namespace)
+    assert now["metadata"]["resourceVersion"] == foreign["metadata"]["resourceVersion"]
+    client.delete(SERVICES, "web", namespace)
+    wait_exposed(client, namespace, "web")
