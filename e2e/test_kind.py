@@ -1,7 +1,8 @@
 """Overseer deployed from ``deploy/`` (3 replicas as pods), end to end: run by
 ``e2e/kind.sh``, which sets ``OVERSEER_E2E_TARGET=kind``; skipped otherwise.
 
-* the install: every replica Ready, spread over nodes, exactly one leads;
+* the install: every replica Ready, spread over the schedulable nodes as the spread
+  constraints promise (``e2e/spread.py``), exactly one leads;
 * both controllers: an exposed Deployment gets its Service and Ingress, a pod its
   LogicalPort, released when the pod goes;
 * metrics through the pod proxy: the leader reports leader status 1 and reconciles;
@@ -20,6 +21,7 @@ import pytest
 
 from e2e.cluster import DEPLOYMENTS, NAMESPACE, PODS, TARGET, PodReplicas
 from e2e.processes import wait_for
+from e2e.spread import hard_constraints, spread_violations
 from manager.client import KubeClient
 from manager.errors import NotFound
 from manager.resources import Resource, builtin
@@ -32,6 +34,7 @@ pytestmark = [
     ),
 ]
 
+NODES = builtin("v1", "nodes")
 SERVICES = builtin("v1", "services")
 INGRESSES = builtin("networking.k8s.io/v1", "ingresses")
 LOGICAL_PORTS = Resource(
@@ -130,8 +133,13 @@ def _has_port(client: KubeClient, namespace: str, name: str) -> bool:
 def test_install_ready_spread_one_leader(client: KubeClient, replicas: PodReplicas) -> None:
     pods = replicas.pods()
     assert len(pods) == 3
-    nodes = {p["spec"].get("nodeName") for p in pods}
-    assert len(nodes) >= 2, nodes
+    # spread as deploy/'s hard constraints promise on the nodes this cluster has: one
+    # schedulable node takes all three, two take 2 and 1, three or more one each
+    assert hard_constraints(pods[0]["spec"]), "deploy/ no longer spreads the replicas"
+    nodes = client.list(NODES)["items"]
+    assert spread_violations(pods, nodes) == [], {
+        p["metadata"]["name"]: p["spec"].get("nodeName") for p in pods
+    }
     leaders = [p for p in pods if replicas.holder().startswith(f"{p['metadata']['name']}_")]
     assert len(leaders) == 1
     for p in pods:

@@ -82,21 +82,6 @@ _WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollecti
 _NO_TABLE_SUBRESOURCES = frozenset({"binding", "eviction", "token"})
 
 
-def _table_only(accept: str) -> bool:
-    """Whether ``Accept`` asks for a Table and for nothing else: an endpoint without a
-    table convertor can answer none of it (kube's ``AllowsMediaTypeTransform``)."""
-    if negotiation.target(accept).as_kind != "Table":
-        return False
-    for entry in accept.split(","):
-        params = {
-            k.strip().lower(): v.strip()
-            for k, _, v in (item.partition("=") for item in entry.split(";")[1:])
-        }
-        if entry.strip() and params.get("as") != "Table":
-            return False
-    return True
-
-
 def _has_table_convertor(route: _Route) -> bool:
     if route.subresource in _NO_TABLE_SUBRESOURCES:
         return False
@@ -248,34 +233,46 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache, private")
         self._finish(data)
 
-    def _send_answer(
-        self, code: int, body: Any, custom: bool, headers: dict[str, str] | None = None
-    ) -> None:
-        """An API answer in the media type the Accept header prefers: protobuf for the
-        built-in kinds that have a protobuf form, else JSON."""
-        accept = self.headers.get("Accept") or ""
-        if negotiation.answer_media(accept, custom=custom) == negotiation.PROTOBUF:
+    def _send_answer(self, code: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        """An API answer in the media type negotiated for this request (JSON unless a
+        resource endpoint negotiated YAML or protobuf); a kind without a protobuf form
+        here is written in JSON."""
+        media = self._accepted.media
+        data = None
+        if media == negotiation.PROTOBUF:
             data = _protobuf_or_none(body)
-            if data is not None:
-                self.send_response(code)
-                self.send_header("Content-Type", negotiation.PROTOBUF)
-                self.send_header("Content-Length", str(len(data)))
-                self.send_header("Cache-Control", "no-cache, private")
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                for text in getattr(self, "_warnings", ()):
-                    self.send_header("Warning", warning_header(text))
-                self._finish(data)
-                return
-        self._send_json(code, body, headers)
+        elif media == negotiation.YAML:
+            data = negotiation.to_yaml(body)
+        if data is None:
+            self._send_json(code, body, headers)
+            return
+        self.send_response(code)
+        self.send_header("Content-Type", media)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-cache, private")
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        for text in getattr(self, "_warnings", ()):
+            self.send_header("Warning", warning_header(text))
+        self._finish(data)
 
     def _send_status(self, err: StatusError) -> None:
-        if self._custom_route:
-            # A custom resource's serializer has no protobuf: its errors are JSON (kube's
-            # WriteObjectNegotiated writes an error it cannot negotiate as raw JSON).
-            self._send_json(err.code, err.status(), err.headers)
+        """An error, as kube's ``ErrorNegotiated`` writes it: in the first media type the
+        Accept header allows with no transformation (a Status has a protobuf form even
+        where the resource has none), else as raw JSON (``WriteRawJSON``: indented, no
+        newline after it) with the error's own code."""
+        media = negotiation.error_media(self.headers.get("Accept") or "")
+        if media is None:
+            data = orjson.dumps(err.status(), option=orjson.OPT_INDENT_2)
+            self.send_response(err.code)
+            for k, v in err.headers.items():
+                self.send_header(k, v)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self._finish(data)
             return
-        self._send_answer(err.code, err.status(), False, err.headers)
+        self._accepted = negotiation.Accepted(media)
+        self._send_answer(err.code, err.status(), err.headers)
 
     def _not_found_page(self) -> None:
         self._send_text(404, "404 page not found\n")
@@ -285,7 +282,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self, method: str) -> None:
         owner = self.server.owner
         self._warnings: list[str] = []  # Warning headers of this request's answer
-        self._custom_route = False  # a custom resource's route: errors in JSON only
+        # what the answer is written in: JSON until a resource endpoint negotiates it
+        self._accepted = negotiation.Accepted()
         split = urlsplit(self.path)
         path = unquote(split.path).rstrip("/") or "/"
         query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
@@ -293,7 +291,6 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             self._who = self._authenticate()
             route = self._route(path)
-            self._custom_route = route is not None and route.served.custom
             if owner.authorizer is not None:
                 self._authorize(method, path, route, query)
             if self._serve_meta(method, path):
@@ -330,13 +327,13 @@ class _Handler(BaseHTTPRequestHandler):
             if injected is not None:
                 self._send_status(injected)
                 return
-            if not _has_table_convertor(route) and _table_only(self.headers.get("Accept") or ""):
-                raise StatusError(
-                    406,
-                    "NotAcceptable",
-                    "only the following media types are accepted: "
-                    + ", ".join(negotiation.BUILTIN_TYPES),
-                )
+            # every handler negotiates its answer before it reads or writes anything
+            # (handlers/get.go, create.go, ...: NegotiateOutputMediaType comes first)
+            self._accepted = negotiation.negotiate(
+                self.headers.get("Accept") or "",
+                custom=route.served.custom,
+                table=_has_table_convertor(route),
+            )
             if verb == "watch":
                 self._watch(route, query)
                 return
@@ -361,7 +358,7 @@ class _Handler(BaseHTTPRequestHandler):
                 answer = self._transform(route, verb, answer, query)
             if verb in ("create", "update", "patch") and r.kind in _POLICY_KINDS:
                 self._warnings.append(_POLICY_WARNING)
-            self._send_answer(code, answer, route.served.custom)
+            self._send_answer(code, answer)
         except StatusError as err:
             self._send_status(err)
         except (BrokenPipeError, ConnectionResetError):
@@ -789,7 +786,7 @@ class _Handler(BaseHTTPRequestHandler):
         self, route: _Route, verb: str, answer: JsonDict, query: dict[str, str]
     ) -> JsonDict:
         """The answer in the form the Accept header asks for (Table, metadata only)."""
-        target = negotiation.target(self.headers.get("Accept") or "", custom=route.served.custom)
+        target = self._accepted.target
         if target.as_kind == "Table":
             return self._table(route, verb, answer, query)
         if target.as_kind in ("PartialObjectMetadata", "PartialObjectMetadataList"):
@@ -1002,8 +999,6 @@ class _Handler(BaseHTTPRequestHandler):
         bookmarks = _truthy(query.get("allowWatchBookmarks"))
         initial = _truthy(query.get("sendInitialEvents"))
         initial_given = "sendInitialEvents" in query
-        accept = self.headers.get("Accept") or ""
-        framed = negotiation.answer_media(accept, custom=served.custom) == negotiation.PROTOBUF
         match = opts.resource_version_match
         if initial_given and match != "NotOlderThan":
             raise StatusError(
@@ -1049,6 +1044,14 @@ class _Handler(BaseHTTPRequestHandler):
                     supported_fields(r.plural, r.group),
                 )
             )
+        # serveWatchHandler: the stream serializer is negotiated once the watch is made
+        # (YAML has none: 406)
+        self._accepted = negotiation.negotiate_stream(
+            self.headers.get("Accept") or "",
+            custom=served.custom,
+            table=_has_table_convertor(route),
+        )
+        framed = self._accepted.media == negotiation.PROTOBUF
         watcher = Watcher(served, namespace, labels, fields, bookmarks=bookmarks, shards=shards)
         rv_text = opts.resource_version
         storage = owner.storage
@@ -1126,7 +1129,7 @@ class _Handler(BaseHTTPRequestHandler):
         """What each event's object becomes when the Accept header asks for a Table (one
         row per event; column definitions on the first only, as the watch server's
         Fixup sets NoHeaders) or for PartialObjectMetadata; None for plain objects."""
-        target = negotiation.target(self.headers.get("Accept") or "", custom=route.served.custom)
+        target = self._accepted.target
         render = _renderer(route.served, _watch_decoder(self.server.owner.rest, route.served))
         if target.as_kind == "PartialObjectMetadata":
             api_version = f"meta.k8s.io/{target.version}"

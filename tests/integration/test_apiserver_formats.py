@@ -1,6 +1,7 @@
 """Conformance: discovery and formats — aggregated discovery, the groups and
 subresources a 1.36 server lists, storageVersionHash, /version, PartialObjectMetadata,
-Tables with includeObject, and the request media types kube reads (JSON, YAML, 415).
+Tables with includeObject, the request media types kube reads (JSON, YAML, 415) and
+the answers it writes (JSON, YAML, 406).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.integration.rawhttp import http, ok, stream
 
@@ -276,6 +278,109 @@ def test_unsupported_request_media_type_is_415(api_client: Any, namespace: str) 
     )
     for media in ("application/json", "application/yaml", "application/vnd.kubernetes.protobuf"):
         assert media in message
+
+
+# --------------------------------------------------------------------------- answers in YAML
+
+
+YAML = "application/yaml"
+
+
+def _answer(
+    api_client: Any, method: str, path: str, accept: str, **kwargs: Any
+) -> tuple[int, str, Any]:
+    """Status, Content-Type and the body parsed as YAML (JSON is YAML too)."""
+    resp = stream(api_client, method, path, headers={"Accept": accept}, **kwargs)
+    try:
+        return resp.status, resp.headers.get("Content-Type", ""), yaml.safe_load(resp.read())
+    finally:
+        resp.release_conn()
+
+
+def test_yaml_answers_are_the_json_answers_in_yaml(api_client: Any, namespace: str) -> None:
+    """kube's serializers include ``application/yaml`` (runtime/serializer/codec_factory.go:
+    the JSON rendering converted by sigs.k8s.io/yaml): a create, a get, a list and a
+    Status error asked for in YAML are the JSON answers, in YAML."""
+    collection = f"/api/v1/namespaces/{namespace}/configmaps"
+    body = {"metadata": {"name": "in-yaml", "labels": {"on": "yes"}}, "data": {"n": "1"}}
+    status, ctype, created = _answer(api_client, "POST", collection, YAML, body=body)
+    assert (status, ctype) == (201, YAML), created
+    as_json = ok(http(api_client, "GET", f"{collection}/in-yaml"), 200)
+    assert created == as_json  # strings stay strings: "yes", "1", the timestamps
+    status, ctype, got = _answer(api_client, "GET", f"{collection}/in-yaml", YAML)
+    assert (status, ctype, got) == (200, YAML, as_json)
+    listed = ok(http(api_client, "GET", collection), 200)
+    exact = {"resourceVersion": listed["metadata"]["resourceVersion"]}
+    exact["resourceVersionMatch"] = "Exact"
+    status, ctype, got = _answer(api_client, "GET", collection, YAML, query=exact)
+    assert (status, ctype) == (200, YAML), got
+    assert got == listed
+    missing = http(api_client, "GET", f"{collection}/absent")
+    assert missing.status == 404
+    status, ctype, got = _answer(api_client, "GET", f"{collection}/absent", YAML)
+    assert (status, ctype, got) == (404, YAML, missing.body)
+
+
+@pytest.mark.parametrize(
+    ("accept", "media"),
+    [
+        (f"{YAML}, application/json;q=0.9", YAML),
+        (f"application/json;q=0.5, {YAML}", YAML),  # goautoneg sorts by quality first
+        (f"application/json, {YAML}", "application/json"),
+        (f"text/html, {YAML}", YAML),
+        ("application/*", "application/json"),  # the first serializer: JSON
+    ],
+)
+def test_the_answer_is_in_the_best_accepted_media_type(
+    api_client: Any, namespace: str, accept: str, media: str
+) -> None:
+    status, ctype, got = _answer(api_client, "GET", f"/api/v1/namespaces/{namespace}", accept)
+    assert (status, ctype) == (200, media), got
+    assert got["metadata"]["name"] == namespace
+
+
+def test_no_acceptable_media_type_is_406(api_client: Any, namespace: str) -> None:
+    """NegotiateOutputMediaType fails: ErrorNegotiated cannot negotiate the error either,
+    so WriteObjectNegotiated writes it as raw JSON with its own code."""
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    response = http(api_client, "GET", path, headers={"Accept": "text/html"})
+    assert response.status == 406, response.body
+    assert response.headers["Content-Type"] == "application/json"
+    assert response.body["reason"] == "NotAcceptable"
+    assert response.body["message"].startswith(
+        "only the following media types are accepted: application/json, application/yaml, "
+        "application/vnd.kubernetes.protobuf"
+    )
+
+
+def test_a_table_in_yaml(api_client: Any, namespace: str) -> None:
+    """A Table may be written in JSON or YAML (RequestScope.AllowsMediaTypeTransform)."""
+    collection = f"/api/v1/namespaces/{namespace}/configmaps"
+    ok(http(api_client, "POST", collection, body={"metadata": {"name": "row"}}), 201)
+    as_json = ok(http(api_client, "GET", collection, headers={"Accept": TABLE}), 200)
+    status, ctype, got = _answer(
+        api_client, "GET", collection, "application/yaml;as=Table;v=v1;g=meta.k8s.io"
+    )
+    assert (status, ctype) == (200, YAML), got
+    assert (got["kind"], got["apiVersion"]) == ("Table", "meta.k8s.io/v1")
+    assert got["columnDefinitions"] == as_json["columnDefinitions"]
+    # the cells without the last, the age, which the clock moves between the two reads
+    assert [(r["cells"][:-1], r["object"]) for r in got["rows"]] == [
+        (r["cells"][:-1], r["object"]) for r in as_json["rows"]
+    ]
+
+
+def test_a_watch_has_no_yaml_form(api_client: Any, namespace: str) -> None:
+    """YAML has no stream serializer: serveWatchHandler's NegotiateOutputMediaTypeStream
+    refuses it, and the 406 Status itself is written in YAML."""
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    status, ctype, got = _answer(api_client, "GET", path, YAML, query={"watch": "true"})
+    assert (status, ctype) == (406, YAML), got
+    assert (got["kind"], got["reason"], got["code"]) == ("Status", "NotAcceptable", 406)
+    assert got["message"].startswith(
+        "only the following media types are accepted: application/json;stream=watch, "
+        "application/vnd.kubernetes.protobuf;stream=watch"
+    ), got["message"]
 
 
 # --------------------------------------------------------------------------- OpenAPI v3

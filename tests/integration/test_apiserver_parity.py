@@ -17,7 +17,9 @@ import uuid
 from typing import Any
 
 import pytest
+import yaml
 
+from apiserver.machinery import protobuf
 from tests.integration.rawhttp import (
     JSON_PATCH,
     eventually,
@@ -436,9 +438,14 @@ def test_protobuf_where_kube_answers_protobuf(
 ) -> None:
     """Built-in resources answer protobuf when asked: objects, lists, Status errors, watch
     frames, and the metadata-only forms (``as=PartialObjectMetadata[List]``, what
-    metadata informers ask for). Custom resources have no protobuf serializer: a Status
-    error for one is written as raw JSON (WriteObjectNegotiated keeps an error's code
-    when negotiation fails), and with JSON acceptable too, objects come back as JSON."""
+    metadata informers ask for). Custom resources have no protobuf form: their handler
+    (apiextensions-apiserver's customresource_handler.go) leaves protobuf out of its
+    StandardSerializers, and every handler negotiates the answer's media type before it
+    reads (handlers/get.go: NegotiateOutputMediaType, then the getter), so protobuf alone
+    is a 406 even for an object that does not exist; with JSON acceptable too, objects
+    come back as JSON. An error is a Status, which has a protobuf form, and
+    ErrorNegotiated writes it under the default endpoint restrictions, where the custom
+    resource serializer's protobuf is allowed: errors come back in protobuf."""
     name = _unique("cm")
     _configmap(api_client, namespace, name)
     collection = f"/api/v1/namespaces/{namespace}/configmaps"
@@ -466,12 +473,27 @@ def test_protobuf_where_kube_answers_protobuf(
 
     crd: Crd = request.getfixturevalue("make_crd")()
     path = f"{crd.collection(namespace)}/absent"
-    for accept in (PROTOBUF, f"{PROTOBUF}, application/json"):
-        status, ctype, data = _raw(api_client, path, accept)
-        assert status == 404
-        assert ctype == "application/json", (accept, data[:200])
-        assert json.loads(data)["reason"] == "NotFound"
+    status, ctype, data = _raw(api_client, path, PROTOBUF)
+    assert (status, ctype) == (406, PROTOBUF), data[:200]
+    refused = protobuf.decode(data)[2]
+    assert (refused["kind"], refused["reason"], refused["code"]) == ("Status", "NotAcceptable", 406)
+    # negotiation.MediaTypesForSerializer: every media type of the custom resource serializer
+    assert refused["message"].startswith(
+        "only the following media types are accepted: application/json, application/yaml, "
+        f"{PROTOBUF}"
+    ), refused["message"]
+    status, ctype, data = _raw(api_client, path, f"{PROTOBUF}, application/json")
+    assert (status, ctype) == (404, PROTOBUF), data[:200]
+    assert protobuf.decode(data)[2]["reason"] == "NotFound"
+    status, ctype, data = _raw(api_client, path, "application/json")
+    assert (status, ctype) == (404, "application/json"), data[:200]
+    assert json.loads(data)["reason"] == "NotFound"
     status, ctype, data = _raw(
         api_client, crd.collection(namespace), f"{PROTOBUF}, application/json"
     )
     assert (status, ctype) == (200, "application/json")
+    # the custom resource serializer has YAML: a custom object in YAML is its JSON
+    obj = ok(http(api_client, "POST", crd.collection(namespace), body=crd.body("y", size=1)))
+    status, ctype, data = _raw(api_client, f"{crd.collection(namespace)}/y", "application/yaml")
+    assert (status, ctype) == (200, "application/yaml"), data[:200]
+    assert yaml.safe_load(data) == obj

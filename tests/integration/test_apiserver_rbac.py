@@ -350,5 +350,18 @@ def test_aggregated_cluster_roles_take_the_rules_of_the_roles_they_select(
         ROLE_BINDINGS,
         _bind("RoleBinding", "agg", "ClusterRole", f"{label}-agg", sa="bot", ns=namespace),
     )
+    # On a cluster kube-controller-manager's clusterrole-aggregation controller copies
+    # the rules into the aggregated role some time after these writes, and the
+    # authorizer sees them once its informers have: wait for the access as a client
+    # would, a refusal meaning "not yet" (it still fails if aggregation never happens).
     with bot:
-        assert eventually(lambda: bot.list(SECRETS, namespace) is not None)
+
+        def listed() -> bool:
+            try:
+                return bot.list(SECRETS, namespace) is not None
+            except Forbidden:
+                return False
+
+        assert eventually(
+            listed, timeout=30, what="the bot to list secrets through the aggregated role"
+        )
