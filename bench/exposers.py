@@ -27,6 +27,7 @@ Not thread-safe: one owner per subject.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -125,6 +126,37 @@ def overseer_config(
     }
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
+
+
+def sharded_config(
+    path: Path, namespace: str, *, ring: str, metrics_port: int, enable: dict[str, dict[str, Any]]
+) -> Path:
+    """An ``overseer run`` config for one replica of a ring: ``enable``'s controllers on
+    (every other off), leader election off, plain /metrics on 127.0.0.1:``metrics_port``,
+    the shard Leases and the watch in ``namespace``."""
+    controllers: dict[str, Any] = {name: {"enabled": False} for name in installed_controllers()}
+    for name, section in enable.items():
+        controllers[name] = {"enabled": True, **section}
+    doc = {
+        "client": {"qps": 1000.0, "burst": 2000},
+        "leaderElection": {"enabled": False},
+        "sharding": {"ringName": ring, "namespace": namespace},
+        "metricsBindAddress": f"127.0.0.1:{metrics_port}",
+        "metrics": {"secure": False},
+        "healthProbeBindAddress": "0",
+        "watchNamespace": namespace,
+        "log": {"format": "json", "level": "warning"},
+        "controllers": controllers,
+    }
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 class Subject:

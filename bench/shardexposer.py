@@ -23,7 +23,6 @@ replica's (the target: <= 50), ``exposer_base_mb`` the base.
 from __future__ import annotations
 
 import os
-import socket
 import sys
 import time
 import urllib.request
@@ -34,11 +33,10 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.deployments import deployment
-from bench.exposers import ROOT, Subject, installed_controllers
+from bench.exposers import ROOT, Subject, free_port, sharded_config
 from bench.registry import Metrics
 from bench.target import Target, local_server
 
@@ -52,28 +50,11 @@ MB = 1024 * 1024
 GATE = "ShardedListAndWatch=true"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _config(path: Path, namespace: str, port: int) -> Path:
-    controllers: dict[str, Any] = {name: {"enabled": False} for name in installed_controllers()}
-    controllers["exposer"] = {"enabled": True, "sharded": True, "exposedEvent": False}
-    doc = {
-        "client": {"qps": 1000.0, "burst": 2000},
-        "leaderElection": {"enabled": False},
-        "sharding": {"ringName": "benchexposer", "namespace": namespace},
-        "metricsBindAddress": f"127.0.0.1:{port}",
-        "metrics": {"secure": False},
-        "healthProbeBindAddress": "0",
-        "watchNamespace": namespace,
-        "log": {"format": "json", "level": "warning"},
-        "controllers": controllers,
-    }
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
+    section = {"sharded": True, "exposedEvent": False}
+    return sharded_config(
+        path, namespace, ring="benchexposer", metrics_port=port, enable={"exposer": section}
+    )
 
 
 @dataclass
@@ -116,7 +97,7 @@ class _Replica:
 
 def _start(index: int, ns: str, kubeconfig: str, scratch: Path) -> _Replica:
     name = f"exposer-{index}"
-    port = _free_port()
+    port = free_port()
     config = _config(scratch / f"{name}.yaml", ns, port)
     cmd = [sys.executable, "-m", "manager", "run", "--config", str(config)]
     cmd += ["--kubeconfig", kubeconfig]

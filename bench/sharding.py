@@ -22,7 +22,6 @@ the built-in exposer on 1 and 3 sharded replicas. ``BENCH_SHARDING_PARTS``
 from __future__ import annotations
 
 import os
-import socket
 import statistics
 import sys
 import time
@@ -37,7 +36,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench import mem_plugin, shardexposer
-from bench.exposers import ROOT, Subject, installed_controllers
+from bench.exposers import ROOT, Subject, free_port, installed_controllers, sharded_config
 from bench.registry import Goal, Metrics, Ratio, Run, benchmark
 from bench.target import Target, local_server
 
@@ -167,27 +166,10 @@ GATE = "ShardedListAndWatch"
 
 
 def _mem_config(path: Path, namespace: str, port: int) -> Path:
-    controllers: dict[str, Any] = {name: {"enabled": False} for name in installed_controllers()}
-    controllers["benchmem"] = {"enabled": True, "sharded": True, "workers": 4}
-    doc = {
-        "client": {"qps": 1000.0, "burst": 2000},
-        "leaderElection": {"enabled": False},
-        "sharding": {"ringName": "benchmem", "namespace": namespace},
-        "metricsBindAddress": f"127.0.0.1:{port}",
-        "metrics": {"secure": False},
-        "healthProbeBindAddress": "0",
-        "watchNamespace": namespace,
-        "log": {"format": "json", "level": "warning"},
-        "controllers": controllers,
-    }
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    section = {"sharded": True, "workers": 4}
+    return sharded_config(
+        path, namespace, ring="benchmem", metrics_port=port, enable={"benchmem": section}
+    )
 
 
 @dataclass
@@ -240,7 +222,7 @@ class _Member:
 
 def _mem_start(index: int, ns: str, kubeconfig: str, scratch: Path) -> _Member:
     name = f"mem-{index}"
-    port = _free_port()
+    port = free_port()
     config = _mem_config(scratch / f"{name}.yaml", ns, port)
     subject = _overseer(name, config, kubeconfig, "benchmem=bench.mem_plugin:MemPlugin", scratch)
     return _Member(subject, port, time.monotonic())
