@@ -65,6 +65,7 @@ from apiserver.api.field import (
 )
 from apiserver.api.gofmt import quote
 from apiserver.api.resources import builtin_kinds
+from apiserver.registry import resourcelist
 from apiserver.storage.store import copy_json
 from manager.labels import (
     SelectorError,
@@ -415,6 +416,7 @@ def _containers(
             errs.append(
                 _not_supported(f"{p}.imagePullPolicy", policy, ["Always", "IfNotPresent", "Never"])
             )
+        errs.extend(resourcelist.container_resources(ctr.get("resources"), f"{p}.resources"))
         if name:
             if name in names:
                 errs.append(_duplicate(f"{p}.name", name))
@@ -431,6 +433,7 @@ def _pod_spec(spec: Any, path: str, *, is_pod: bool = False) -> list[FieldError]
         vol = _map(raw_vol)
         vname = vol.get("name")
         vpath = f"{path}.volumes[{i}].name"
+        errs.extend(resourcelist.volume_source(vol, f"{path}.volumes[{i}]"))
         if not vname:
             errs.append(_required(vpath))
             continue
@@ -463,6 +466,7 @@ def _pod_spec(spec: Any, path: str, *, is_pod: bool = False) -> list[FieldError]
                 f"{path}.terminationGracePeriodSeconds", grace, "must be greater than or equal to 0"
             )
         )
+    errs.extend(resourcelist.pod_spec(spec, path))
     if spec.get("hostNetwork") is True:
         errs.extend(_host_network_ports(spec, path, is_pod=is_pod))
     return errs

@@ -561,3 +561,177 @@ def test_a_value_that_is_no_quantity_fails_decoding(
     refused = http(api_client, "POST", case.collection(namespace), body=manifest)
     assert refused.status == 400, refused.body
     assert (refused.body["reason"], refused.body["message"]) == ("BadRequest", message)
+
+
+# --------------------------------------------------------------------------- 422 validation
+
+
+def _container(resources: dict[str, Any]) -> dict[str, Any]:
+    return {"containers": [{"name": "c", "image": IMAGE, "resources": resources}]}
+
+
+INVALID = [
+    (
+        CASES[0],
+        {"spec": {"hard": {"cpu": "-1"}}},
+        'ResourceQuota "bad" is invalid: spec.hard[cpu]: Invalid value: "-1": '
+        "must be greater than or equal to 0",
+    ),
+    (
+        CASES[0],
+        {"spec": {"hard": {"pods": "1.5"}}},
+        'ResourceQuota "bad" is invalid: spec.hard[pods]: Invalid value: "1500m": '
+        "must be an integer",
+    ),
+    (
+        CASES[0],
+        {"spec": {"hard": {"foo": "1"}}},
+        'ResourceQuota "bad" is invalid: [spec.hard[foo]: Invalid value: "foo": must be a '
+        'standard resource type or fully qualified, spec.hard[foo]: Invalid value: "foo": '
+        "must be a standard resource for quota]",
+    ),
+    (
+        CASES[1],
+        {"spec": {"limits": [{"type": "Container", "min": {"cpu": "2"}, "max": {"cpu": "1"}}]}},
+        'LimitRange "bad" is invalid: spec.limits[0].min[cpu]: Invalid value: "2": '
+        "min value 2 is greater than max value 1",
+    ),
+    (
+        CASES[1],
+        {"spec": {"limits": [{"type": "Pod", "default": {"cpu": "1"}}]}},
+        'LimitRange "bad" is invalid: spec.limits[0].default: Forbidden: '
+        "may not be specified when `type` is 'Pod'",
+    ),
+    (
+        CASES[1],
+        {"spec": {"limits": [{"type": "Container", "maxLimitRequestRatio": {"cpu": "0.5"}}]}},
+        'LimitRange "bad" is invalid: spec.limits[0].maxLimitRequestRatio[cpu]: '
+        'Invalid value: "500m": ratio 500m is less than 1',
+    ),
+    (
+        CASES[1],
+        {"spec": {"limits": [{"type": "PersistentVolumeClaim", "default": {"storage": "1Gi"}}]}},
+        'LimitRange "bad" is invalid: spec.limits[0].limits: Required value: either minimum '
+        "or maximum storage value is required, but neither was provided",
+    ),
+    (
+        CASES[2],
+        {"spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "0"}}}},
+        'PersistentVolumeClaim "bad" is invalid: spec.resources[storage]: Invalid value: "0": '
+        "must be greater than zero",
+    ),
+    (
+        CASES[3],
+        {"spec": _container({"requests": {"cpu": "-1"}})},
+        'Pod "bad" is invalid: spec.containers[0].resources.requests[cpu]: Invalid value: '
+        '"-1": must be greater than or equal to 0',
+    ),
+    (
+        CASES[3],
+        {"spec": _container({"requests": {"cpu": "2"}, "limits": {"cpu": "1"}})},
+        'Pod "bad" is invalid: spec.containers[0].resources.requests: Invalid value: "2": '
+        "must be less than or equal to cpu limit of 1",
+    ),
+    (
+        CASES[3],
+        {
+            "spec": _container(
+                {"requests": {"example.com/gpu": "0.5"}, "limits": {"example.com/gpu": "0.5"}}
+            )
+        },
+        'Pod "bad" is invalid: [spec.containers[0].resources.limits[example.com/gpu]: '
+        'Invalid value: "500m": must be an integer, '
+        "spec.containers[0].resources.requests[example.com/gpu]: "
+        'Invalid value: "500m": must be an integer]',
+    ),
+    (
+        CASES[3],
+        {
+            "spec": {
+                **_container({}),
+                "volumes": [{"name": "v", "emptyDir": {"sizeLimit": "-1"}}],
+            }
+        },
+        'Pod "bad" is invalid: spec.volumes[0].emptyDir.sizeLimit: Forbidden: '
+        "SizeLimit field must be a valid resource quantity",
+    ),
+    (
+        CASES[6],
+        {
+            "spec": {
+                "selector": _SELECTOR,
+                "template": {
+                    "metadata": {"labels": {"app": "q"}},
+                    "spec": _container({"limits": {"memory": "-64Mi"}}),
+                },
+            }
+        },
+        'Deployment.apps "bad" is invalid: spec.template.spec.containers[0].resources'
+        '.limits[memory]: Invalid value: "-64Mi": must be greater than or equal to 0',
+    ),
+    (
+        CASES[12],
+        {"storageClassName": NO_CLASS, "capacity": "-1"},
+        'CSIStorageCapacity.storage.k8s.io "bad" is invalid: capacity: Invalid value: "-1": '
+        "must be greater than or equal to 0",
+    ),
+    (
+        CASES[14],
+        {
+            "spec": {
+                "capacity": {"storage": "-1"},
+                "accessModes": ["ReadWriteOnce"],
+                "hostPath": {"path": "/tmp/overseer-test"},
+            }
+        },
+        'PersistentVolume "bad" is invalid: [spec.capacity[storage]: Invalid value: -1: must '
+        'be a valid resource quantity, spec.capacity[storage]: Invalid value: "-1": must be '
+        "greater than zero]",
+    ),
+    (
+        CASES[15],
+        {"status": {"capacity": {"cpu": "-1"}}},
+        'Node "bad" is invalid: status.capacity.cpu: Invalid value: "-1": '
+        "must be greater than or equal to 0",
+    ),
+    (
+        CASES[16],
+        {"handler": "runc", "overhead": {"podFixed": {"cpu": "-250m"}}},
+        'RuntimeClass.node.k8s.io "bad" is invalid: overhead.limits[cpu]: Invalid value: '
+        '"-250m": must be greater than or equal to 0',
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "body", "message"),
+    INVALID,
+    ids=[
+        "quota-negative",
+        "quota-integer",
+        "quota-name",
+        "limitrange-min-max",
+        "limitrange-pod-default",
+        "limitrange-ratio",
+        "limitrange-claim",
+        "claim-zero",
+        "pod-negative",
+        "pod-over-limit",
+        "pod-extended-integer",
+        "pod-emptydir",
+        "deployment",
+        "csistoragecapacity",
+        "persistentvolume",
+        "node",
+        "runtimeclass",
+    ],
+)
+def test_a_quantity_that_breaks_a_rule_is_invalid(
+    case: Case, body: dict[str, Any], message: str, api_client: Any, namespace: str
+) -> None:
+    manifest = {**case.manifest("bad"), **body}
+    refused = http(
+        api_client, "POST", case.collection(namespace), query={"dryRun": "All"}, body=manifest
+    )
+    assert refused.status == 422, refused.body
+    assert (refused.body["reason"], refused.body["message"]) == ("Invalid", message)
