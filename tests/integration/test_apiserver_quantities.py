@@ -440,6 +440,38 @@ def _keep(meta: dict[str, Any]) -> dict[str, Any]:
     return {"resourceVersion": meta["resourceVersion"]}
 
 
+@pytest.mark.parametrize(
+    ("resources", "qos"),
+    [
+        ({"requests": {"cpu": "0", "memory": "0"}}, "BestEffort"),  # zero amounts don't count
+        ({"requests": {"cpu": "0.5"}, "limits": {"cpu": "500m", "memory": "1Gi"}}, "Guaranteed"),
+        (
+            {
+                "requests": {"cpu": "07", "memory": "1Gi"},
+                "limits": {"cpu": "7", "memory": "1024Mi"},
+            },
+            "Guaranteed",
+        ),
+        ({"requests": {"cpu": "100m"}, "limits": {"cpu": "0.2", "memory": "1Gi"}}, "Burstable"),
+    ],
+    ids=["zero", "spelled-differently", "kept-text", "burstable"],
+)
+def test_a_pods_qos_class_compares_quantities_by_value(
+    resources: dict[str, Any], qos: str, api_client: Any, namespace: str
+) -> None:
+    """qos.ComputePodQOS compares with Quantity.Cmp: ``07`` and ``7`` are equal, ``0`` is
+    not a request."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "qos"},
+        "spec": {"containers": [{"name": "c", "image": IMAGE, "resources": resources}]},
+    }
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    created = ok(http(api_client, "POST", path, body=pod), 201)
+    assert created["status"]["qosClass"] == qos
+
+
 def test_quota_status_follows_the_stored_spec(api_client: Any, namespace: str) -> None:
     path = f"/api/v1/namespaces/{namespace}/resourcequotas"
     ok(http(api_client, "POST", path, body=CASES[0].manifest("followed")), 201)
