@@ -38,6 +38,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Final
 
+from apiserver.api.quantity import QuantityError, from_json
 from apiserver.registry.eventsconv import events_to_core
 from apiserver.registry.hpaconv import v1_to_v2
 from manager.labels import SelectorError, label_selector_from_dict
@@ -1225,6 +1226,28 @@ def _print_pv(obj: JsonDict, now: datetime) -> _Row:
     return cells, None
 
 
+def _print_resource_quota(obj: JsonDict, now: datetime) -> _Row:
+    """``printResourceQuota``: ``name: used/hard`` for each name of ``status.hard``, sorted;
+    the ``limits.*`` names in the Limit column, the others in Request."""
+    status = _dict(obj.get("status"))
+    hard, used = _dict(status.get("hard")), _dict(status.get("used"))
+    columns: dict[bool, list[str]] = {False: [], True: []}
+    for name in sorted(hard):
+        pieces = name.split(".")
+        is_limit = len(pieces) > 1 and pieces[0] == "limits"
+        columns[is_limit].append(f"{name}: {_quantity(used.get(name))}/{_quantity(hard[name])}")
+    cells: list[Cell] = [_name(obj), ", ".join(columns[False]), ", ".join(columns[True])]
+    return [*cells, _age(obj, now)], None
+
+
+def _quantity(value: Any) -> str:
+    """``Quantity.String()`` of a stored quantity (a missing one is zero: ``0``)."""
+    try:
+        return str(from_json(value))
+    except QuantityError:
+        return str(value)
+
+
 def _print_name_created_age(obj: JsonDict, now: datetime) -> _Row:
     return [_name(obj), _age(obj, now)], None
 
@@ -1624,6 +1647,28 @@ _MORE_PRINTERS: Final[dict[tuple[str, str], _Printer]] = {
             _AGE_COL,
         ),
         _print_ingress_class,
+    ),
+    ("", "ResourceQuota"): _Printer(
+        (
+            _NAME_COL,
+            _col(
+                "Request",
+                "Request represents a minimum amount of cpu/memory that a container may consume.",
+            ),
+            _col(
+                "Limit",
+                "Limits control the maximum amount of cpu/memory that a container may use "
+                "independent of contention on the node.",
+            ),
+            _AGE_COL,
+        ),
+        _print_resource_quota,
+    ),
+    # no printer in kube: rest.NewDefaultTableConvertor (pkg/registry/core/limitrange)
+    ("", "LimitRange"): _Printer(
+        (_NAME_COL, _col("Created At", _CREATED_DOC, "date")),
+        _print_created_at,
+        rows_null_when_empty=True,
     ),
     ("node.k8s.io", "RuntimeClass"): _Printer(
         (

@@ -18,6 +18,12 @@ request body first, then the unknown fields of the result in sorted order. A val
 the wrong JSON type is refused whatever the mode, with Go's ``json: cannot unmarshal
 string into Go struct field ObjectMeta.metadata.name of type string``.
 
+A ``resource.Quantity`` decodes as its ``UnmarshalJSON`` does and comes out as its
+``MarshalJSON`` writes it (:mod:`apiserver.api.quantity`): ``0.5`` becomes ``500m``,
+canonical text stays as written, ``null`` is ``0``, a value member left out is ``"0"``;
+one that does not parse is refused with the parser's message alone (Go's decoder adds
+no field to an ``Unmarshaler``'s error).
+
 Thread-safety: pure functions plus :class:`Directive`, which belongs to one request.
 """
 
@@ -31,13 +37,16 @@ from typing import Any, Final
 
 import orjson
 
-from apiserver.machinery.typeinfo import LIST, MAP, SCALAR, STRUCT, TypeNode
+from apiserver.api.quantity import QuantityError
+from apiserver.api.quantity import canonical as canonical_quantity
+from apiserver.machinery.typeinfo import LIST, MAP, QUANTITY, SCALAR, STRUCT, TypeNode
 
 __all__ = [
     "Directive",
     "TypeError_",
     "check_typed",
     "decode",
+    "decode_quantities",
     "decode_yaml",
     "duplicates",
     "json_patch_issues",
@@ -193,7 +202,7 @@ def _walk(
     unknown: list[str] | None,
 ) -> Any:
     if value is None:
-        return None
+        return "0" if t.value_member else None
     kind = t.kind
     if kind == STRUCT:
         if not isinstance(value, dict):
@@ -231,6 +240,11 @@ def _walk(
                 if out is None:
                     out = dict(value)
                 out[k] = cleaned
+        for k in t.always():
+            if k not in value:  # a Go value member: written at its zero
+                if out is None:
+                    out = dict(value)
+                out[k] = "0"
         return value if out is None else out
     if kind == MAP:
         if not isinstance(value, dict):
@@ -238,15 +252,18 @@ def _walk(
         assert t.elem is not None
         changed: dict[str, Any] | None = None
         for k, v in value.items():
-            cleaned = _walk(
-                v,
-                t.elem,
-                f"{path}.{k}" if path else k,
-                go_path,
-                struct=struct,
-                issues=issues,
-                unknown=unknown,
-            )
+            if v is None and t.elem.scalar == QUANTITY:
+                cleaned = "0"  # a map's null element decodes to a zero Quantity
+            else:
+                cleaned = _walk(
+                    v,
+                    t.elem,
+                    f"{path}.{k}" if path else k,
+                    go_path,
+                    struct=struct,
+                    issues=issues,
+                    unknown=unknown,
+                )
             if cleaned is not v:
                 if changed is None:
                     changed = dict(value)
@@ -267,6 +284,8 @@ def _walk(
                 items[i] = cleaned
         return value if items is None else items
     if kind == SCALAR:
+        if t.scalar == QUANTITY:
+            return _quantity(value)
         if not _scalar_ok(value, t):
             raise _type_error(value, struct, go_path, t.go)
         if t.go == "[]uint8":
@@ -278,6 +297,43 @@ def _walk(
             if problem is not None:
                 raise TypeError_(problem)
     return value
+
+
+def decode_quantities(value: Any, t: TypeNode) -> Any:
+    """``value`` with its quantities as decoding leaves them, nothing else checked: for an
+    object that was built rather than decoded (the result of a server-side apply, which
+    kube turns into the typed object after merging).
+
+    Raises:
+        TypeError_: a quantity does not parse (the parser's message).
+    """
+    if value is None:
+        return "0" if t.value_member else None
+    kind = t.kind
+    if kind == SCALAR:
+        return _quantity(value) if t.scalar == QUANTITY else value
+    if kind == STRUCT and isinstance(value, dict):
+        fields = t.fields()
+        out = {k: decode_quantities(v, fields[k]) if k in fields else v for k, v in value.items()}
+        for k in t.always():
+            out.setdefault(k, "0")
+        return out
+    if kind == MAP and isinstance(value, dict) and t.elem is not None:
+        elem = t.elem
+        return {k: decode_quantities(v, elem) for k, v in value.items()}
+    if kind == LIST and isinstance(value, list) and t.elem is not None:
+        elem = t.elem
+        return [decode_quantities(v, elem) for v in value]
+    return value
+
+
+def _quantity(value: Any) -> Any:
+    """A quantity as stored: the value itself when that is its canonical text."""
+    try:
+        text = canonical_quantity(value)
+    except QuantityError as exc:
+        raise TypeError_(str(exc)) from None
+    return value if text == value else text
 
 
 _B64: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")

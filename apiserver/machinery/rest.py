@@ -807,6 +807,25 @@ class Rest:
             raise _strict_refusal(directive, refused)
         return dict(cleaned)
 
+    def _decode_applied(self, served: ServedResource, merged: JsonDict, where: str) -> JsonDict:
+        """The merged result of an apply as the typed object it becomes (structuredmerge's
+        ``toVersioned``): quantities canonical; one that does not parse is a 500, as a
+        failed conversion is."""
+        t = self._type(served)
+        if served.custom or t is None:
+            return merged
+        try:
+            decoded: JsonDict = fieldvalidation.decode_quantities(merged, t)
+        except fieldvalidation.TypeError_ as exc:
+            r = served.resource
+            raise StatusError(
+                500,
+                "",
+                f"failed to convert new object ({where}) to proper version: unable to convert "
+                f"unstructured object to {r.group}/{r.version}, Kind={r.kind}: {exc}",
+            ) from None
+        return decoded
+
     def check_events_v1(self, core_event: JsonDict) -> None:
         """The strict rules an ``events.k8s.io/v1`` create adds (eventTime, ...)."""
         try:
@@ -1141,6 +1160,8 @@ class Rest:
                 obj.pop("status", None)  # custom resources: status only via /status
             elif r.kind == "Service" and not r.group:
                 obj["status"] = {"loadBalancer": {}}
+            elif r.kind == "Node" and not r.group:
+                pass  # nodeStrategy.PrepareForCreate: a node may be created with its status
             else:
                 obj["status"] = {}
         with self.storage.lock:
@@ -1693,13 +1714,13 @@ class Rest:
                 "the request"
             )
         config = {**doc, "metadata": {**meta, "name": name}}
+        # structuredmerge.go objectGVKNN(patchObj): the configuration's own metadata
+        where = (
+            f"{meta.get('namespace') or ''}/{meta.get('name') or ''}; "
+            f"{r.group}/{r.version}, Kind={r.kind}"
+        )
         undeclared = managedfields.undeclared(config, self._type(shown))
         if undeclared:
-            # structuredmerge.go objectGVKNN(patchObj): the configuration's own metadata
-            where = (
-                f"{meta.get('namespace') or ''}/{meta.get('name') or ''}; "
-                f"{r.group}/{r.version}, Kind={r.kind}"
-            )
             text = (
                 undeclared[0] if len(undeclared) == 1 else "errors:\n  " + "\n  ".join(undeclared)
             )
@@ -1742,6 +1763,7 @@ class Rest:
                         ]
                     },
                 ) from None
+            merged = self._decode_applied(shown, merged, where)
             if current is None:
                 merged["metadata"].pop("resourceVersion", None)
                 if unview is not None:

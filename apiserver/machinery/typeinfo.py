@@ -8,6 +8,10 @@ fields, which are sets, which maps are atomic). This module rebuilds that knowle
 * built-in kinds from the ``kubernetes`` package's generated model classes (their
   ``openapi_types`` and ``attribute_map`` are the OpenAPI definitions, one class per
   definition), loaded lazily, one kind at a time, on first use;
+* which strings are ``resource.Quantity`` (the models type them ``str``) from the
+  protobuf field tables of 1.36 (:mod:`.protoschema`), walked alongside the models from
+  each kind's message: a quantity node is decoded and written back canonical by
+  :mod:`.fieldvalidation`;
 * the list semantics the models do not carry (``x-kubernetes-list-type``,
   ``x-kubernetes-list-map-keys`` and ``patchMergeKey`` of ``k8s.io/api``) from
   :data:`_LISTS`, and the structs ``k8s.io/api`` marks ``x-kubernetes-map-type: atomic``
@@ -29,13 +33,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-__all__ = ["TypeNode", "builtin", "from_crd_schema", "object_meta"]
+from apiserver.machinery.protobuf import INLINE
+from apiserver.machinery.protoschema import KINDS, MESSAGES
+
+__all__ = ["QUANTITY", "TypeNode", "builtin", "from_crd_schema", "object_meta"]
 
 STRUCT: Final = "struct"
 MAP: Final = "map"
 LIST: Final = "list"
 SCALAR: Final = "scalar"
 UNTYPED: Final = "untyped"
+QUANTITY: Final = "quantity"  # the scalar type of a resource.Quantity
 
 
 @dataclass(slots=True, eq=False)
@@ -44,13 +52,16 @@ class TypeNode:
 
     Attributes:
         scalar: for scalars, the JSON type expected (string, integer, number, boolean,
-            or "" for anything, e.g. IntOrString, Quantity).
+            or "" for anything, e.g. IntOrString), or ``quantity`` for a
+            ``resource.Quantity`` (a string or a number that ``ParseQuantity`` reads).
         go: the Go type as decoding errors name it (``v1.PodSpec``, ``int32``, ``string``).
         elem: the value type of maps and the item type of lists.
         list_type: atomic, set or map (lists); atomic maps and structs are ``atomic``.
         keys: the key fields of a list of type map.
         key_defaults: defaults of key fields (``protocol: TCP``), used when an item omits one.
         preserve: unknown fields are kept (no unknown-field report below this node).
+        value_member: a Go value member (not a pointer) that ``json.Marshal`` always
+            writes, at its zero when unset (``divisor: "0"``); set on quantities only.
     """
 
     kind: str
@@ -62,7 +73,9 @@ class TypeNode:
     key_defaults: Mapping[str, Any] = field(default_factory=dict)
     preserve: bool = False
     atomic: bool = False
+    value_member: bool = False
     _fields: dict[str, TypeNode] | None = None
+    _always: tuple[str, ...] | None = None
     _model: str = ""
     walk: int = field(init=False, default=0)  # 1: key by key, 2: item by item, 0: a leaf
 
@@ -78,6 +91,12 @@ class TypeNode:
             self._fields = _model_fields(self._model) if self._model else {}
         return self._fields
 
+    def always(self) -> tuple[str, ...]:
+        """The fields of a struct that Go's JSON writes even when unset (value members)."""
+        if self._always is None:
+            self._always = tuple(k for k, v in self.fields().items() if v.value_member)
+        return self._always
+
 
 _ANY: Final = TypeNode(UNTYPED, preserve=True)
 _STRING: Final = TypeNode(SCALAR, scalar="string", go="string")
@@ -85,7 +104,12 @@ _INT: Final = TypeNode(SCALAR, scalar="integer", go="int64")
 _INT32: Final = TypeNode(SCALAR, scalar="integer", go="int32")
 _NUMBER: Final = TypeNode(SCALAR, scalar="number", go="float64")
 _BOOL: Final = TypeNode(SCALAR, scalar="boolean", go="bool")
-_LOOSE: Final = TypeNode(SCALAR, scalar="", go="string")  # IntOrString, Quantity, ...
+_LOOSE: Final = TypeNode(SCALAR, scalar="", go="string")  # IntOrString, ...
+_QUANTITY: Final = TypeNode(SCALAR, scalar=QUANTITY, go="resource.Quantity")
+_QUANTITY_VALUE: Final = TypeNode(
+    SCALAR, scalar=QUANTITY, go="resource.Quantity", value_member=True
+)
+_QUANTITY_MESSAGE: Final = "k8s.io.apimachinery.pkg.api.resource.Quantity"
 
 # --- list semantics of k8s.io/api (x-kubernetes-list-type / list-map-keys / merge keys) ---
 
@@ -143,6 +167,9 @@ _INT32_HINTS: Final = re.compile(r"port|replicas|seconds|count|number|generation
 _lock = threading.RLock()
 _fields_cache: dict[str, dict[str, TypeNode]] = {}
 _node_cache: dict[str, TypeNode] = {}
+_messages: dict[str, str] = {}  # model -> its protobuf message, met walking from a kind
+
+Hint = tuple[str, str, bool, bool]  # proto type, message or map entry, repeated, value member
 
 
 def _models() -> Any:
@@ -159,8 +186,10 @@ def _go_name(model: str) -> str:
     return f"{m.group(1).lower()}.{m.group(2)}"
 
 
-def _model_node(model: str) -> TypeNode:
+def _model_node(model: str, message: str = "") -> TypeNode:
     with _lock:
+        if message:
+            _messages.setdefault(model, message)
         node = _node_cache.get(model)
         if node is None:
             node = TypeNode(
@@ -173,10 +202,22 @@ def _model_node(model: str) -> TypeNode:
         return node
 
 
-def _parse_type(text: str, owner: str, json_name: str) -> TypeNode:
+def _proto_fields(message: str) -> dict[str, Hint]:
+    """The JSON members of a protobuf message, those of its inlined members included."""
+    out: dict[str, Hint] = {}
+    for member, kind, ref, repeated, value in MESSAGES.get(message, {}).values():
+        if kind == "message" and (message, member) in INLINE:
+            out.update(_proto_fields(ref))
+        else:
+            out[member] = (kind, ref, repeated, value)
+    return out
+
+
+def _parse_type(text: str, owner: str, json_name: str, hint: Hint | None = None) -> TypeNode:
     text = text.strip()
     if text.startswith("List[") and text.endswith("]"):
-        elem = _parse_type(text[5:-1], owner, json_name)
+        item = (hint[0], hint[1], False, False) if hint is not None and hint[2] else None
+        elem = _parse_type(text[5:-1], owner, json_name, item)
         list_type, keys, defaults = _LISTS.get((owner, json_name), ("atomic", (), {}))
         if (
             (owner, json_name) not in _LISTS
@@ -195,8 +236,14 @@ def _parse_type(text: str, owner: str, json_name: str) -> TypeNode:
         )
     if text.startswith("Dict[") and text.endswith("]"):
         inner = text[5:-1].split(",", 1)[1]
-        elem = _parse_type(inner, owner, json_name)
+        value: Hint | None = None
+        if hint is not None and hint[0] == "map":
+            _, kind, ref, _, _ = MESSAGES[hint[1]][2]  # the map entry's value
+            value = (kind, ref, False, False)
+        elem = _parse_type(inner, owner, json_name, value)
         return TypeNode(MAP, go=f"map[string]{elem.go}", elem=elem)
+    if hint is not None and hint[1] == _QUANTITY_MESSAGE:
+        return _QUANTITY_VALUE if hint[3] else _QUANTITY
     if text == "str":
         return _STRING
     if text == "int":
@@ -212,7 +259,8 @@ def _parse_type(text: str, owner: str, json_name: str) -> TypeNode:
         return TypeNode(SCALAR, scalar="string", go="[]uint8")
     if text == "object":
         return _ANY if json_name in ("raw", "object", "value") else _LOOSE
-    return _model_node(text)
+    message = hint[1] if hint is not None and hint[0] == "message" else ""
+    return _model_node(text, message)
 
 
 def _model_fields(model: str) -> dict[str, TypeNode]:
@@ -224,11 +272,13 @@ def _model_fields(model: str) -> dict[str, TypeNode]:
         out: dict[str, TypeNode] = {}
         _fields_cache[model] = out  # recursive types resolve to this (filled below)
         if cls is not None:
+            message = _messages.get(model)
+            proto = _proto_fields(message) if message else {}
             types: Mapping[str, str] = cls.openapi_types
             names: Mapping[str, str] = cls.attribute_map
             for attr, text in types.items():
                 json_name = names.get(attr, attr)
-                out[json_name] = _parse_type(text, model, json_name)
+                out[json_name] = _parse_type(text, model, json_name, proto.get(json_name))
         return out
 
 
@@ -251,7 +301,8 @@ def builtin(group: str, version: str, kind: str) -> TypeNode | None:
         if key in _node_cache:
             return _node_cache[key]
         model = _model_for(group, version, kind)
-        node = _model_node(model) if model is not None else None
+        message = KINDS.get((group, version, kind), "")
+        node = _model_node(model, message) if model is not None else None
         if node is not None:
             _node_cache[key] = node
         return node
@@ -259,7 +310,7 @@ def builtin(group: str, version: str, kind: str) -> TypeNode | None:
 
 def object_meta() -> TypeNode:
     """``v1.ObjectMeta``."""
-    return _model_node("V1ObjectMeta")
+    return _model_node("V1ObjectMeta", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta")
 
 
 # --- custom resources -------------------------------------------------------------------

@@ -64,7 +64,9 @@ from apiserver.api.field import (
     str_map as _str_map,
 )
 from apiserver.api.gofmt import quote
+from apiserver.api.quantity import Quantity, QuantityError, from_json
 from apiserver.api.resources import builtin_kinds
+from apiserver.registry import resourcelist
 from apiserver.storage.store import copy_json
 from manager.labels import (
     SelectorError,
@@ -415,6 +417,7 @@ def _containers(
             errs.append(
                 _not_supported(f"{p}.imagePullPolicy", policy, ["Always", "IfNotPresent", "Never"])
             )
+        errs.extend(resourcelist.container_resources(ctr.get("resources"), f"{p}.resources"))
         if name:
             if name in names:
                 errs.append(_duplicate(f"{p}.name", name))
@@ -431,6 +434,7 @@ def _pod_spec(spec: Any, path: str, *, is_pod: bool = False) -> list[FieldError]
         vol = _map(raw_vol)
         vname = vol.get("name")
         vpath = f"{path}.volumes[{i}].name"
+        errs.extend(resourcelist.volume_source(vol, f"{path}.volumes[{i}]"))
         if not vname:
             errs.append(_required(vpath))
             continue
@@ -463,6 +467,7 @@ def _pod_spec(spec: Any, path: str, *, is_pod: bool = False) -> list[FieldError]
                 f"{path}.terminationGracePeriodSeconds", grace, "must be greater than or equal to 0"
             )
         )
+    errs.extend(resourcelist.pod_spec(spec, path))
     if spec.get("hostNetwork") is True:
         errs.extend(_host_network_ports(spec, path, is_pod=is_pod))
     return errs
@@ -1345,32 +1350,53 @@ def _default_pod_spec(spec: dict[str, Any]) -> None:
                 _default_container(ctr)
 
 
+def _qos_resources(resources: Any) -> dict[str, Quantity]:
+    """The positive cpu and memory amounts of a resource list (``processResourceList``)."""
+    out: dict[str, Quantity] = {}
+    for name, value in (resources if isinstance(resources, Mapping) else {}).items():
+        if name not in ("cpu", "memory"):
+            continue
+        try:
+            amount = from_json(value)
+        except QuantityError:
+            continue
+        if amount.sign() > 0:
+            out[name] = amount
+    return out
+
+
 def _qos_class(spec: Mapping[str, Any]) -> str:
-    containers = [
-        c
-        for key in ("containers", "initContainers")
-        for c in spec.get(key) or []
-        if isinstance(c, Mapping)
-    ]
-    any_set = False
+    """``qos.ComputePodQOS``: pod-level resources when set, else the containers' (init
+    ones included); only positive cpu and memory amounts count."""
+    requests: dict[str, Quantity] = {}
+    limits: dict[str, Quantity] = {}
     guaranteed = True
-    for ctr in containers:
-        resources = ctr.get("resources") or {}
-        requests = {
-            k: v for k, v in (resources.get("requests") or {}).items() if k in ("cpu", "memory")
-        }
-        limits = {
-            k: v for k, v in (resources.get("limits") or {}).items() if k in ("cpu", "memory")
-        }
-        if requests or limits:
-            any_set = True
-        if set(limits) != {"cpu", "memory"} or any(
-            requests.get(k, limits[k]) != limits[k] for k in limits
-        ):
-            guaranteed = False
-    if not any_set:
+
+    def add(into: dict[str, Quantity], amounts: Mapping[str, Quantity]) -> None:
+        for name, amount in amounts.items():
+            into[name] = into[name] + amount if name in into else amount
+
+    pod_level = spec.get("resources")
+    if isinstance(pod_level, Mapping):
+        add(requests, _qos_resources(pod_level.get("requests")))
+        found = _qos_resources(pod_level.get("limits"))
+        add(limits, found)
+        guaranteed = set(found) == {"cpu", "memory"}
+    else:
+        for key in ("containers", "initContainers"):
+            for ctr in spec.get(key) or []:
+                resources = ctr.get("resources") if isinstance(ctr, Mapping) else None
+                resources = resources if isinstance(resources, Mapping) else {}
+                add(requests, _qos_resources(resources.get("requests")))
+                found = _qos_resources(resources.get("limits"))
+                add(limits, found)
+                if set(found) != {"cpu", "memory"}:
+                    guaranteed = False
+    if not requests and not limits:
         return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
+    if guaranteed and any(limits.get(k) != v for k, v in requests.items()):
+        guaranteed = False
+    return "Guaranteed" if guaranteed and len(requests) == len(limits) else "Burstable"
 
 
 def _default_host_ports(spec: dict[str, Any]) -> None:

@@ -34,7 +34,7 @@ from apiserver.api.field import (
     str_map,
 )
 from apiserver.api.gofmt import go_json
-from apiserver.registry import admissionpolicy
+from apiserver.registry import admissionpolicy, resourcelist
 from apiserver.registry import core as a
 
 __all__ = ["default", "validate"]
@@ -690,6 +690,7 @@ def _pvc(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[FieldErr
     storage = a._map(a._map(spec.get("resources")).get("requests")).get("storage")
     if storage is None and not spec.get("dataSourceRef"):
         errs.append(required("spec.resources[storage]"))
+    errs.extend(resourcelist.pvc_spec(spec, "spec"))
     if old is not None:
         mutable = ("resources", "volumeAttributesClassName", "volumeName")
         keep = {k: v for k, v in spec.items() if k not in mutable}
@@ -710,8 +711,7 @@ def _pv(obj: Mapping[str, Any]) -> list[FieldError]:
     errs: list[FieldError] = []
     if not spec.get("accessModes"):
         errs.append(required("spec.accessModes"))
-    if "storage" not in a._map(spec.get("capacity")):
-        errs.append(required("spec.capacity"))
+    errs.extend(resourcelist.persistent_volume_capacity(spec))
     sources = {
         "hostPath",
         "nfs",
@@ -905,8 +905,9 @@ def validate(
     if key == ("node.k8s.io", "RuntimeClass"):
         handler = obj.get("handler")
         if not handler:
-            return [required("handler")]
+            return [required("handler"), *resourcelist.runtime_class(obj)]
         errs = [invalid("handler", handler, m) for m in a.is_dns1123_label(str(handler))]
+        errs.extend(resourcelist.runtime_class(obj))
         if old is not None:
             errs.extend(a._immutable("handler", handler, old.get("handler")))
         return errs
@@ -924,7 +925,13 @@ def validate(
     if key == ("storage.k8s.io", "VolumeAttachment"):
         return _required_fields(obj, "spec.attacher", "spec.nodeName")
     if key == ("storage.k8s.io", "CSIStorageCapacity"):
-        return _required_fields(obj, "storageClassName")
+        return _required_fields(obj, "storageClassName") + resourcelist.csi_storage_capacity(obj)
+    if key == ("", "ResourceQuota"):
+        return resourcelist.resource_quota(obj)
+    if key == ("", "LimitRange"):
+        return resourcelist.limit_range(obj)
+    if key == ("", "Node"):
+        return resourcelist.node(obj)
     if key == ("storage.k8s.io", "VolumeAttributesClass"):
         errs = _required_fields(obj, "driverName")
         if old is not None:

@@ -17,8 +17,9 @@ What kube keeps in two places, here in one module:
   created or its ``spec.hard`` changes, when something it counts is deleted or changes
   what it uses (replenishment), and on a full resync every ``sync_period`` seconds.
 
-Quantities are read and written as ``resource.Quantity`` does (canonical form: ``500m``,
-``1536Mi``, ``2k``); a sum keeps the format of its first non-zero term.
+Quantities are read and written as ``resource.Quantity`` does (:mod:`apiserver.api.quantity`:
+canonical form ``500m``, ``1536Mi``, ``2k``); a sum keeps the format of its first non-zero
+term.
 
 Not evaluated (nothing here makes them): the ``CrossNamespacePodAffinity`` scope, quota
 on updates (pod resize, a Service changing type, a claim growing) and the admission
@@ -32,13 +33,12 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import re
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final
 
+from apiserver.api.quantity import ZERO, Quantity, QuantityError, from_json
 from apiserver.machinery.admission import Refused
 from apiserver.storage.store import Event
 
@@ -49,80 +49,29 @@ if TYPE_CHECKING:
 __all__ = [
     "QuotaController",
     "admit",
-    "format_quantity",
-    "parse_quantity",
     "usage",
 ]
 
 logger = logging.getLogger(__name__)
 
 JsonDict = dict[str, Any]
-Amount = tuple[Decimal, bool]  # value, binary format (BinarySI) or not (DecimalSI)
-Usage = dict[str, Amount]
+Usage = dict[str, Quantity]
 
 QUOTAS: Final = "/resourcequotas"
 DEFAULT_SYNC_PERIOD: Final = 300.0  # --resource-quota-sync-period
 _CONTROLLER: Final = "kube-controller-manager"
 _ADMISSION: Final = "kube-apiserver"
 
-# --- quantities ------------------------------------------------------------------------
-
-_BINARY: Final = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
-_DECIMAL: Final = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15}
-_DECIMAL["E"] = 18
-_QUANTITY: Final = re.compile(
-    r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
-)
-_ZERO: Final[Amount] = (Decimal(0), False)
+_ZERO: Final = ZERO
+_ONE: Final = Quantity.of(1)
 
 
-def parse_quantity(text: Any) -> Amount:
-    """A ``resource.Quantity`` (``"500m"``, ``"1Gi"``, ``2``) as a value and its format.
-
-    Raises:
-        ValueError: not a quantity.
-    """
-    if isinstance(text, int | float) and not isinstance(text, bool):
-        return Decimal(str(text)), False
-    match = _QUANTITY.match(str(text).strip())
-    if match is None:
-        raise ValueError(f"quantities must match the regular expression {_QUANTITY.pattern!r}")
-    number, suffix = Decimal(match.group(1)), match.group(2) or ""
-    if suffix in _BINARY:
-        return number * (2 ** _BINARY[suffix]), True
-    if suffix[:1] in ("e", "E") and len(suffix) > 1:
-        return number.scaleb(int(suffix[1:])), False
-    return number.scaleb(_DECIMAL[suffix]), False
-
-
-def format_quantity(amount: Amount) -> str:
-    """The canonical text of a quantity, as ``Quantity.String()`` writes it."""
-    value, binary = amount
-    if value == 0:
-        return "0"
-    if binary and abs(value) >= 1024 and value == value.to_integral_value():
-        whole = int(value)
-        for suffix, power in sorted(_BINARY.items(), key=lambda kv: -kv[1]):
-            if whole % (1 << power) == 0:
-                return f"{whole >> power}{suffix}"
-        return str(whole)
-    nanos = (value * Decimal(10) ** 9).to_integral_value(rounding="ROUND_CEILING")
-    for suffix, exp in sorted(_DECIMAL.items(), key=lambda kv: -kv[1]):
-        scaled = nanos.scaleb(-(exp + 9))
-        if scaled == scaled.to_integral_value():
-            return f"{int(scaled)}{suffix}"
-    return f"{int(nanos)}n"  # unreachable: exp -9 always divides
-
-
-def _add(a: Mapping[str, Amount], b: Mapping[str, Amount]) -> Usage:
+def _add(a: Mapping[str, Quantity], b: Mapping[str, Quantity]) -> Usage:
     """``quota.Add``: a zero term takes the other's format."""
     out = dict(a)
-    for key, (value, binary) in b.items():
+    for key, value in b.items():
         mine = out.get(key)
-        if mine is None:
-            out[key] = (value, binary)
-        else:
-            out[key] = (mine[0] + value, mine[1] if mine[0] != 0 else binary)
+        out[key] = value if mine is None else mine + value
     return out
 
 
@@ -131,14 +80,14 @@ def _read(resources: Any) -> Usage:
     if isinstance(resources, dict):
         for key, text in resources.items():
             try:
-                out[str(key)] = parse_quantity(text)
-            except ValueError:
+                out[str(key)] = from_json(text)
+            except QuantityError:
                 continue  # validation refuses it; nothing to count
     return out
 
 
-def _pretty(amounts: Mapping[str, Amount]) -> str:
-    return ",".join(f"{k}={format_quantity(amounts[k])}" for k in sorted(amounts))
+def _pretty(amounts: Mapping[str, Quantity]) -> str:
+    return ",".join(f"{k}={amounts[k]}" for k in sorted(amounts))
 
 
 # --- what an object uses ----------------------------------------------------------------
@@ -174,7 +123,7 @@ def _extended(name: str) -> bool:
 def _compute_usage(requests: Usage, limits: Usage) -> Usage:
     """``podComputeUsageHelper``: the quota names a pod's (or container's) resources
     count against."""
-    out: Usage = {"pods": (Decimal(1), False)}
+    out: Usage = {"pods": _ONE}
     for name in _COMPUTE:
         if name in requests:
             out[name] = requests[name]
@@ -208,11 +157,11 @@ def _pod_resources(pod: JsonDict, which: str) -> Usage:
             sidecars = _add(sidecars, own)
             continue
         for name, amount in _add(sidecars, own).items():
-            if name not in peak or amount[0] > peak[name][0]:
+            if name not in peak or amount > peak[name]:
                 peak[name] = amount
     total = _add(total, sidecars)
     for name, amount in peak.items():
-        if name not in total or amount[0] > total[name][0]:
+        if name not in total or amount > total[name]:
             total[name] = amount
     return _add(total, _read((pod.get("spec") or {}).get("overhead")))
 
@@ -232,10 +181,10 @@ def _pod_counts(pod: JsonDict, now: dt.datetime) -> bool:
 
 def usage(resource_key: str, obj: JsonDict, now: dt.datetime | None = None) -> Usage:
     """Everything ``obj`` (stored under ``resource_key``, ``group/plural``) counts for."""
-    out: Usage = {_count_name(resource_key): (Decimal(1), False)}
+    out: Usage = {_count_name(resource_key): _ONE}
     legacy = _LEGACY_COUNTS.get(resource_key)
     if legacy:
-        out[legacy] = (Decimal(1), False)
+        out[legacy] = _ONE
     spec = obj.get("spec") or {}
     if resource_key == "/pods":
         if _pod_counts(obj, now or dt.datetime.now(dt.UTC)):
@@ -247,20 +196,17 @@ def usage(resource_key: str, obj: JsonDict, now: dt.datetime | None = None) -> U
         out["services.loadbalancers"] = _ZERO
         out["services.nodeports"] = _ZERO
         if kind == "LoadBalancer":
-            out["services.loadbalancers"] = (Decimal(1), False)
+            out["services.loadbalancers"] = _ONE
             if spec.get("allocateLoadBalancerNodePorts") is False:  # only explicit ones
                 ports = [p for p in ports if p.get("nodePort")]
-            out["services.nodeports"] = (Decimal(len(ports)), False)
+            out["services.nodeports"] = Quantity.of(len(ports))
         elif kind == "NodePort":
-            out["services.nodeports"] = (Decimal(len(ports)), False)
+            out["services.nodeports"] = Quantity.of(len(ports))
     elif resource_key == "/persistentvolumeclaims":
         storage = _read((spec.get("resources") or {}).get("requests")).get("storage")
         klass = spec.get("storageClassName")
         if klass:
-            out[f"{klass}.storageclass.storage.k8s.io/persistentvolumeclaims"] = (
-                Decimal(1),
-                False,
-            )
+            out[f"{klass}.storageclass.storage.k8s.io/persistentvolumeclaims"] = _ONE
         if storage is not None:
             out["requests.storage"] = storage
             if klass:
@@ -307,7 +253,7 @@ def _best_effort(pod: JsonDict) -> bool:
         resources = c.get("resources") or {}
         for which in ("requests", "limits"):
             amounts = _read(resources.get(which))
-            if any(amounts.get(n, _ZERO)[0] != 0 for n in ("cpu", "memory")):
+            if any(amounts.get(n, _ZERO).sign() != 0 for n in ("cpu", "memory")):
                 return False
     return True
 
@@ -402,7 +348,7 @@ def admit(rest: Rest, served: ServedResource, namespace: str, obj: JsonDict, dry
         # already over a limit (lowered since) refuses even a create that adds nothing
         requested = {k: v for k, v in delta.items() if k in hard}
         new_used = _add(used, requested)
-        exceeded = sorted(k for k in requested if new_used[k][0] > hard[k][0])
+        exceeded = sorted(k for k in requested if new_used[k] > hard[k])
         if exceeded:
             raise QuotaRefused(
                 f"exceeded quota: {name}, "
@@ -426,7 +372,7 @@ def _write_status(rest: Rest, quota: JsonDict, hard: Any, used: Usage, manager: 
     meta = quota["metadata"]
     body = {
         **quota,
-        "status": {"hard": dict(hard), "used": {k: format_quantity(v) for k, v in used.items()}},
+        "status": {"hard": dict(hard), "used": {k: str(v) for k, v in used.items()}},
     }
     rest.update(
         served, meta.get("namespace"), meta["name"], body, subresource="status", manager=manager
@@ -436,8 +382,8 @@ def _write_status(rest: Rest, quota: JsonDict, hard: Any, used: Usage, manager: 
 # --- the controller ---------------------------------------------------------------------
 
 
-def _same(a: Mapping[str, Amount], b: Mapping[str, Amount]) -> bool:
-    return set(a) == set(b) and all(a[k][0] == b[k][0] for k in a)
+def _same(a: Mapping[str, Quantity], b: Mapping[str, Quantity]) -> bool:
+    return set(a) == set(b) and all(a[k] == b[k] for k in a)
 
 
 class QuotaController:
@@ -541,7 +487,7 @@ class QuotaController:
             if dirty:
                 _write_status(self._rest, quota, spec_hard, used, _CONTROLLER)
 
-    def _resource_keys(self, hard: Mapping[str, Amount]) -> list[str]:
+    def _resource_keys(self, hard: Mapping[str, Quantity]) -> list[str]:
         """The stored resources whose evaluators count a name of ``hard``."""
         keys = {"/pods", "/services", "/persistentvolumeclaims", *_LEGACY_COUNTS}
         for served in self._rest.registry:

@@ -109,6 +109,32 @@ def test_kubectl_prints_server_side_columns(
     assert table.splitlines()[1].split()[:2] == ["cols", "1"]
 
 
+def test_kubectl_get_quota_prints_requests_and_limits(
+    kubeconfig_path: str, tmp_path: Path, namespace: str, api_client: Any
+) -> None:
+    """printResourceQuota's columns (Age last since 1.33): ``used/hard`` per resource."""
+    hard = {"requests.cpu": "0.5", "limits.memory": "1024Mi"}
+    client.CoreV1Api(api_client).create_namespaced_resource_quota(
+        namespace,
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "q"},
+            "spec": {"hard": hard},
+        },
+    )
+    want = ["q", "requests.cpu:", "0/500m", "limits.memory:", "0/1Gi"]
+    deadline = time.monotonic() + 30
+    while True:  # the quota controller fills status.hard and status.used
+        table = _succeeded(_kubectl(kubeconfig_path, tmp_path, "-n", namespace, "get", "quota"))
+        lines = table.splitlines()
+        if lines[1].split()[:5] == want or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert lines[0].split() == ["NAME", "REQUEST", "LIMIT", "AGE"]
+    assert lines[1].split()[:5] == want
+
+
 def test_kubectl_apply_deployment(kubeconfig_path: str, tmp_path: Path, namespace: str) -> None:
     manifest = tmp_path / "deployment.yaml"
     manifest.write_text(DEPLOYMENT.format(replicas=1))

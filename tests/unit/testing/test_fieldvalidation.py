@@ -101,3 +101,42 @@ def test_yaml_repeats_name_their_line() -> None:
     assert doc == {"a": 1, "b": {"c": 2}}
     assert repeats == ['line 4: key "c" already set in map']
     assert fv.warning_header(repeats[0]) == '299 - "line 4: key \\"c\\" already set in map"'
+
+
+POD = typeinfo.builtin("", "v1", "Pod")
+QUOTA = typeinfo.builtin("", "v1", "ResourceQuota")
+
+
+def test_quantities_are_found_from_the_protobuf_tables_and_decoded_canonical() -> None:
+    assert POD is not None and QUOTA is not None
+    hard = {"cpu": "0.5", "memory": "1024Mi", "pods": "07", "services": None, "secrets": 3}
+    cleaned = fv.check_typed({"spec": {"hard": hard}}, QUOTA, issues=[])
+    assert cleaned["spec"]["hard"] == {
+        "cpu": "500m",
+        "memory": "1Gi",
+        "pods": "07",  # canonical digits: kept as written
+        "services": "0",  # a null map element decodes to a zero Quantity
+        "secrets": "3",  # a JSON number by its text
+    }
+    env = {"name": "E", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}}
+    ctr = {"name": "c", "env": [env], "resources": {"limits": {"cpu": 2}}}
+    vol = {"name": "v", "emptyDir": {"sizeLimit": "1.5Gi"}}  # inlined VolumeSource member
+    pod = fv.check_typed({"spec": {"containers": [ctr], "volumes": [vol]}}, POD, issues=[])
+    assert pod["spec"]["volumes"][0]["emptyDir"]["sizeLimit"] == "1536Mi"
+    assert pod["spec"]["containers"][0]["resources"]["limits"] == {"cpu": "2"}
+    # divisor is a Go value member: json.Marshal writes it at its zero
+    assert pod["spec"]["containers"][0]["env"][0]["valueFrom"]["resourceFieldRef"] == {
+        "resource": "limits.cpu",
+        "divisor": "0",
+    }
+    assert ctr["resources"]["limits"] == {"cpu": 2}  # the input is not modified
+
+
+def test_a_quantity_that_does_not_parse_is_the_parsers_error_without_a_path() -> None:
+    assert QUOTA is not None
+    with pytest.raises(fv.TypeError_) as caught:
+        fv.check_typed({"spec": {"hard": {"pods": "lots"}}}, QUOTA, issues=[])
+    assert str(caught.value).startswith("quantities must match the regular expression '^(")
+    assert fv.decode_quantities({"spec": {"hard": {"cpu": "0.5"}}}, QUOTA) == {
+        "spec": {"hard": {"cpu": "500m"}}
+    }

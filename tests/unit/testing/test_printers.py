@@ -1101,3 +1101,22 @@ def test_binding_and_apiservice_rows() -> None:
         "False (ServiceNotFound)",
         "3m12s",
     ]
+
+
+def test_resource_quota_cells_read_status_and_count_what_is_unused_as_zero() -> None:
+    quota = {
+        "metadata": meta("q"),
+        "status": {
+            "hard": {"pods": "10", "limits.cpu": "2", "requests.memory": "1Gi", "limitsx": "1"},
+            "used": {"pods": "3", "limits.cpu": "500m"},
+        },
+    }
+    (row,) = table("ResourceQuota", "", quota)["rows"]
+    assert row["cells"] == [
+        "q",
+        "limitsx: 0/1, pods: 3/10, requests.memory: 0/1Gi",
+        "limits.cpu: 500m/2",
+        "3m12s",
+    ]
+    (fresh,) = table("ResourceQuota", "", {"metadata": meta("new")})["rows"]
+    assert fresh["cells"] == ["new", "", "", "3m12s"]
