@@ -27,6 +27,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
+
 __all__ = [
     "JsonPatch",
     "PatchError",
@@ -84,23 +86,44 @@ def _same_scalar(a: Any, b: Any) -> bool:
     return False
 
 
+def _same_json(a: Any, b: Any) -> bool:
+    """Whether two containers serialize alike: the same JSON (a difference of key order
+    alone gives False, and the walk below then finds nothing). Serializing in C is much
+    cheaper than walking an unchanged subtree in Python, value by value."""
+    try:
+        return orjson.dumps(a) == orjson.dumps(b)
+    except TypeError:  # not JSON: the walk names where
+        return False
+
+
 def _diff(a: Any, b: Any, path: str, ops: JsonPatch) -> None:
     if a is b:
         return
-    if isinstance(b, Mapping) and isinstance(a, Mapping):
+    ta, tb = type(a), type(b)
+    if (ta is dict or isinstance(a, Mapping)) and (tb is dict or isinstance(b, Mapping)):
+        if _same_json(a, b):
+            return
         for key in a:
             if key not in b:
                 ops.append({"op": "remove", "path": f"{path}/{escape(key)}"})
         for key, value in b.items():
-            if not isinstance(key, str):
+            if type(key) is not str and not isinstance(key, str):
                 raise PatchError(f"{path or '/'}: a key that is not a string: {key!r}")
-            child = f"{path}/{escape(key)}"
             if key in a:
-                _diff(a[key], value, child, ops)
+                old = a[key]
+                if old is value:
+                    continue
+                kind = type(old)
+                if kind is type(value) and kind is not dict and kind is not list and old == value:
+                    continue  # the same scalar (a call saved per unchanged key)
+                _diff(old, value, f"{path}/{escape(key)}", ops)
             else:
+                child = f"{path}/{escape(key)}"
                 ops.append({"op": "add", "path": child, "value": _checked(value, child)})
         return
-    if isinstance(b, list) and isinstance(a, list):
+    if ta is list and tb is list:
+        if _same_json(a, b):
+            return
         common = min(len(a), len(b))
         for i in range(common):
             _diff(a[i], b[i], f"{path}/{i}", ops)
