@@ -6,6 +6,7 @@ the load comes from this process. No API server is involved.
 
 from __future__ import annotations
 
+import gc
 import io
 import math
 import os
@@ -103,7 +104,7 @@ def _load(
     latencies: list[list[float]] = [[] for _ in connections]
     services: list[list[float]] = [[] for _ in connections]
     failures = [0] * CONNECTIONS
-    start = time.perf_counter() + 0.05
+    start = 0.0  # set once the threads are about to start
 
     def drive(k: int) -> None:
         conn = connections[k]
@@ -131,10 +132,19 @@ def _load(
         threading.Thread(target=drive, args=(k,), name=f"bench-webhook-client/{k}")
         for k in range(CONNECTIONS)
     ]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    # the load generator's own garbage collections must not show as the server's latency
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    start = time.perf_counter() + 0.05
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        gc.enable()
+        gc.unfreeze()
     took = time.perf_counter() - start
     for conn in connections:
         conn.close()
@@ -178,7 +188,8 @@ connections from {CONNECTIONS} client threads of the harness process. Open loop:
 *j* is due at *start + j / rate* whatever the answers before it did, and its latency
 counts from that moment to its answer read (a slow answer delays the next review on its
 connection, and that delay counts too; **p99_sent** counts from the moment it was sent,
-leaving out the client's own lateness). Each rate runs {SECONDS:g} s after a
+leaving out the client's own lateness); the load generator runs with its garbage
+collector off, so that its own pauses do not count. Each rate runs {SECONDS:g} s after a
 {WARMUP}-review warm-up: **per_s** reviews answered per second, **p50/p99/max** latency,
 **cpu_ms_per_review** the server process's user + sys CPU over the step divided by the
 reviews (it includes TLS, HTTP, JSON, the handler, the patch and metrics; no tracer

@@ -72,7 +72,8 @@ def create_patch(original: Any, changed: Any) -> JsonPatch:
         PatchError: ``changed`` holds a value that is not JSON, at the path named.
     """
     ops: JsonPatch = []
-    _diff(original, changed, "", ops)
+    if not _unchanged(original, changed):
+        _diff(original, changed, "", ops)
     return ops
 
 
@@ -86,23 +87,26 @@ def _same_scalar(a: Any, b: Any) -> bool:
     return False
 
 
-def _same_json(a: Any, b: Any) -> bool:
-    """Whether two containers serialize alike: the same JSON (a difference of key order
-    alone gives False, and the walk below then finds nothing). Serializing in C is much
-    cheaper than walking an unchanged subtree in Python, value by value."""
-    try:
-        return orjson.dumps(a) == orjson.dumps(b)
-    except TypeError:  # not JSON: the walk names where
+def _unchanged(old: Any, new: Any) -> bool:
+    """Whether a value needs no operation: the same object, the same scalar (of the
+    same type), or containers of the same JSON (compared inline: most are unchanged, and
+    a call per value is what the walk costs)."""
+    if old is new:
+        return True
+    kind = type(old)
+    if kind is not type(new):
         return False
+    if kind is dict or kind is list:
+        try:
+            return orjson.dumps(old) == orjson.dumps(new)
+        except TypeError:  # not JSON: the walk names where
+            return False
+    return bool(old == new)
 
 
 def _diff(a: Any, b: Any, path: str, ops: JsonPatch) -> None:
-    if a is b:
-        return
     ta, tb = type(a), type(b)
     if (ta is dict or isinstance(a, Mapping)) and (tb is dict or isinstance(b, Mapping)):
-        if _same_json(a, b):
-            return
         for key in a:
             if key not in b:
                 ops.append({"op": "remove", "path": f"{path}/{escape(key)}"})
@@ -110,23 +114,17 @@ def _diff(a: Any, b: Any, path: str, ops: JsonPatch) -> None:
             if type(key) is not str and not isinstance(key, str):
                 raise PatchError(f"{path or '/'}: a key that is not a string: {key!r}")
             if key in a:
-                old = a[key]
-                if old is value:
-                    continue
-                kind = type(old)
-                if kind is type(value) and kind is not dict and kind is not list and old == value:
-                    continue  # the same scalar (a call saved per unchanged key)
-                _diff(old, value, f"{path}/{escape(key)}", ops)
+                if not _unchanged(a[key], value):
+                    _diff(a[key], value, f"{path}/{escape(key)}", ops)
             else:
                 child = f"{path}/{escape(key)}"
                 ops.append({"op": "add", "path": child, "value": _checked(value, child)})
         return
     if ta is list and tb is list:
-        if _same_json(a, b):
-            return
         common = min(len(a), len(b))
         for i in range(common):
-            _diff(a[i], b[i], f"{path}/{i}", ops)
+            if not _unchanged(a[i], b[i]):
+                _diff(a[i], b[i], f"{path}/{i}", ops)
         for i in range(common, len(b)):
             ops.append({"op": "add", "path": f"{path}/{i}", "value": _checked(b[i], f"{path}/{i}")})
         for i in range(len(a) - 1, common - 1, -1):
