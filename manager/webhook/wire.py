@@ -7,8 +7,8 @@ over HTTP/1.1 only (kubernetes#82090: ``NextProtos: ["http/1.1"]``, so that conc
 requests open several connections and spread over the Service's pods; HTTP/2 only for a
 ``localhost`` URL, kubernetes#122558), POSTs JSON with a ``Content-Length``, reuses
 connections (keep-alive), and names its timeout in the query (``?timeout=10s``).
-``http.server`` parses headers with the ``email`` package and costs about as much as the
-rest of a review; this parser reads what it needs and skips the rest.
+``http.server`` parses every header with the ``email`` package and builds a handler
+object per request; this parser reads the few headers it needs and skips the rest.
 
 Thread-safety: a reader belongs to its connection's thread.
 """
