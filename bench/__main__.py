@@ -103,10 +103,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.rerender:
         return _rerender(Path(args.out) / "results.json", names)
     command = "python -m bench " + shlex.join(sys.argv[1:] if argv is None else argv)
-    if args.kubeconfig:
+    context: contextlib.AbstractContextManager[Any]
+    if not any(BENCHMARKS[name].target for name in names):
+        where = "no API server (the benchmark's own processes)"
+        notes = list(NOTES)
+        context = contextlib.nullcontext(None)
+    elif args.kubeconfig:
         where = f"the cluster of {args.kubeconfig}"
         notes = list(NOTES)
-        context: contextlib.AbstractContextManager[Target] = remote(args.kubeconfig)
+        context = remote(args.kubeconfig)
     else:
         where = "the local API server in its own process"
         notes = list(NOTES)

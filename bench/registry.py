@@ -27,7 +27,7 @@ Metrics = dict[str, float]
 class Run:
     """What one run of a benchmark gets."""
 
-    target: Target
+    target: Target  # (None for a benchmark registered with target=False)
     index: int  # 0-based run number
     runs: int  # total runs of this benchmark
     scratch: Path  # a directory for this run's files
@@ -62,6 +62,7 @@ class Benchmark:
     ratios: list[Ratio] = field(default_factory=list)
     goals: list[Goal] = field(default_factory=list)
     setup: Callable[[Run], None] | None = None  # once, before the first run
+    target: bool = True  # needs an API server (False: the harness starts none for it)
 
 
 BENCHMARKS: dict[str, Benchmark] = {}
@@ -74,14 +75,22 @@ def benchmark(
     units: dict[str, str] | None = None,
     ratios: list[Ratio] | None = None,
     goals: list[Goal] | None = None,
+    target: bool = True,
 ) -> Callable[[Callable[[Run], Metrics]], Callable[[Run], Metrics]]:
-    """Register ``func`` as benchmark ``name`` (names are unique)."""
+    """Register ``func`` as benchmark ``name`` (names are unique); ``target=False``: it
+    talks to no API server (the harness starts none for it alone)."""
 
     def register(func: Callable[[Run], Metrics]) -> Callable[[Run], Metrics]:
         if name in BENCHMARKS:
             raise ValueError(f"benchmark {name!r} registered twice")
         BENCHMARKS[name] = Benchmark(
-            name, func, describe.strip(), dict(units or {}), list(ratios or []), list(goals or [])
+            name,
+            func,
+            describe.strip(),
+            dict(units or {}),
+            list(ratios or []),
+            list(goals or []),
+            target=target,
         )
         return func
 

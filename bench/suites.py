@@ -12,6 +12,7 @@ from bench import (
     portburst,
     sharding,
     steady,
+    webhooks,
 )
 
 __all__ = [
@@ -24,4 +25,5 @@ __all__ = [
     "portburst",
     "sharding",
     "steady",
+    "webhooks",
 ]

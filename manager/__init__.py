@@ -53,6 +53,16 @@ from manager.predicate import (
 )
 from manager.reconcile import Reconciler, Request, Result, incarnation
 from manager.resources import Resource, UnknownResource, builtin
+from manager.webhook import (
+    Admission,
+    AdmissionRequest,
+    Conversion,
+    MatchCondition,
+    MutatingWebhook,
+    Rule,
+    Spoke,
+    ValidatingWebhook,
+)
 
 __all__ = [
     "BY_CONTROLLER_UID",
@@ -61,6 +71,8 @@ __all__ = [
     "NORMAL",
     "REGISTRY",
     "WARNING",
+    "Admission",
+    "AdmissionRequest",
     "AlreadyExists",
     "AnnotationChanged",
     "ApiError",
@@ -70,6 +82,7 @@ __all__ = [
     "ControllerMetrics",
     "ControllerPlugin",
     "ControllerSettings",
+    "Conversion",
     "DeletedFinalStateUnknown",
     "EnqueueRequestForObject",
     "EnqueueRequestForOwner",
@@ -89,6 +102,8 @@ __all__ = [
     "Manager",
     "ManagerOptions",
     "MapFunc",
+    "MatchCondition",
+    "MutatingWebhook",
     "NamespaceTerminating",
     "NotFound",
     "OutcomeUnknown",
@@ -99,12 +114,15 @@ __all__ = [
     "Resource",
     "ResourceVersionChanged",
     "Result",
+    "Rule",
     "ServerError",
     "SharedInformer",
+    "Spoke",
     "TerminalError",
     "TooManyRequests",
     "Unavailable",
     "UnknownResource",
+    "ValidatingWebhook",
     "WriteFenced",
     "all_of",
     "any_of",

@@ -55,6 +55,7 @@ EXIT_SIGPIPE = 128 + int(
 BIND_SETTINGS = {
     "metrics": ("metricsBindAddress", "--metrics-bind-address"),
     "probes": ("healthProbeBindAddress", "--health-probe-bind-address"),
+    "webhooks": ("webhooks.host and webhooks.port", ""),
 }
 
 
@@ -153,6 +154,8 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _override(config: Any, args: argparse.Namespace, raw: Any) -> Any:
+    from manager.config import camel
+
     le = config.leader_election
     if args.leader_elect is not None:
         le = dataclasses.replace(le, enabled=args.leader_elect)
@@ -182,6 +185,16 @@ def _override(config: Any, args: argparse.Namespace, raw: Any) -> Any:
         elif args.embedded and key not in in_file:
             # a laptop, not a pod: never 0.0.0.0, never a port someone else may hold
             changes[field] = EMBEDDED_BIND
+    webhooks_in_file = in_file.get("webhooks")
+    if not isinstance(webhooks_in_file, dict):
+        webhooks_in_file = {}
+    if args.embedded:
+        # the same for the webhook server; and no Service to leave: no shutdown delay
+        embedded = {"host": "127.0.0.1", "port": 0, "shutdown_delay": 0.0}
+        changes["webhooks"] = dataclasses.replace(
+            config.webhooks,
+            **{k: v for k, v in embedded.items() if camel(k) not in webhooks_in_file},
+        )
     return dataclasses.replace(config, **changes)
 
 
@@ -276,7 +289,7 @@ def _run(args: argparse.Namespace) -> int:
             stop.set()
             announcer.join()
             key, flag = BIND_SETTINGS.get(exc.server, ("", ""))
-            setting = f" (set by {key} or {flag})" if key else ""
+            setting = f" (set by {key} or {flag})" if flag else f" (set by {key})" if key else ""
             raise _ListenError(f"{exc.server}: {exc.strerror}{setting}") from None
         if rc != 0:
             # Lost leadership, reconciles that outlasted the graceful shutdown (the Lease
@@ -357,6 +370,10 @@ def _announce(mgr: Any, demo_server: Any, stop: threading.Event, embedded: bool)
             host, port = address
             scheme = mgr.metrics_scheme if what == "metrics" else "http"
             lines.append(f"{what}: {scheme}://{host}:{port}{paths}")
+        if mgr.webhooks.has_routes:
+            if mgr.webhooks.url is None:
+                return []
+            lines.append(f"webhooks: {mgr.webhooks.url} {', '.join(mgr.webhooks.paths)}")
         return lines or ["(metrics and probes are off)"]
 
     lines = listening()

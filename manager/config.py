@@ -55,6 +55,7 @@ __all__ = [
     "MetricsConfig",
     "OverseerConfig",
     "TracingConfig",
+    "WebhooksConfig",
     "camel",
     "load_config",
     "load_dataclass",
@@ -154,6 +155,37 @@ class MetricsConfig:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class WebhooksConfig:
+    """The HTTPS server of admission webhooks and CRD conversions: every replica runs it
+    when an enabled controller declares one."""
+
+    host: str = _f("", 'address to listen on ("" = every interface)')
+    port: int = _f(9443, "port to listen on (0 = a free one)", min=0, max=65535)
+    cert_dir: str = _f(
+        "",
+        "directory with the certificate and key (a mounted Secret; reloaded when they "
+        'change); "" = a self-signed certificate made at start (API servers must be '
+        "given it as caBundle)",
+    )
+    cert_name: str = _f("tls.crt", "the certificate's file name in certDir")
+    key_name: str = _f("tls.key", "the key's file name in certDir")
+    max_concurrent: int = _f(
+        32,
+        "reviews answered at once; one more waits for a free slot until its deadline, then "
+        "is answered 429 (the webhook's failurePolicy applies)",
+        min=1,
+        max=4096,
+    )
+    shutdown_delay: float = _f(
+        5.0,
+        "seconds the server keeps answering after a stop (each answer closing its "
+        "connection), while the API server learns that the pod is going",
+        min=0.0,
+        max=300.0,
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class LogConfig:
     """Logging."""
 
@@ -189,6 +221,10 @@ class OverseerConfig:
         default_factory=MetricsConfig, metadata={"help": "how /metrics is served"}
     )
     health_probe_bind_address: str = _f(":8081", 'address of /healthz and /readyz ("0": off)')
+    webhooks: WebhooksConfig = field(
+        default_factory=WebhooksConfig,
+        metadata={"help": "the webhook server (admission webhooks, CRD conversions)"},
+    )
     graceful_shutdown_timeout: float = _f(
         30.0, "seconds in-flight reconciles get to finish on shutdown", min=0.0
     )
@@ -522,8 +558,10 @@ def manager_options(
     enabled one is ``sharded``."""
     from manager.manager import ManagerOptions
     from manager.sharding import ShardingOptions
+    from manager.webhook.server import WebhookServerOptions
 
     le = config.leader_election
+    wh = config.webhooks
     sharded = any(s.enabled and s.sharded for s, _ in (controllers or {}).values())
     sh = config.sharding
     options: dict[str, Any] = {
@@ -556,6 +594,15 @@ def manager_options(
         )
         if sharded
         else None,
+        "webhook": WebhookServerOptions(
+            host=wh.host,
+            port=wh.port,
+            cert_dir=wh.cert_dir,
+            cert_name=wh.cert_name,
+            key_name=wh.key_name,
+            max_concurrent=wh.max_concurrent,
+            shutdown_delay=wh.shutdown_delay,
+        ),
     }
     options.update(overrides)
     return ManagerOptions(**options)

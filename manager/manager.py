@@ -1,8 +1,18 @@
 """The manager: starts and stops everything in the right order (controller-runtime
 ``pkg/manager``).
 
-Start order (DESIGN.md §3.8): HTTP servers (metrics, probes) → informers → wait for
-cache sync → leader election → leader-only runnables (controllers). Stop in reverse.
+Start order (DESIGN.md §3.8): HTTP servers (webhooks, metrics, probes) → informers →
+wait for cache sync → leader election → leader-only runnables (controllers). Stop in
+reverse.
+
+* Webhooks (:mod:`manager.webhook`): when a controller declares admission webhooks or
+  conversions (:meth:`Manager.webhook`), every replica serves them (admission is not
+  leader work) from the start, before the replica can be ready (readiness check
+  ``webhook-server``), and stops them last, after the controllers, the caches and the
+  other servers: on a graceful stop it keeps answering for ``webhook.shutdown_delay``
+  seconds counted from the stop (every answer closing its connection), so that the API
+  server, which learns of the pod's end asynchronously, is never left calling a pod that
+  no longer answers.
 
 * Warm standby (default): every replica runs the informers, so a new leader reconciles
   from warm caches within a second of acquiring the Lease. With it off, a replica starts
@@ -48,7 +58,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from manager.cache.factory import InformerFactory
@@ -81,6 +91,9 @@ from manager.sharding import (
     ShardingOptions,
     ShardRing,
 )
+from manager.webhook.configuration import MutatingWebhook, ValidatingWebhook
+from manager.webhook.conversion import Conversion
+from manager.webhook.server import WebhookServer, WebhookServerOptions
 from manager.workqueue import RateLimiter
 from manager.zpages import ControllerStatus, Status, flag_values, flagz_route, statusz_route
 
@@ -113,6 +126,7 @@ class ManagerOptions:
     cache_sync_timeout: float = 120.0  # seconds to wait for informers to sync
     namespace: str | None = None  # restrict namespaced informers to one namespace
     sharding: ShardingOptions | None = None  # the ring of sharded controllers (None: none)
+    webhook: WebhookServerOptions = field(default_factory=WebhookServerOptions)  # if declared
 
     def __post_init__(self) -> None:
         problems = []
@@ -412,6 +426,10 @@ class Manager:
             self.options.health_probe_bind_address,
             {"/healthz": self._health.route("healthz"), "/readyz": self._ready.route("readyz")},
         )
+        self.webhooks = WebhookServer(self.options.webhook)
+        """The webhook server: serves once a webhook or conversion is declared."""
+        self._ready.add("webhook-server", self.webhooks.ready_reason)
+        self._stop_seen: float | None = None  # when run() saw the stop (the drain counts from it)
 
     # -- wiring ----------------------------------------------------------------------
 
@@ -588,6 +606,28 @@ class Manager:
             self._leader_runnables.append(runnable)
             if self._controllers_started:
                 self._start_leader_runnable(runnable)
+
+    def webhook(
+        self, hook: ValidatingWebhook | MutatingWebhook | Conversion, *, owner: str = ""
+    ) -> None:
+        """Serve an admission webhook or a CRD's conversion on every replica (see
+        :mod:`manager.webhook`); ``owner`` names the controller that declares it. Allowed
+        while the manager runs: the server starts at once if it was not serving.
+
+        Raises:
+            InvalidWebhook: another declaration has the same name (or CRD) or path.
+            ServingCertError, BindError: the server had to start and could not.
+        """
+        self.webhooks.register(hook, owner or "(manager)")
+        with self._wiring:
+            running = self._started and not (self._stopping or self._finished)
+        if running and not self.webhooks.started:
+            self.webhooks.start()
+
+    @property
+    def webhook_address(self) -> tuple[str, int] | None:
+        """The webhook server's bound ``(host, port)`` while it serves, else None."""
+        return self.webhooks.address
 
     def when_served(
         self, names: str | Sequence[str], wire: Callable[..., None], *, name: str
@@ -868,6 +908,8 @@ class Manager:
         leaving_now = True  # skip the flushes on the way out (lost, overrun, failed)
         try:
             # inside the try: a probe address in use stops the metrics server again
+            if self.webhooks.has_routes:
+                self.webhooks.start()  # first: a replica is never ready before it serves
             if self.serving_cert is not None and self._metrics_server.enabled:
                 self.serving_cert.load()  # a missing or broken certificate fails the start
             self._metrics_server.start()
@@ -948,6 +990,7 @@ class Manager:
                 )
             while not (stop.is_set() or self._lease_lost()):
                 stop.wait(0.05)
+            self._stop_seen = time.monotonic()
             if self._lost.is_set():
                 return 1  # at once; no drain: the process must exit now
             rc = self._graceful(elector_stop)
@@ -966,6 +1009,16 @@ class Manager:
             self._finished = True
             self._probe_server.stop()
             self._metrics_server.stop()
+            self._stop_webhooks(graceful=not leaving_now)
+
+    def _stop_webhooks(self, *, graceful: bool) -> None:
+        """Last of all: on a graceful stop, after answering (each answer closing its
+        connection) until ``shutdown_delay`` has passed since the stop."""
+        linger = 0.0
+        if graceful:
+            seen = self._stop_seen if self._stop_seen is not None else time.monotonic()
+            linger = max(0.0, seen + self.options.webhook.shutdown_delay - time.monotonic())
+        self.webhooks.stop(linger=linger, timeout=10.0 if graceful else 1.0)
 
     def _start_leader_runnable(self, runnable: Runnable) -> None:
         # Caller holds self._wiring.

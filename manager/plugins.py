@@ -25,8 +25,10 @@ file (``controllers.<name>``). The built-in controllers register the same way.
   with the camelCase field it is about (``"cidr: not a network"``) and is reported as
   ``controllers.<name>.cidr: not a network``; a problem that names no field is
   reported at the section (``controllers.<name>: ...``).
-* ``setup(mgr, ctx)``: wires the controllers, before the manager runs. An exception
-  here stops ``overseer run`` with exit code 2 and the controller's name
+* ``setup(mgr, ctx)``: wires the controllers and declares admission webhooks and CRD
+  conversions (``ctx.webhook``, ``ctx.conversion``: :mod:`manager.webhook`; every
+  replica serves them), before the manager runs. An exception here (a declaration kube
+  would refuse, too) stops ``overseer run`` with exit code 2 and the controller's name
   (:class:`~manager.errors.PluginSetupError`).
 * ``rbac_rules`` (optional): the ClusterRole rules the controller needs, as Kubernetes
   writes them (``{"apiGroups": [...], "resources": [...], "verbs": [...]}``): a list,
@@ -75,6 +77,7 @@ from manager.workqueue import (
 if TYPE_CHECKING:
     from manager.manager import ControllerBuilder, Manager
     from manager.served import WhenServed
+    from manager.webhook import Conversion, MutatingWebhook, ValidatingWebhook
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -181,6 +184,24 @@ class PluginContext(Generic[C]):
         until then): :meth:`Manager.when_served <manager.manager.Manager.when_served>`
         under this controller's name."""
         return self.manager.when_served(names, wire, name=self.name)
+
+    def webhook(self, hook: ValidatingWebhook | MutatingWebhook) -> None:
+        """Serve an admission webhook on every replica (:meth:`Manager.webhook
+        <manager.manager.Manager.webhook>`, declared by this controller).
+
+        Raises:
+            InvalidWebhook: another declaration has its name or path.
+        """
+        self.manager.webhook(hook, owner=self.name)
+
+    def conversion(self, conversion: Conversion) -> None:
+        """Serve a CRD's conversion webhook on every replica (:meth:`Manager.webhook
+        <manager.manager.Manager.webhook>`, declared by this controller).
+
+        Raises:
+            InvalidWebhook: another declaration converts that CRD or has its path.
+        """
+        self.manager.webhook(conversion, owner=self.name)
 
 
 class ControllerPlugin(Protocol):

@@ -7,6 +7,9 @@
 * :func:`run_manager`, :func:`run_plugin`, :func:`eventually`,
   :func:`validate_section` (``kit.py``): run controllers inside a test and check
   what they do.
+* :func:`review`, :func:`admission_request`, :func:`convert_objects` (``webhooks.py``):
+  call a webhook's handler (or a CRD's conversion) as the webhook server does, without
+  a server, and check the outcome (for a mutating one, the patched object).
 * The pytest plugin (``pytest_plugin.py``, entry point ``pytest11: overseer``):
   fixtures ``kubeconfig_path``, ``kube_client``, ``namespace``, ``local_server``,
   ``api_client``, against the local server or ``$OVERSEER_TEST_KUBECONFIG``.
@@ -27,6 +30,7 @@ from manager.testing.kit import (
     run_plugin,
     validate_section,
 )
+from manager.testing.webhooks import AdmissionOutcome, admission_request, convert_objects, review
 
 if TYPE_CHECKING:
     from apiserver import Faults, LocalApiServer
@@ -44,6 +48,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AdmissionOutcome",
     "ConfigError",
     "FakeRecorder",
     "Faults",
@@ -51,8 +56,11 @@ __all__ = [
     "ManagerFailed",
     "RecordedEvent",
     "RunningManager",
+    "admission_request",
+    "convert_objects",
     "eventually",
     "plugin_name",
+    "review",
     "run_manager",
     "run_plugin",
     "validate_section",

@@ -83,6 +83,7 @@ _TEST_DEFAULTS: dict[str, Any] = {
     "metrics": {"secure": False},  # plain HTTP on loopback unless the test's config asks
     "gracefulShutdownTimeout": 10.0,
     "cacheSyncTimeout": 30.0,
+    "webhooks": {"shutdownDelay": 0.0},  # no Service to leave: stop at once
 }
 _LOOPBACK = "127.0.0.1:0"
 _MOVED: Any = object()  # the default of the retired ``namespace`` keyword
@@ -124,6 +125,18 @@ class RunningManager:
         """``http://127.0.0.1:PORT`` (``/healthz``, ``/readyz``) when probes are on."""
         address = self.manager.health_probe_address
         return None if address is None else f"http://{address[0]}:{address[1]}"
+
+    @property
+    def webhook_url(self) -> str | None:
+        """``https://127.0.0.1:PORT`` while a plugin's webhooks are served (their paths:
+        ``/validate/<name>``, ``/mutate/<name>``, ``/convert/<crd>``), else None."""
+        return self.manager.webhooks.url
+
+    @property
+    def webhook_ca(self) -> str:
+        """The webhook server's certificate (PEM): self-signed unless the configuration
+        names a ``webhooks.certDir``, so it is the CA to trust (a ``caBundle``)."""
+        return self.manager.webhooks.certificate.certificate_pem
 
 
 def _refuse_namespace(namespace: object) -> None:
@@ -232,8 +245,10 @@ def run_manager(
         plugins: the controllers to run, by name; installed plugins are not loaded.
         config: the configuration file as YAML text or a mapping, validated exactly as
             ``overseer`` validates it (sections under ``controllers:``). Test defaults
-            under it: leader election off, a 10 s graceful stop; its bind addresses are
-            replaced (``metrics`` and ``probes`` decide).
+            under it: leader election off, a 10 s graceful stop, no webhook shutdown
+            delay; its bind addresses are replaced (``metrics`` and ``probes`` decide;
+            webhooks, when a plugin declares some, on 127.0.0.1 and a free port:
+            :attr:`RunningManager.webhook_url`).
         watch_namespace: the manager watches (caches, reconciles) namespaced resources
             in this namespace only (``watchNamespace``): what a controller writes
             elsewhere it never sees again, and a lister refuses reads elsewhere. Leave
@@ -267,6 +282,7 @@ def run_manager(
     # never a fixed port (a deploy config's ":8080"): off, or loopback and a free port
     doc["metricsBindAddress"] = _LOOPBACK if metrics else "0"
     doc["healthProbeBindAddress"] = _LOOPBACK if probes else "0"
+    doc["webhooks"] = {**(doc.get("webhooks") or {}), "host": "127.0.0.1", "port": 0}
     settings, controllers, _ = load_config(doc, loaded, source="<test config>")
     with contextlib.ExitStack() as stack:
         manager_kubeconfig = os.fspath(kubeconfig)
