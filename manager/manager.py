@@ -356,6 +356,7 @@ class Manager:
         self.events = EventBroadcaster(self.client, component=self.options.name)
         self._leader_runnables: list[Runnable] = []
         self._runnables: list[Runnable] = []
+        self._waiters: list[WhenServed] = []  # when_served()
         # which informers controllers watch and which listers read: a lister of another
         # scope than its resource's watches is a second cache (see scope_warnings)
         self._watched: list[tuple[_Scope, SharedInformer]] = []
@@ -546,10 +547,18 @@ class Manager:
             seen.add(id(informer))
             others = sorted({i.name for s, i in self._watched if s.resource == scope.resource})
             if others:
+                sharded = any("shardBy=" in name for name in others)
+                fix = (
+                    "read a sharded controller's caches with ctx.lister(..., "
+                    'shard="primary") (its for_()) or shard="owned" (its owns()), with the '
+                    "same namespace and selectors"
+                    if sharded
+                    else "give mgr.lister() the same namespace and selectors as "
+                    "for_()/owns()/watches()"
+                )
                 out.append(
                     f"the lister of {informer.name} reads another cache than the "
-                    f"controller's watch of {' and '.join(others)}: give mgr.lister() the "
-                    "same namespace and selectors as for_()/owns()/watches(), so that a "
+                    f"controller's watch of {' and '.join(others)}: {fix}, so that a "
                     "reconcile reads the cache whose event woke it"
                 )
         return out
@@ -642,8 +651,16 @@ class Manager:
         """
         waiter = WhenServed(self.client, name, [names] if isinstance(names, str) else names, wire)
         self.add_ready_check(f"{name}-served", waiter.ready_reason)
+        with self._wiring:
+            self._waiters.append(waiter)
         self.add(waiter, leader_only=False)
         return waiter
+
+    @property
+    def waiters(self) -> list[WhenServed]:
+        """The :meth:`when_served` waiters, in the order they were asked for."""
+        with self._wiring:
+            return list(self._waiters)
 
     def add_health_check(self, name: str, check: object) -> None:
         """Add a liveness check: a callable returning None (healthy) or a reason."""

@@ -75,7 +75,9 @@ from manager.workqueue import (
 )
 
 if TYPE_CHECKING:
+    from manager.cache.lister import Lister
     from manager.manager import ControllerBuilder, Manager
+    from manager.resources import Resource
     from manager.served import WhenServed
     from manager.webhook import Conversion, MutatingWebhook, ValidatingWebhook
 
@@ -176,6 +178,35 @@ class PluginContext(Generic[C]):
             workers=self.settings.workers,
             rate_limiter=self.settings.rate_limiter.build(),
             sharded=self.settings.sharded,
+        )
+
+    def lister(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        shard: str | None = None,
+    ) -> Lister:
+        """A lister of this controller's caches, sharded or not: ``shard="primary"`` reads
+        the cache its ``for_()`` fills, ``shard="owned"`` the one its ``owns()`` fills
+        (with the same namespace and selectors). Sharded (``sharded: true``), those hold
+        this replica's share; otherwise they are the whole caches, the same ``for_()`` and
+        ``owns()`` use then. ``shard=None`` is a plain :meth:`Manager.lister` (the whole
+        resource). Write a plugin with these and it runs sharded or not unchanged.
+
+        Raises:
+            ValueError: ``shard`` is none of None, "primary", "owned".
+        """
+        if shard not in (None, "primary", "owned"):
+            raise ValueError(f"shard must be None, 'primary' or 'owned', got {shard!r}")
+        return self.manager.lister(
+            resource,
+            namespace=namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            shard=shard if self.settings.sharded else None,
         )
 
     def when_served(self, names: str | Sequence[str], wire: Callable[..., None]) -> WhenServed:

@@ -408,6 +408,7 @@ class ShardRing:
         self._owned = 0  # keys the applied ring gives us, as last counted
         self._view_started: float | None = None  # when this replica began to watch
         self._observed = False  # the observation period has passed
+        self._told_observing = False  # its log line written
         self._fresh_at: float | None = None  # our cache holds all committed before this
         self._stale = False  # the view is reported stale (once per stale period)
         self._published_params: RingParameters | None = None
@@ -524,6 +525,11 @@ class ShardRing:
                 return None
             if not self._elector.is_leader():
                 return f"shard Lease {self.lease_name} not held yet"
+            if self._applied is None and not self._observed:
+                return (
+                    "ring not published yet: watching the ring for a lease duration "
+                    f"({self.options.lease_duration:g} s) first"
+                )
             return "ring not published yet"
 
     def elector_alive(self) -> str | None:
@@ -672,6 +678,16 @@ class ShardRing:
             # sharded cache list the whole space (an unsharded replica's peak memory,
             # which Python keeps) only to drop most of it a moment later. No key starts
             # before the observation period is over anyway.
+            if not self._told_observing:
+                self._told_observing = True
+                logger.info(
+                    "watching the ring for a lease duration before the first one: no key "
+                    "starts before (sharding.leaseDuration)",
+                    extra={
+                        "ring": self.options.ring_name,
+                        "seconds": self.options.lease_duration,
+                    },
+                )
             return
         if desired != current or self._published_params != self.options.parameters:
             self._apply(desired, stop)

@@ -58,6 +58,7 @@ from manager.plugins import (
     setup_plugins,
 )
 from manager.rbac import for_controllers as rbac_for_controllers
+from manager.resources import UnknownResource
 from manager.testing.serviceaccount import bound_service_account
 from manager.zpages import flag_values
 
@@ -84,6 +85,9 @@ _TEST_DEFAULTS: dict[str, Any] = {
     "gracefulShutdownTimeout": 10.0,
     "cacheSyncTimeout": 30.0,
     "webhooks": {"shutdownDelay": 0.0},  # no Service to leave: stop at once
+    # a sharded controller starts keys after watching the ring for a lease duration:
+    # 2 s rather than 15 (a test's own sharding settings win)
+    "sharding": {"leaseDuration": 2.0, "renewDeadline": 1.5, "retryPeriod": 0.3},
 }
 _LOOPBACK = "127.0.0.1:0"
 _MOVED: Any = object()  # the default of the retired ``namespace`` keyword
@@ -629,6 +633,19 @@ def _compared(check: Callable[..., Any]) -> str:
     return f": {values[0]} {symbol} {values[1]}"
 
 
+def _failed_wiring() -> str | None:
+    """A ``when_served`` wiring of a kit-run manager that raised, with its error; None
+    while none did. The controller it was to wire never runs."""
+    with _ACTIVE_LOCK:
+        watched = list(_ACTIVE)
+    for run in watched:
+        for waiter in run.mgr.waiters:
+            reason = waiter.ready_reason()
+            if reason is not None and reason.startswith("wiring failed"):
+                return f"{waiter.name}: {reason} (the controller it wires never runs)"
+    return None
+
+
 def eventually(
     check: Callable[[], T],
     *,
@@ -638,10 +655,13 @@ def eventually(
 ) -> T:
     """Call ``check`` until it returns a truthy value, and return that value.
 
-    An ``AssertionError`` or :class:`~manager.errors.NotFound` from ``check`` counts as
-    "not yet" (so a check may assert, and ``client.get`` of an object still to come is
-    fine); any other exception is a failure at once. A check that asserts should end
-    with ``return True``.
+    An ``AssertionError``, :class:`~manager.errors.NotFound` or
+    :class:`~manager.resources.UnknownResource` from ``check`` counts as "not yet" (so a
+    check may assert, and ``client.get`` of an object still to come, or
+    ``client.resource`` of a CRD still to be served, is fine); any other exception is a
+    failure at once. So is a reconcile of a kit-run manager refused by RBAC, and a
+    ``when_served`` wiring that raised: what the check waits for will not happen. A check
+    that asserts should end with ``return True``.
 
     Raises:
         AssertionError: ``timeout`` seconds passed: names ``what`` (default: the check's
@@ -659,10 +679,10 @@ def eventually(
             last = f"last returned {value!r}"
             if value is False and time.monotonic() >= deadline:
                 last += _compared(check)
-        except (AssertionError, NotFound) as exc:
+        except (AssertionError, NotFound, UnknownResource) as exc:
             last_error = exc
             last = f"last raised {type(exc).__name__}: {exc}"
-        refused = _refused_reconcile()
+        refused = _refused_reconcile() or _failed_wiring()
         if refused is not None:
             raise AssertionError(
                 f"{what or _describe(check)}: will not happen: {refused}"

@@ -136,3 +136,27 @@ def test_a_controller_waits_for_its_crd_then_runs(
         kube_client.create(gizmos, {"metadata": {"name": "one"}}, namespace)
         made = eventually(lambda: kube_client.get(CONFIGMAPS, "gizmo-one", namespace))
         assert made["data"] == {"seen": "yes"}
+
+
+class BrokenWiringPlugin:
+    """Its wiring raises once the resource is served (here a built-in: at once)."""
+
+    rbac_rules: list[JsonDict] = []
+
+    def setup(self, mgr: Manager, ctx: PluginContext[None]) -> None:
+        def wire(configmaps: Resource) -> None:
+            raise ValueError("a bad selector in the wiring")
+
+        ctx.when_served("configmaps", wire)
+
+
+def test_a_wiring_that_raises_fails_the_tests_wait_at_once(
+    kubeconfig_path: str, kube_client: KubeClient, namespace: str
+) -> None:
+    import time
+
+    with run_plugin(BrokenWiringPlugin, kubeconfig_path, watch_namespace=namespace):
+        started = time.monotonic()
+        with pytest.raises(AssertionError, match="wiring failed: ValueError: a bad selector"):
+            eventually(lambda: False, timeout=20)
+        assert time.monotonic() - started < 10  # at once, not at the timeout

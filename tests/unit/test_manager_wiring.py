@@ -143,3 +143,46 @@ def test_a_lister_of_other_selectors_is_not_shared_and_is_warned_about(mgr: Mana
     watched.indexer.add({"metadata": {"name": "x", "namespace": "a", "labels": {"x": ""}}})
     assert lister.get("x", "a") is None  # a different set of objects: not shared
     assert len(mgr.scope_warnings()) == 1
+
+
+def _sharded_mgr(kube: KubeClient) -> Manager:
+    from manager.sharding import ShardingOptions
+
+    return Manager(kube, ManagerOptions(leader_election=False, sharding=ShardingOptions()))
+
+
+@pytest.mark.parametrize("sharded", [False, True], ids=["unsharded", "sharded"])
+def test_ctx_lister_reads_the_controllers_own_caches_sharded_or_not(sharded: bool) -> None:
+    """A plugin written with ctx.lister(..., shard=...) reads the caches its for_() and
+    owns() fill, whether its section says sharded or not: no second, full cache."""
+    from manager.plugins import ControllerSettings, PluginContext
+
+    configuration = k8s_client.Configuration()
+    configuration.host = "http://127.0.0.1:9"
+    with KubeClient(configuration) as kube:
+        mgr = _sharded_mgr(kube)  # sharding options: another controller may be sharded
+        ctx: PluginContext[None] = PluginContext(
+            "c", None, ControllerSettings(sharded=sharded), mgr
+        )
+        primary = ctx.lister(NAMESPACES, label_selector="team", shard="primary")
+        owned = ctx.lister(CONFIGMAPS, shard="owned")
+        ctx.controller(_Noop()).for_(NAMESPACES, label_selector="team").owns(CONFIGMAPS).complete()
+        assert mgr.scope_warnings() == []
+        names = sorted(i.name for i in mgr.factory.informers() if "leases" not in i.name)
+        assert len(names) == 2, names  # the lister's caches are the watches' caches
+        assert primary._informer is not None and owned._informer is not None
+        assert ("shardBy=" in primary._informer.name) is sharded
+        assert ("shardBy=owner" in owned._informer.name) is sharded
+        with pytest.raises(ValueError, match="shard must be"):
+            ctx.lister(CONFIGMAPS, shard="mine")
+
+
+def test_a_plain_lister_of_a_sharded_controllers_resource_is_warned_about_with_the_fix() -> None:
+    configuration = k8s_client.Configuration()
+    configuration.host = "http://127.0.0.1:9"
+    with KubeClient(configuration) as kube:
+        mgr = _sharded_mgr(kube)
+        mgr.lister(CONFIGMAPS)
+        mgr.controller("c", _Noop(), sharded=True).for_(CONFIGMAPS).complete()
+        [warning] = mgr.scope_warnings()
+        assert 'ctx.lister(..., shard="primary")' in warning
