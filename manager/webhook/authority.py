@@ -137,6 +137,12 @@ def _seconds(when: datetime.datetime) -> datetime.datetime:
     return when.astimezone(datetime.UTC).replace(microsecond=0)
 
 
+def _seconds_up(when: datetime.datetime) -> datetime.datetime:
+    """The end of a validity, never earlier than asked."""
+    cut = _seconds(when)
+    return cut if cut == when else cut + datetime.timedelta(seconds=1)
+
+
 def _pem(cert: x509.Certificate) -> bytes:
     return cert.public_bytes(serialization.Encoding.PEM)
 
@@ -165,7 +171,7 @@ def new_authority(name: str, *, now: datetime.datetime, validity: datetime.timed
         .public_key(public)
         .serial_number(x509.random_serial_number())
         .not_valid_before(_seconds(now - BACKDATE))
-        .not_valid_after(_seconds(now + validity))
+        .not_valid_after(_seconds_up(now + validity))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(
             x509.KeyUsage(
@@ -210,7 +216,7 @@ def issue(
         raise CertificateError(f"the CA key is a {type(ca_key).__name__}: cannot sign with it")
     key = ec.generate_private_key(ec.SECP256R1())
     public = key.public_key()
-    not_after = min(_seconds(now + validity), ca.not_after)
+    not_after = min(_seconds_up(now + validity), ca.not_after)
     builder = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])]))

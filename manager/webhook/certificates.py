@@ -366,6 +366,7 @@ class CertificateRotator:
         self.injected = False
         """Whether every configuration and CRD carried the Secret's bundle at the last
         check."""
+        self._injected: tuple[bytes, datetime.datetime] | None = None  # (bundle, since)
 
     @property
     def names(self) -> list[str]:
@@ -463,8 +464,19 @@ class CertificateRotator:
             injected = False
             if isinstance(observed, ServingSecret):
                 injected = self.inject(observed.bundle_pem)
+                if not injected:
+                    self._injected = None
+                elif self._injected is None or self._injected[0] != observed.bundle_pem:
+                    # the overlap counts from when every caBundle has it, not from the write
+                    self._injected = (observed.bundle_pem, self._now())
             self.injected = injected
-            step = plan(observed, now=now, names=self.names, policy=self.policy, injected=injected)
+            step = plan(
+                observed,
+                now=now,
+                names=self.names,
+                policy=self.policy,
+                injected_at=self._injected[1] if injected and self._injected else None,
+            )
             if step.secret is None:
                 delay = self._check_interval
                 if step.wake_at is not None:

@@ -31,10 +31,9 @@ What the leader does (:func:`plan`), one step at a time:
      CA goes first in ``ca.crt``, the old one stays after it; ``ca.key`` becomes the new
      CA's; the serving certificate (signed by the old CA) stays. The leader injects the
      two-CA bundle into every configuration.
-  2. ``issue`` from the new CA, once every configuration carries the two-CA bundle
-     (``injected``) and ``overlap`` has passed since step 1 (for every API server to
-     read the configurations again); or at once if the old certificate is due for
-     renewal anyway.
+  2. ``issue`` from the new CA, once every configuration has carried the two-CA bundle
+     for ``overlap`` (``injected_at``: for every API server to read the configurations
+     again); or at once if the old certificate is due for renewal anyway.
   3. ``trim``: the old CA leaves the bundle once ``overlap`` has passed since step 2
      (for every replica to serve the new certificate).
 
@@ -315,7 +314,7 @@ def plan(
     now: datetime.datetime,
     names: Sequence[str],
     policy: RotationPolicy,
-    injected: bool,
+    injected_at: datetime.datetime | None,
 ) -> Step:
     """The next step for the Secret as it is now (see the module).
 
@@ -325,8 +324,9 @@ def plan(
         names: the DNS names the serving certificate must have (the first is its
             common name; the last names the CA).
         policy: lifetimes, renewal fraction, overlap.
-        injected: every configuration that exists carries the Secret's bundle as its
-            ``caBundle`` (the leader checked just now).
+        injected_at: since when every configuration that exists has carried the
+            Secret's bundle as its ``caBundle`` (as the leader has seen it); None while
+            one lacks it.
     """
     if current is None:
         return _fresh("create", "no Secret yet", now=now, names=names, policy=policy)
@@ -357,10 +357,11 @@ def plan(
     leaf_usable = current.leaf.valid_at(now) and current.issuer.valid_at(now)
     if current.issuer.fingerprint != ca.certificate.fingerprint:
         # step 2 of a CA rotation: the certificate is still the old CA's
-        if (injected and now >= settled) or now >= leaf_due or not leaf_usable:
+        spread = None if injected_at is None else max(injected_at, rotated) + policy.overlap
+        if (spread is not None and now >= spread) or now >= leaf_due or not leaf_usable:
             why = (
                 f"the bundle with the new CA has been in every configuration for {policy.overlap}"
-                if injected and now >= settled
+                if spread is not None and now >= spread
                 else "the certificate of the old CA is due before the overlap ended"
             )
             return _write(
@@ -369,12 +370,11 @@ def plan(
                 _issued(current, names, now, policy),
                 now,
             )
-        wake = min(settled, leaf_due)
         return Step(
             "",
             "waiting for the bundle with the new CA to reach every configuration and API "
             "server before serving a certificate it signed",
-            wake_at=wake if injected else leaf_due,
+            wake_at=leaf_due if spread is None else min(spread, leaf_due),
         )
     # a certificate due is renewed first, under the CA that signed it: then, when the
     # CA is due too, the new CA waits out its overlap behind a fresh certificate

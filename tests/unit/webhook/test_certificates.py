@@ -69,11 +69,11 @@ def _secret(
 ) -> dict[str, Any]:
     """A Secret the leader would write (renewed from ``existing`` when given)."""
     current = observe(existing, now)
-    step = plan(current, now=now, names=NAMES, policy=POLICY, injected=True)
+    step = plan(current, now=now, names=NAMES, policy=POLICY, injected_at=now)
     if existing is not None:  # force a renewal: the certificate is due
         found = read_secret(existing)
         due = POLICY.renew_at(found.leaf)
-        step = plan(found, now=due, names=NAMES, policy=POLICY, injected=True)
+        step = plan(found, now=due, names=NAMES, policy=POLICY, injected_at=now)
         assert step.action == "issue"
     body = secret_body(step, name="tls", namespace="ns", labels={}, existing=existing)
     body["metadata"]["resourceVersion"] = version
@@ -272,7 +272,11 @@ def test_the_leader_makes_the_secret_and_keeps_every_ca_bundle_through_a_ca_rota
     rotator.reconcile()
     assert read_secret(store.get(SECRETS, "tls", "ns")).issuer == secret.issuer
     store.refuse_updates_of = set()
-    rotator.reconcile()  # the CRD takes the bundle: then the new CA's certificate is served
+    delay = rotator.reconcile()  # the CRD takes the bundle: the overlap counts from now
+    assert rotator.injected and delay == 300.0  # the check interval is sooner
+    assert read_secret(store.get(SECRETS, "tls", "ns")).issuer == secret.issuer
+    clock[0] += POLICY.overlap
+    rotator.reconcile()  # then the new CA's certificate is served
     after = read_secret(store.get(SECRETS, "tls", "ns"))
     assert after.ca is not None and after.issuer == after.ca.certificate != secret.issuer
     encoded = base64.b64encode(after.bundle_pem).decode()

@@ -56,7 +56,9 @@ def _object(step: Step, existing: dict[str, Any] | None = None) -> dict[str, Any
 
 
 def _apply(secret: ServingSecret | None, *, now: datetime.datetime, injected: bool = True) -> Step:
-    return plan(secret, now=now, names=NAMES, policy=POLICY, injected=injected)
+    # injected: every configuration has carried the bundle since the Secret was written
+    since = (secret.rotated_at if isinstance(secret, ServingSecret) else None) if injected else None
+    return plan(secret, now=now, names=NAMES, policy=POLICY, injected_at=since)
 
 
 def _reread(step: Step) -> ServingSecret:
@@ -136,6 +138,12 @@ def test_a_ca_rotation_keeps_every_bundle_verifying_every_certificate_served() -
             assert waiting.action == "" and waiting.wake_at == now + POLICY.overlap
             not_injected = _apply(state, now=now + POLICY.overlap * 2, injected=False)
             assert not_injected.action == ""  # a configuration lacks the new CA yet
+            # the overlap counts from when the last configuration took the new bundle
+            late = now + POLICY.overlap / 2
+            waiting = plan(
+                state, now=now + POLICY.overlap, names=NAMES, policy=POLICY, injected_at=late
+            )
+            assert waiting.action == "" and waiting.wake_at == late + POLICY.overlap
     assert actions[-3:] == ["rotate-ca", "issue", "trim"], actions
     assert set(actions[:-3]) == {"issue"}  # renewals under the first CA before it
     for before, after in itertools.pairwise(states):
@@ -157,13 +165,13 @@ def test_the_old_cas_certificate_is_replaced_at_once_when_due_during_the_overlap
         renew_before=0.5,
         overlap=datetime.timedelta(hours=1),
     )
-    first = observe(_object(plan(None, now=T0, names=NAMES, policy=policy, injected=True)), T0)
+    first = observe(_object(plan(None, now=T0, names=NAMES, policy=policy, injected_at=None)), T0)
     assert isinstance(first, ServingSecret)
     ca_due = T0 + datetime.timedelta(hours=1.5)
     steps = []
     state: ServingSecret = first
     while not steps or steps[-1] != "rotate-ca":
-        step = plan(state, now=ca_due, names=NAMES, policy=policy, injected=True)
+        step = plan(state, now=ca_due, names=NAMES, policy=policy, injected_at=state.rotated_at)
         steps.append(step.action)
         state = _reread(step)
     # the certificate was renewed just before (under the old CA), cut to the old CA's end
@@ -171,12 +179,12 @@ def test_the_old_cas_certificate_is_replaced_at_once_when_due_during_the_overlap
     due = policy.renew_at(state.leaf)
     assert due < ca_due + policy.overlap
     waiting = plan(
-        state, now=due - datetime.timedelta(seconds=1), names=NAMES, policy=policy, injected=False
+        state, now=due - datetime.timedelta(seconds=1), names=NAMES, policy=policy, injected_at=None
     )
     assert waiting.action == "" and waiting.wake_at == due
     # due before the overlap ends: renewed by the new CA (the old one's key is gone), at
     # once, injected or not
-    step = plan(state, now=due, names=NAMES, policy=policy, injected=False)
+    step = plan(state, now=due, names=NAMES, policy=policy, injected_at=None)
     assert step.action == "issue" and "due before the overlap ended" in step.reason
     assert state.ca is not None and _reread(step).issuer == state.ca.certificate
 
@@ -184,7 +192,7 @@ def test_the_old_cas_certificate_is_replaced_at_once_when_due_during_the_overlap
 def test_a_certificate_without_the_services_names_is_reissued() -> None:
     first = _reread(_apply(None, now=T0))
     other = service_names("renamed", "overseer-system")
-    step = plan(first, now=T0 + DAY, names=other, policy=POLICY, injected=True)
+    step = plan(first, now=T0 + DAY, names=other, policy=POLICY, injected_at=T0)
     assert step.action == "issue" and "lacks the DNS names renamed.overseer-system.svc" in (
         step.reason
     )
