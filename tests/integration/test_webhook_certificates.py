@@ -4,7 +4,8 @@ bundle into a ValidatingWebhookConfiguration this test installed (scoped so that
 never match a request: an object selector on a label nothing has, failure policy
 Ignore; deleted afterwards), the standby serves the same certificate, and a CA rotation
 forced by short lifetimes reaches both replicas while a client that trusts whatever
-``caBundle`` the configuration holds, as an API server does, never fails a handshake."""
+``caBundle`` the configuration holds, as an API server does, never fails a handshake.
+And what ``overseer webhooks`` prints passes the API server's validation (dry run)."""
 
 from __future__ import annotations
 
@@ -24,15 +25,35 @@ from typing import Any
 
 import pytest
 
-from manager import Admission, Manager, ManagerOptions, Rule, ValidatingWebhook
+from manager import (
+    Admission,
+    Conversion,
+    Manager,
+    ManagerOptions,
+    MatchCondition,
+    MutatingWebhook,
+    PluginContext,
+    Rule,
+    Spoke,
+    ValidatingWebhook,
+)
 from manager.client import KubeClient
+from manager.config import parse
 from manager.errors import NotFound
+from manager.plugins import NoSettings
 from manager.resources import builtin
+from manager.webhook.manifests import (
+    WebhookManifests,
+    configurations,
+    conversion_patches,
+    declared_webhooks,
+)
 from manager.webhook.rotation import read_secret
 from manager.webhook.server import ManagedCertificatesOptions, WebhookServerOptions
 
 SECRETS = builtin("v1", "secrets")
 VALIDATING = builtin("admissionregistration.k8s.io/v1", "validatingwebhookconfigurations")
+CRDS = builtin("apiextensions.k8s.io/v1", "customresourcedefinitions")
 SERVICE = "overseer-webhook"
 OVERLAP = 0.4  # seconds: the new CA's bundle is everywhere this long before it is needed
 LAG = 0.15  # seconds an API server's view of the configuration may lag (< OVERLAP)
@@ -248,3 +269,121 @@ def _get(client: KubeClient, namespace: str) -> Any:
         return client.get(SECRETS, SECRET, namespace)
     except NotFound:
         return None
+
+
+class _WidgetsPlugin:
+    """Webhooks of both kinds and a conversion, as a plugin declares them."""
+
+    def __init__(self, group: str) -> None:
+        self.group = group
+
+    def setup(self, mgr: Manager, ctx: PluginContext[Any]) -> None:
+        rules = [
+            Rule(
+                operations=["CREATE", "UPDATE"],
+                resources=["widgets", "widgets/status"],
+                api_groups=[self.group],
+                api_versions=["v1"],
+                scope="Namespaced",
+            )
+        ]
+        ctx.webhook(
+            ValidatingWebhook(
+                name=f"validate.{self.group}",
+                rules=rules,
+                handler=lambda req: Admission.allow(),
+                match_conditions=[MatchCondition("not-admin", "request.userInfo.username != 'x'")],
+            )
+        )
+        ctx.webhook(
+            MutatingWebhook(
+                name=f"default.{self.group}",
+                rules=rules,
+                handler=lambda req: req.object or {},
+                reinvocation_policy="IfNeeded",
+            )
+        )
+        ctx.conversion(
+            Conversion(
+                crd=f"widgets.{self.group}",
+                hub="v1",
+                spokes={"v2": Spoke(to_hub=dict, from_hub=dict)},
+            )
+        )
+
+
+def _dry_run(client: KubeClient, method: str, path: str, body: Any, content_type: str) -> Any:
+    return client.request(
+        method,
+        path,
+        query={"dryRun": "All"},
+        body=body,
+        content_type=content_type,
+        idempotent=True,  # a dry run stores nothing
+    )
+
+
+def test_what_overseer_webhooks_prints_is_accepted_by_the_api_server(
+    kube_client: KubeClient, namespace: str
+) -> None:
+    """Server-side validation with ``dryRun=All`` (nothing is stored: safe on a real
+    cluster): the configurations as created, the conversion patch on a real CRD."""
+    group = f"t{uuid.uuid4().hex[:8]}.overseer-test.io"
+    plugin = _WidgetsPlugin(group)
+    config, controllers = parse({}, {"widgets": NoSettings})
+    declared = declared_webhooks({"widgets": plugin}, config, controllers)
+    options = WebhookManifests(name=f"overseer-test-{group.partition('.')[0]}", namespace=namespace)
+    docs = configurations(declared, options)
+    assert [d["kind"] for d in docs] == [
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+    ]
+    for doc in docs:
+        plural = doc["kind"].lower() + "s"
+        answer = _dry_run(
+            kube_client,
+            "POST",
+            f"/apis/admissionregistration.k8s.io/v1/{plural}",
+            doc,
+            "application/json",
+        )
+        assert answer["metadata"]["name"] == options.name
+        stored = answer["webhooks"][0]
+        assert stored["clientConfig"]["service"] == doc["webhooks"][0]["clientConfig"]["service"]
+    crd_name = f"widgets.{group}"
+    version = {"served": True, "storage": True, "schema": {"openAPIV3Schema": {"type": "object"}}}
+    kube_client.create(
+        CRDS,
+        {
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": crd_name},
+            "spec": {
+                "group": group,
+                "scope": "Namespaced",
+                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                "versions": [
+                    {"name": "v1", **version},
+                    {"name": "v2", **version, "storage": False},
+                ],
+            },
+        },
+    )
+    try:
+        (patch,) = conversion_patches(declared, options)
+        assert patch["metadata"]["name"] == crd_name
+        answer = _dry_run(
+            kube_client,
+            "PATCH",
+            f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd_name}",
+            {"spec": patch["spec"]},
+            "application/merge-patch+json",
+        )
+        webhook = answer["spec"]["conversion"]["webhook"]
+        assert answer["spec"]["conversion"]["strategy"] == "Webhook"
+        assert webhook["clientConfig"]["service"]["path"] == f"/convert/{crd_name}"
+        # dry run: the CRD itself is unchanged
+        stored = kube_client.get(CRDS, crd_name)
+        assert (stored["spec"].get("conversion") or {}).get("strategy", "None") == "None"
+    finally:
+        kube_client.delete(CRDS, crd_name)
