@@ -387,3 +387,29 @@ def test_what_overseer_webhooks_prints_is_accepted_by_the_api_server(
         assert (stored["spec"].get("conversion") or {}).get("strategy", "None") == "None"
     finally:
         kube_client.delete(CRDS, crd_name)
+
+
+class _ConfigMapsPlugin:
+    def setup(self, mgr: Manager, ctx: PluginContext[Any]) -> None:
+        ctx.webhook(_hook(uuid.uuid4().hex[:12]))
+
+
+def test_managed_certificates_in_the_test_kit_under_the_rbac_overseer_rbac_generates(
+    kubeconfig_path: str, kube_client: KubeClient, namespace: str
+) -> None:
+    """The kit runs the manager as a ServiceAccount bound to exactly what ``overseer
+    rbac`` prints (the Role on the Secret by name, create on Secrets): the leader makes
+    the Secret and the webhook answers over a certificate its bundle verifies."""
+    from manager.testing import run_plugin
+
+    config = {"webhooks": {"certificates": "managed", "namespace": namespace}}
+    with run_plugin(
+        _ConfigMapsPlugin, kubeconfig_path, name="configmaps", config=config
+    ) as running:
+        url = running.webhook_url
+        assert url is not None
+        secret = read_secret(kube_client.get(SECRETS, SECRET, namespace))
+        assert running.webhook_ca == secret.bundle_pem.decode()
+        host, _, port = url.removeprefix("https://").rpartition(":")
+        served = _fingerprint((host, int(port)), running.webhook_ca, f"{SERVICE}.{namespace}.svc")
+        assert served == secret.leaf.fingerprint
