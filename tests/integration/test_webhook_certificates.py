@@ -13,6 +13,8 @@ import base64
 import contextlib
 import dataclasses
 import hashlib
+import http.client
+import json
 import socket
 import ssl
 import threading
@@ -146,6 +148,37 @@ def _fingerprint(address: tuple[str, int], bundle: str, name: str) -> str:
     return hashlib.sha256(der).hexdigest()
 
 
+def _review_connection(mgr: Manager, bundle: str, name: str) -> http.client.HTTPSConnection:
+    address = mgr.webhook_address
+    assert address is not None
+    context = ssl.create_default_context(cadata=bundle)
+    context.check_hostname = False  # dialed by address; the name was checked above
+    return http.client.HTTPSConnection(address[0], address[1], context=context, timeout=5)
+
+
+def _ask(conn: http.client.HTTPSConnection, hook: ValidatingWebhook) -> Any:
+    """One AdmissionReview on ``conn`` (kept alive); whether it was allowed."""
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": str(uuid.uuid4()),
+            "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+            "resource": {"group": "", "version": "v1", "resource": "configmaps"},
+            "operation": "CREATE",
+            "namespace": "ns",
+            "name": "cm",
+            "userInfo": {"username": "alice"},
+            "object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}},
+        },
+    }
+    conn.request("POST", hook.served_path, json.dumps(review), {"Content-Type": "application/json"})
+    response = conn.getresponse()
+    body = json.loads(response.read())
+    assert response.status == 200, body
+    return body["response"]["allowed"]
+
+
 def _ready(mgr: Manager) -> bool:
     address = mgr.health_probe_address
     if address is None:
@@ -212,6 +245,9 @@ def test_two_replicas_share_one_managed_certificate_through_a_ca_rotation(
         bundle = _ca_bundle(kube_client, name)
         served = {_fingerprint(a, bundle, dns_name) for a in addresses}  # type: ignore[arg-type]
         assert len(served) == 1, "the replicas serve different certificates"
+        # a connection kept alive from before the rotation (kube-apiserver keeps them)
+        kept = _review_connection(standby, bundle, dns_name)
+        assert _ask(kept, hook) is True
         # the rotation: API servers dial both replicas over and over, one with the
         # caBundle the configuration has now, one with what it had LAG seconds ago (an
         # API server whose informer lags); not one handshake may fail
@@ -254,6 +290,11 @@ def test_two_replicas_share_one_managed_certificate_through_a_ca_rotation(
             dialer.join(10)
         assert not failures, failures[:5]
         assert all(len(s) >= 2 for s in seen), "a replica served one certificate throughout"
+        # ... is still answered on the same connection: the rotation dropped nothing
+        sock = kept.sock
+        assert _ask(kept, hook) is True
+        assert kept.sock is sock
+        kept.close()
         assert all(_ready(m) for m in managers)
     finally:
         stop.set()
