@@ -418,9 +418,8 @@ class CertificateRotator:
                     continue
                 self._client.replace(resource, changed)  # conditional: its resourceVersion
             except NotFound:
-                self._report(
-                    resource, name, "not installed (apply what `overseer webhooks` prints)"
-                )
+                what = "what `overseer webhooks` prints" if resource is not CRDS else "the CRD"
+                self._report(resource, name, f"not installed (apply {what})")
                 continue
             except Conflict:
                 ok = False  # changed meanwhile: read again soon
