@@ -63,8 +63,9 @@ COPY --from=builder /opt/overseer /opt/overseer
 
 USER 65532:65532
 WORKDIR /
-# metrics, health probes (config: metricsBindAddress, healthProbeBindAddress)
-EXPOSE 8080 8081
+# metrics, health probes, webhooks (config: metricsBindAddress, healthProbeBindAddress,
+# webhooks.port)
+EXPOSE 8080 8081 9443
 
 ENTRYPOINT ["overseer"]
 CMD ["run"]

@@ -172,6 +172,7 @@ def _broken_plugin(root: Path) -> Path:
         ["config", "validate"],
         ["plugins"],
         ["rbac"],
+        ["webhooks"],
         ["version"],
         ["apiserver"],
     ],
@@ -649,6 +650,77 @@ def test_plugin_file_is_configured_like_an_installed_one(greeter: Path, tmp_path
         r'^  # (.*)\n  - apiGroups: \[""\]\n    resources: \["configmaps"\]', rbac.stdout, re.M
     )
     assert rule and "hi" in rule.group(1).split(", "), rbac.stdout
+
+
+WIDGETS = """
+from manager import Admission, Conversion, Manager, PluginContext, Rule, Spoke, ValidatingWebhook
+
+RULES = [Rule(operations=["CREATE"], resources=["widgets"], api_groups=["example.com"],
+              api_versions=["v1"])]
+
+
+class WidgetsPlugin:
+    def setup(self, mgr: Manager, ctx: PluginContext[None]) -> None:
+        ctx.webhook(ValidatingWebhook(name="check.widgets.example.com", rules=RULES,
+                                      handler=lambda req: Admission.allow()))
+        ctx.conversion(Conversion(crd="widgets.example.com", hub="v2",
+                                  spokes={"v1": Spoke(to_hub=dict, from_hub=dict)}))
+"""
+
+
+def test_webhooks_prints_the_configurations_and_rbac_what_managed_certificates_need(
+    tmp_path: Path,
+) -> None:
+    plugin = tmp_path / "widgets.py"
+    plugin.write_text(WIDGETS)
+    spec = f"{plugin}:WidgetsPlugin"
+    managed = _write(
+        tmp_path / "managed.yaml",
+        {"webhooks": {"certificates": "managed", "namespace": "shop"}},
+    )
+    result = overseer("webhooks", "--config", str(managed), "--plugin", spec)
+    assert result.returncode == 0, result.stderr
+    assert "caBundle: filled in by the leader" in result.stdout
+    assert "`overseer webhooks --conversions` prints their patches" in result.stdout
+    (config,) = [d for d in yaml.safe_load_all(result.stdout) if d]
+    assert config["kind"] == "ValidatingWebhookConfiguration"
+    assert config["metadata"]["name"] == "overseer"
+    (hook,) = config["webhooks"]
+    assert hook["clientConfig"]["service"] == {
+        "name": "overseer-webhook",
+        "namespace": "shop",
+        "port": 443,
+        "path": "/validate/check.widgets.example.com",
+    }
+    conversions = overseer("webhooks", "--conversions", "--config", str(managed), "--plugin", spec)
+    assert conversions.returncode == 0, conversions.stderr
+    (crd,) = [d for d in yaml.safe_load_all(conversions.stdout) if d]
+    assert crd["metadata"]["name"] == "widgets.example.com"
+    assert crd["spec"]["conversion"]["strategy"] == "Webhook"
+    # the rules managed certificates need are in `overseer rbac`, by name
+    rbac = overseer("rbac", "--config", str(managed), "--plugin", spec)
+    assert rbac.returncode == 0, rbac.stderr
+    objs = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(rbac.stdout) if d}
+    role = objs[("Role", "overseer-webhook-certificates")]
+    assert role["metadata"]["namespace"] == "shop"
+    assert role["rules"][0]["resourceNames"] == ["overseer-webhook-tls"]
+    cluster = objs[("ClusterRole", "overseer-webhook-certificates")]
+    assert [r["resourceNames"] for r in cluster["rules"]] == [["overseer"], ["widgets.example.com"]]
+    # cert-manager instead: the injector's annotation; with managed certificates, refused
+    plain = _write(tmp_path / "plain.yaml", {"webhooks": {"certDir": "/tls"}})
+    injected = overseer(
+        "webhooks", "--config", str(plain), "--plugin", spec, "--inject-ca-from", "shop/tls"
+    )
+    assert injected.returncode == 0, injected.stderr
+    (config,) = [d for d in yaml.safe_load_all(injected.stdout) if d]
+    assert config["metadata"]["annotations"] == {"cert-manager.io/inject-ca-from": "shop/tls"}
+    refused = overseer(
+        "webhooks", "--config", str(managed), "--plugin", spec, "--inject-ca-from", "shop/tls"
+    )
+    assert refused.returncode == 2
+    assert "--inject-ca-from: the leader fills caBundle" in refused.stderr
+    rbac = overseer("rbac", "--config", str(plain), "--plugin", spec)
+    assert "webhook-certificates" not in rbac.stdout
 
 
 def test_plugin_named_like_an_installed_one_is_refused(greeter: Path) -> None:

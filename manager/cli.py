@@ -12,6 +12,9 @@ Commands:
     ``overseer config validate F`` check a configuration file
     ``overseer plugins``           list the controllers: installed and ``--plugin``
     ``overseer rbac``              print the RBAC objects the enabled controllers need
+    ``overseer webhooks``          print the webhook configurations (and, with
+                                   ``--conversions``, the CRD conversion patches) the
+                                   enabled controllers declare
     ``overseer version``           print the version (also ``overseer --version``)
     ``overseer apiserver``         run only the local API server (for kubectl, demos)
 
@@ -555,38 +558,18 @@ def _check_bind_addresses(config: Any) -> None:
         raise ConfigError(problems)
 
 
-# A server nothing listens on (the discard port on loopback): a setup that tries to
-# reach the API server fails at once, saying so, instead of validating against a cluster.
-_OFFLINE_SERVER = "http://127.0.0.1:9"
-
-
 def _check_setup(plugins: Any, config: Any, controllers: dict[str, Any]) -> None:
     """Build the manager ``overseer run`` would build and set every enabled controller
-    up on it, without starting anything or connecting.
+    up on it, without starting anything or connecting (a setup that tries to reach the
+    API server fails at once, saying so, instead of validating against a cluster).
 
     Raises:
         ConfigError: the manager's options refuse the configuration.
         PluginSetupError: a controller's setup refused it.
     """
-    from manager.client import ClientOptions, KubeClient
-    from manager.client.kubeconfig import ClusterConfig
-    from manager.config import manager_options
-    from manager.manager import Manager
-    from manager.plugins import setup_plugins
+    from manager.webhook.manifests import declared_webhooks
 
-    offline = KubeClient(
-        ClusterConfig(_OFFLINE_SERVER, source="overseer config validate (never connects)"),
-        options=ClientOptions(max_retries=0, timeout=1.0),
-    )
-    try:
-        try:
-            options = manager_options(config, controllers)
-        except ValueError as exc:
-            raise ConfigError([str(exc)]) from exc
-        mgr = Manager(offline, options)
-        setup_plugins(mgr, plugins.plugins, controllers)
-    finally:
-        offline.close()
+    declared_webhooks(plugins.plugins, config, controllers)
 
 
 def _plugins(args: argparse.Namespace) -> int:
@@ -612,11 +595,21 @@ def _plugins(args: argparse.Namespace) -> int:
 
 def _rbac(args: argparse.Namespace) -> int:
     from manager.rbac import for_controllers
+    from manager.webhook.manifests import declared_webhooks
 
     plugins, config, controllers, warnings, _ = _load(args)
     _warn(warnings)
+    webhooks = None
+    if config.webhooks.certificates == "managed":
+        # what the leader writes the caBundle into depends on what is declared
+        webhooks = declared_webhooks(plugins.plugins, config, controllers)
     text, silent = for_controllers(
-        plugins.plugins, config, controllers, name=args.name, namespace=args.namespace
+        plugins.plugins,
+        config,
+        controllers,
+        name=args.name,
+        namespace=args.namespace,
+        webhooks=webhooks,
     )
     _warn(
         [
@@ -624,6 +617,75 @@ def _rbac(args: argparse.Namespace) -> int:
             for name in silent
         ]
     )
+    sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _webhooks(args: argparse.Namespace) -> int:
+    import textwrap
+
+    import yaml
+
+    from manager.webhook import Conversion
+    from manager.webhook.manifests import (
+        WebhookManifests,
+        configurations,
+        conversion_patches,
+        declared_webhooks,
+    )
+
+    plugins, config, controllers, warnings, _ = _load(args)
+    _warn(warnings)
+    wh = config.webhooks
+    managed = wh.certificates == "managed"
+    if managed and args.inject_ca_from:
+        raise ConfigError(
+            ["--inject-ca-from: the leader fills caBundle (webhooks.certificates: managed)"]
+        )
+    if args.inject_ca_from and args.inject_ca_from.count("/") != 1:
+        raise ConfigError(["--inject-ca-from: expected NAMESPACE/CERTIFICATE"])
+    namespace = (
+        args.namespace or wh.namespace or config.leader_election.namespace or "overseer-system"
+    )
+    options = WebhookManifests(
+        name=wh.configuration_name,
+        namespace=namespace,
+        service=wh.service,
+        managed=managed,
+        inject_ca_from=args.inject_ca_from or "",
+    )
+    declared = declared_webhooks(plugins.plugins, config, controllers)
+    owners = sorted({owner for _, owner in declared})
+    if managed:
+        ca = "caBundle: filled in by the leader (webhooks.certificates: managed)."
+    elif args.inject_ca_from:
+        ca = f"caBundle: filled in by cert-manager's CA injector from {args.inject_ca_from}."
+    else:
+        ca = (
+            "caBundle: not set: give the CA of webhooks.certDir's certificate (or use "
+            "--inject-ca-from with cert-manager, or webhooks.certificates: managed)."
+        )
+    docs = (conversion_patches if args.conversions else configurations)(declared, options)
+    what = "CRD conversion patches (kubectl patch crd NAME --type merge --patch-file F)"
+    if not args.conversions:
+        what = "webhook configurations"
+    header = (
+        f"The {what} of Overseer with the controllers {', '.join(owners) or 'none'}. "
+        "Generated by `overseer webhooks` from what each controller declares; the Service "
+        f"{wh.service} in {namespace}, port {options.port}. {ca}"
+    )
+    lines = [f"# {line}" for line in textwrap.wrap(header, width=86)]
+    text = "\n".join(lines) + "\n"
+    for doc in docs:
+        text += "---\n" + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
+    conversions = [h for h, _ in declared if isinstance(h, Conversion)]
+    if conversions and not args.conversions:
+        text += (
+            f"# {len(conversions)} CRD(s) convert through the webhook: `overseer webhooks "
+            "--conversions` prints their patches.\n"
+        )
+    if not docs:
+        _warn([f"no enabled controller declares {what}"])
     sys.stdout.write(text)
     return EXIT_OK
 
@@ -731,6 +793,35 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_plugin_flag(rbac)
     rbac.set_defaults(func=_rbac)
+    hooks = sub.add_parser(
+        "webhooks",
+        help="print the webhook configurations the enabled controllers declare",
+        description="Print the ValidatingWebhookConfiguration and "
+        "MutatingWebhookConfiguration (webhooks.configurationName) of the admission "
+        "webhooks the enabled controllers declare, calling the Service webhooks.service on "
+        "port 443, as YAML for kubectl or kustomize; with --conversions, the merge patches "
+        "that make their CRDs convert through the webhook instead.",
+    )
+    hooks.add_argument("--config", metavar="FILE", help="configuration file (YAML)")
+    hooks.add_argument(
+        "--namespace",
+        metavar="NS",
+        help="the Service's namespace (default: webhooks.namespace, else "
+        "leaderElection.namespace, else overseer-system)",
+    )
+    hooks.add_argument(
+        "--inject-ca-from",
+        metavar="NS/CERT",
+        help="annotate for cert-manager's CA injector (cert-manager.io/inject-ca-from): the "
+        "Certificate whose Secret webhooks.certDir mounts",
+    )
+    hooks.add_argument(
+        "--conversions",
+        action="store_true",
+        help="print the CRD conversion patches instead of the configurations",
+    )
+    _add_plugin_flag(hooks)
+    hooks.set_defaults(func=_webhooks)
     version = sub.add_parser("version", help="print the version", description="Print the version.")
     version.set_defaults(func=lambda a: print(f"overseer {__version__}") or EXIT_OK)
     api = sub.add_parser(

@@ -52,6 +52,7 @@ __all__ = [
     "ClientConfig",
     "LeaderElectionSettings",
     "LogConfig",
+    "ManagedCertificatesConfig",
     "MetricsConfig",
     "OverseerConfig",
     "TracingConfig",
@@ -155,17 +156,56 @@ class MetricsConfig:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ManagedCertificatesConfig:
+    """Certificates the leader keeps in a Secret (webhooks.certificates: managed)."""
+
+    secret_name: str = _f(
+        "overseer-webhook-tls",
+        "the Secret (kubernetes.io/tls, plus ca.crt and ca.key) in webhooks.namespace: "
+        "made by the leader, read by every replica",
+    )
+    ca_validity_days: float = _f(3650.0, "days a CA is valid", min=0.001)
+    cert_validity_days: float = _f(365.0, "days a serving certificate is valid", min=0.001)
+    renew_before_percentage: int = _f(
+        33,
+        "a certificate (or the CA) is renewed when less than this share of its life is left",
+        min=1,
+        max=99,
+    )
+    overlap: float = _f(
+        600.0,
+        "seconds a new CA is in every caBundle before certificates it signed are served, "
+        "and an old CA stays after they are",
+        min=0.0,
+        max=86400.0,
+    )
+    check_interval: float = _f(
+        300.0,
+        "seconds between the leader's checks that every caBundle is in place",
+        min=1.0,
+        max=86400.0,
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class WebhooksConfig:
     """The HTTPS server of admission webhooks and CRD conversions: every replica runs it
     when an enabled controller declares one."""
 
     host: str = _f("", 'address to listen on ("" = every interface)')
     port: int = _f(9443, "port to listen on (0 = a free one)", min=0, max=65535)
+    certificates: Literal["", "managed"] = _f(
+        "",
+        'where the serving certificate comes from: "" = certDir\'s files, or a self-signed '
+        "one made at start without certDir; managed = a CA and a certificate the leader "
+        "makes, rotates and puts in the caBundle of the webhook configurations and CRDs "
+        "(see managed)",
+    )
     cert_dir: str = _f(
         "",
-        "directory with the certificate and key (a mounted Secret; reloaded when they "
-        'change); "" = a self-signed certificate made at start (API servers must be '
-        "given it as caBundle)",
+        "directory with the certificate and key (a mounted Secret, e.g. cert-manager's; "
+        'reloaded when they change); "" = a self-signed certificate made at start (API '
+        "servers must be given it as caBundle)",
     )
     cert_name: str = _f("tls.crt", "the certificate's file name in certDir")
     key_name: str = _f("tls.key", "the key's file name in certDir")
@@ -183,6 +223,42 @@ class WebhooksConfig:
         min=0.0,
         max=300.0,
     )
+    service: str = _f(
+        "overseer-webhook", "the Service in front of the replicas (port 443 to this port)"
+    )
+    namespace: str = _f(
+        "", "the Service's namespace, and the managed Secret's (\"\" = $POD_NAMESPACE)"
+    )
+    configuration_name: str = _f(
+        "overseer",
+        "name of the ValidatingWebhookConfiguration and MutatingWebhookConfiguration "
+        "(`overseer webhooks` prints them; with managed certificates the leader fills "
+        "their caBundle)",
+    )
+    managed: ManagedCertificatesConfig = field(
+        default_factory=ManagedCertificatesConfig,
+        metadata={"help": "managed certificates (certificates: managed)"},
+    )
+
+    def validate(self) -> list[str]:
+        problems = []
+        if self.certificates == "managed" and self.cert_dir:
+            problems.append(
+                "certDir: not with certificates: managed (the leader keeps the certificate "
+                "in managed.secretName)"
+            )
+        for key, value in (
+            ("service", self.service),
+            ("configurationName", self.configuration_name),
+            ("managed.secretName", self.managed.secret_name),
+        ):
+            if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", value) or len(value) > 253:
+                problems.append(f"{key}: must be a DNS subdomain name, got {value!r}")
+        if self.namespace and not re.fullmatch(
+            r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", (self.namespace)
+        ):
+            problems.append(f"namespace: must be a namespace name, got {self.namespace!r}")
+        return problems
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -558,10 +634,21 @@ def manager_options(
     enabled one is ``sharded``."""
     from manager.manager import ManagerOptions
     from manager.sharding import ShardingOptions
-    from manager.webhook.server import WebhookServerOptions
+    from manager.webhook.server import ManagedCertificatesOptions, WebhookServerOptions
 
     le = config.leader_election
     wh = config.webhooks
+    managed = None
+    if wh.certificates == "managed":
+        mc = wh.managed
+        managed = ManagedCertificatesOptions(
+            secret_name=mc.secret_name,
+            ca_validity=mc.ca_validity_days * 86400.0,
+            cert_validity=mc.cert_validity_days * 86400.0,
+            renew_before=mc.renew_before_percentage / 100.0,
+            overlap=mc.overlap,
+            check_interval=mc.check_interval,
+        )
     sharded = any(s.enabled and s.sharded for s, _ in (controllers or {}).values())
     sh = config.sharding
     options: dict[str, Any] = {
@@ -602,6 +689,10 @@ def manager_options(
             key_name=wh.key_name,
             max_concurrent=wh.max_concurrent,
             shutdown_delay=wh.shutdown_delay,
+            service=wh.service,
+            namespace=wh.namespace,
+            configuration_name=wh.configuration_name,
+            managed=managed,
         ),
     }
     options.update(overrides)

@@ -12,7 +12,10 @@ reverse.
   other servers: on a graceful stop it keeps answering for ``webhook.shutdown_delay``
   seconds counted from the stop (every answer closing its connection), so that the API
   server, which learns of the pod's end asynchronously, is never left calling a pod that
-  no longer answers.
+  no longer answers. With managed certificates (``webhook.managed``), every replica
+  watches the certificate Secret and serves it, and the leader keeps it and the
+  ``caBundle`` of the plugin's configurations and CRDs (:mod:`manager.webhook.
+  certificates`, a leader-only runnable, its writes fenced like a controller's).
 
 * Warm standby (default): every replica runs the informers, so a new leader reconciles
   from warm caches within a second of acquiring the Lease. With it off, a replica starts
@@ -59,7 +62,7 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from manager.cache.factory import InformerFactory
 from manager.cache.informer import SharedInformer
@@ -96,6 +99,9 @@ from manager.webhook.conversion import Conversion
 from manager.webhook.server import WebhookServer, WebhookServerOptions
 from manager.workqueue import RateLimiter
 from manager.zpages import ControllerStatus, Status, flag_values, flagz_route, statusz_route
+
+if TYPE_CHECKING:
+    from manager.webhook.certificates import ManagedCertificates
 
 __all__ = ["ControllerBuilder", "Manager", "ManagerOptions", "Runnable"]
 
@@ -427,7 +433,21 @@ class Manager:
             self.options.health_probe_bind_address,
             {"/healthz": self._health.route("healthz"), "/readyz": self._ready.route("readyz")},
         )
-        self.webhooks = WebhookServer(self.options.webhook)
+        self.certificates: ManagedCertificates | None = None
+        """With managed webhook certificates: the certificate, its watcher and rotator."""
+        if self.options.webhook.managed is not None:
+            from manager.webhook.certificates import ManagedCertificates
+
+            self.certificates = ManagedCertificates(
+                self.client,
+                self.options.webhook,
+                lambda: self.webhooks.declarations(),  # noqa: PLW0108 (the server comes next)
+            )
+        self._certificates_added = False
+        self.webhooks = WebhookServer(
+            self.options.webhook,
+            certificate=None if self.certificates is None else self.certificates.certificate,
+        )
         """The webhook server: serves once a webhook or conversion is declared."""
         self._ready.add("webhook-server", self.webhooks.ready_reason)
         self._stop_seen: float | None = None  # when run() saw the stop (the drain counts from it)
@@ -631,6 +651,11 @@ class Manager:
         with self._wiring:
             running = self._started and not (self._stopping or self._finished)
         if running and not self.webhooks.started:
+            certificates = self.certificates
+            if certificates is not None and not self._certificates_added:
+                self._certificates_added = True
+                self.add(certificates.watcher, leader_only=False)
+                self.add(certificates.rotator)
             self.webhooks.start()
 
     @property
@@ -926,6 +951,7 @@ class Manager:
         try:
             # inside the try: a probe address in use stops the metrics server again
             if self.webhooks.has_routes:
+                self._wire_certificates()
                 self.webhooks.start()  # first: a replica is never ready before it serves
             if self.serving_cert is not None and self._metrics_server.enabled:
                 self.serving_cert.load()  # a missing or broken certificate fails the start
@@ -1027,6 +1053,18 @@ class Manager:
             self._probe_server.stop()
             self._metrics_server.stop()
             self._stop_webhooks(graceful=not leaving_now)
+
+    def _wire_certificates(self) -> None:
+        """Managed webhook certificates: the Secret's watcher runs on every replica, its
+        rotator as leader-only work (fenced). Called by :meth:`run` before anything
+        starts."""
+        certificates = self.certificates
+        if certificates is None or self._certificates_added:
+            return
+        self._certificates_added = True
+        with self._wiring:
+            self._runnables.append(certificates.watcher)
+            self._leader_runnables.append(certificates.rotator)
 
     def _stop_webhooks(self, *, graceful: bool) -> None:
         """Last of all: on a graceful stop, after answering (each answer closing its

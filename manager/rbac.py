@@ -23,6 +23,16 @@ Role, from the rules each controller declares (``rbac_rules``, see
 * Role ``<name>`` in each namespace a controller's rules name (a rule with
   ``namespaces: [...]``, e.g. a Secret mirror reading Secrets in ``source`` only): those
   rules there and nowhere else, bound by a RoleBinding ``<name>`` in that namespace.
+* With managed webhook certificates (``webhooks.certificates: managed``) and a
+  controller that declares webhooks or conversions: Role ``<name>-webhook-certificates``
+  in the webhooks' namespace (``webhooks.namespace``, by default the manager's): the
+  certificate Secret by name (get, list, watch: every replica watches it with
+  ``fieldSelector=metadata.name``; update: the leader), and ``create`` on Secrets, which
+  RBAC cannot narrow to a name (the name of a create is in its body); and ClusterRole
+  ``<name>-webhook-certificates``: get and update of the install's
+  Validating/MutatingWebhookConfiguration (``webhooks.configurationName``) and of the
+  CRDs with declared conversions, each by name (the leader writes their ``caBundle``
+  with a conditional update; it creates none of them).
 * A binding of each to the ServiceAccount ``<name>`` in that namespace.
 
 The output is one YAML stream, ready to be a kustomize resource.
@@ -43,6 +53,7 @@ from manager.plugins import ControllerPlugin, ControllerSettings, RbacRule, decl
 
 if TYPE_CHECKING:
     from manager.config import OverseerConfig
+    from manager.webhook.manifests import Declaration
 
 __all__ = [
     "EVENT_RULES",
@@ -51,6 +62,7 @@ __all__ = [
     "METRICS_READER_RULES",
     "SHARDING_RULES",
     "RbacOptions",
+    "certificate_rules",
     "for_controllers",
     "merge_rules",
     "render",
@@ -120,6 +132,9 @@ class RbacOptions:
     metrics_secure: bool = True  # review rules, and the metrics/status reader ClusterRoles
     sharding_namespace: str = ""  # the shard Leases' namespace ("" = namespace)
     labels: Mapping[str, str] | None = None  # default: app.kubernetes.io name/part-of
+    certificate_rules: Sequence[RbacRule] = ()  # the certificate Secret (managed certs)
+    certificate_namespace: str = ""  # where that Secret is ("" = namespace)
+    ca_bundle_rules: Sequence[RbacRule] = ()  # configurations and CRDs (managed certs)
 
 
 def _verbs(verbs: Iterable[str]) -> list[str]:
@@ -345,7 +360,86 @@ def render(
             "---",
             *binding,
         ]
+    if opts.certificate_rules:
+        role = f"{opts.name}-webhook-certificates"
+        where = opts.certificate_namespace or opts.namespace
+        binding = _binding("RoleBinding", "Role", role, opts, labels)
+        binding[binding.index(f"  namespace: {opts.namespace}")] = f"  namespace: {where}"
+        lines += [
+            "---",
+            "# Managed webhook certificates: the Secret every replica serves and the leader",
+            "# keeps (create cannot be narrowed to a name).",
+            "apiVersion: rbac.authorization.k8s.io/v1",
+            "kind: Role",
+            *_meta(role, labels, where),
+            *_rules_yaml([(dict(rule), [MANAGER]) for rule in opts.certificate_rules]),
+            "---",
+            *binding,
+        ]
+    if opts.ca_bundle_rules:
+        role = f"{opts.name}-webhook-certificates"
+        lines += [
+            "---",
+            "# Managed webhook certificates: the leader writes the CA bundle into these, by",
+            "# name (it creates none of them).",
+            "apiVersion: rbac.authorization.k8s.io/v1",
+            "kind: ClusterRole",
+            *_meta(role, labels),
+            *_rules_yaml([(dict(rule), [MANAGER]) for rule in opts.ca_bundle_rules]),
+            "---",
+            *_binding("ClusterRoleBinding", "ClusterRole", role, opts, labels),
+        ]
     return "\n".join(lines) + "\n"
+
+
+def certificate_rules(
+    config: OverseerConfig, declared: Sequence[Declaration]
+) -> tuple[list[RbacRule], list[RbacRule]]:
+    """What managed webhook certificates need: the rules on the Secret (namespaced) and
+    those on the configurations and CRDs (cluster-wide); none without managed
+    certificates or without a declared webhook or conversion."""
+    from manager.webhook.configuration import MutatingWebhook, ValidatingWebhook
+    from manager.webhook.conversion import Conversion
+
+    wh = config.webhooks
+    if wh.certificates != "managed" or not declared:
+        return [], []
+    secret = wh.managed.secret_name
+    namespaced: list[RbacRule] = [
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": [secret],
+            "verbs": ["get", "list", "watch", "update"],
+        },
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+    ]
+    cluster: list[RbacRule] = []
+    hooks = [h for h, _ in declared]
+    for plural, cls in (
+        ("validatingwebhookconfigurations", ValidatingWebhook),
+        ("mutatingwebhookconfigurations", MutatingWebhook),
+    ):
+        if any(isinstance(h, cls) for h in hooks):
+            cluster.append(
+                {
+                    "apiGroups": ["admissionregistration.k8s.io"],
+                    "resources": [plural],
+                    "resourceNames": [wh.configuration_name],
+                    "verbs": ["get", "update"],
+                }
+            )
+    crds = sorted({h.crd for h in hooks if isinstance(h, Conversion)})
+    if crds:
+        cluster.append(
+            {
+                "apiGroups": ["apiextensions.k8s.io"],
+                "resources": ["customresourcedefinitions"],
+                "resourceNames": crds,
+                "verbs": ["get", "update"],
+            }
+        )
+    return namespaced, cluster
 
 
 def for_controllers(
@@ -355,9 +449,12 @@ def for_controllers(
     *,
     name: str = "overseer",
     namespace: str | None = None,
+    webhooks: Sequence[Declaration] | None = None,
 ) -> tuple[str, list[str]]:
     """What ``overseer rbac`` prints for a validated configuration: the YAML, and the
-    enabled controllers that declare no ``rbac_rules`` (missing from it).
+    enabled controllers that declare no ``rbac_rules`` (missing from it). ``webhooks``:
+    what the enabled controllers declare (:func:`~manager.webhook.manifests.
+    declared_webhooks`), for the rules of managed certificates.
 
     Raises:
         PluginLoadError: a controller's ``rbac_rules`` is broken.
@@ -373,9 +470,13 @@ def for_controllers(
         else:
             declared.append((controller, rules))
     le = config.leader_election
+    secret_rules, bundle_rules = certificate_rules(config, webhooks or [])
     options = RbacOptions(
         name=name,
         namespace=namespace or le.namespace or "overseer-system",
+        certificate_rules=secret_rules,
+        certificate_namespace=config.webhooks.namespace,
+        ca_bundle_rules=bundle_rules,
         leader_election=le.enabled,
         sharding=any(s.enabled and s.sharded for s, _ in controllers.values()),
         metrics_secure=config.metrics.secure,

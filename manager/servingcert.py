@@ -17,6 +17,10 @@ their ``certwatcher``).
 
 TLS 1.2 or later; ``alpn`` offers application protocols (the webhook server offers
 ``http/1.1`` only). Thread-safe: one lock guards the current context.
+
+:class:`CertificateSource` is what a server needs of its certificate; the webhook
+server's managed certificate (:mod:`manager.webhook.certificates`: a Secret the leader
+keeps) is the other one.
 """
 
 from __future__ import annotations
@@ -31,10 +35,11 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
+from typing import Protocol
 
 from manager.errors import OverseerError
 
-__all__ = ["ServingCertError", "ServingCertificate"]
+__all__ = ["CertificateSource", "ServingCertError", "ServingCertificate"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +47,49 @@ logger = logging.getLogger(__name__)
 class ServingCertError(OverseerError):
     """No usable serving certificate: the files cannot be loaded, or none was given and
     a self-signed one cannot be made."""
+
+
+class CertificateSource(Protocol):
+    """Where a TLS server's certificate comes from.
+
+    :meth:`context` is asked once per new connection (a rotation reaches new connections;
+    open ones keep theirs); it raises :class:`ServingCertError` while there is no
+    certificate to serve (the connection is then closed).
+    """
+
+    fingerprint: str  # SHA-256 of the certificate served (DER), hex; "" before one
+    self_signed: bool
+
+    @property
+    def certificate_pem(self) -> str:
+        """The certificate served (PEM), "" before one."""
+        ...
+
+    def load(self) -> CertificateSource:
+        """Load what is there now (at start).
+
+        Raises:
+            ServingCertError: what is there cannot be served.
+        """
+        ...
+
+    def context(self) -> ssl.SSLContext:
+        """The TLS context for a new connection.
+
+        Raises:
+            ServingCertError: there is no certificate to serve yet.
+        """
+        ...
+
+    def not_ready(self) -> str | None:
+        """Why this cannot serve yet (readiness), or None."""
+        ...
+
+    def trusted_by(self) -> tuple[str, str] | None:
+        """The CA bundle (PEM) clients verify the certificate with and the DNS name they
+        dial, when those are known (readiness then checks a verified handshake); None
+        for a certificate clients are given otherwise."""
+        ...
 
 
 def _context(cert: Path, key: Path, alpn: tuple[str, ...] = ()) -> ssl.SSLContext:
@@ -145,6 +193,12 @@ class ServingCertificate:
             extra={"cert": str(self._cert), "sha256": self.fingerprint},
         )
         return self
+
+    def not_ready(self) -> str | None:
+        return None
+
+    def trusted_by(self) -> tuple[str, str] | None:
+        return None
 
     def context(self) -> ssl.SSLContext:
         """The TLS context for a new connection (reloaded first when the files changed)."""

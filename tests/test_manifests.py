@@ -9,6 +9,9 @@ renderer of the kustomize features ``deploy/`` uses. Then:
 * probes, ports and the shutdown grace period agree with the configuration in the
   ConfigMap, and that configuration passes ``python -m manager config validate``;
 * the base runs 3 spread replicas under a PodDisruptionBudget;
+* the webhooks overlay: the Service overseer-webhook reaches the container port the
+  webhook server listens on, managed certificates for that Service's names, and through
+  a drain at least two endpoints;
 * RBAC, in three ways: (a) the framework's own requests (Lease, Events), recorded by a
   local API server while a leader elector and an event recorder run, are granted by the
   Role; (b) every rule in each built-in controller's ``rbac_rules`` (the plugin
@@ -46,6 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 NAMESPACE = "overseer-system"
 BASE, DEV, SHARDED = "deploy", "deploy/overlays/dev", "deploy/overlays/sharded"
+WEBHOOKS = "deploy/overlays/webhooks"
 CONFIG_PATH = "/etc/overseer/overseer.yaml"
 BUILTIN_DISTRIBUTION = "kube-overseer"  # the built-in controllers' distribution (the image's)
 BUILTIN_CONTROLLERS = ("exposer", "podport")
@@ -185,7 +189,7 @@ def _port(address: str) -> int:
     return int(address.rsplit(":", 1)[1])
 
 
-@pytest.fixture(params=[BASE, DEV, SHARDED], ids=["base", "dev", "sharded"])
+@pytest.fixture(params=[BASE, DEV, SHARDED, WEBHOOKS], ids=["base", "dev", "sharded", "webhooks"])
 def install(request: pytest.FixtureRequest) -> tuple[str, list[Obj]]:
     return request.param, rendered(request.param)
 
@@ -418,6 +422,43 @@ def test_base_runs_three_spread_replicas_under_a_pdb() -> None:
         assert pdb["spec"]["minAvailable"] == replicas - 1
     # a rollout never takes a replica away before its successor is Ready
     assert dep["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+
+
+def test_the_webhooks_overlay_serves_every_replica_behind_its_service() -> None:
+    objs = rendered(WEBHOOKS)
+    _, config = config_of(objs)
+    webhooks = config["webhooks"]
+    assert webhooks["certificates"] == "managed"
+    dep = deployment(objs)
+    container = dep["spec"]["template"]["spec"]["containers"][0]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports["webhook"] == webhooks["port"] == 9443
+    svc = one(objs, "Service", webhooks["service"])
+    (port,) = svc["spec"]["ports"]
+    assert port["port"] == 443  # what `overseer webhooks` has the configurations call
+    assert port["targetPort"] in ("webhook", ports["webhook"])
+    assert svc["spec"]["selector"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
+    # the Secret and the Service live with the pods (webhooks.namespace: the pod's)
+    assert webhooks.get("namespace", "") in ("", NAMESPACE)
+    assert svc["metadata"]["namespace"] == NAMESPACE
+    # an endpoint only when ready, and /readyz waits for the webhook server
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    # a drain never leaves API servers without an endpoint: two of three stay
+    replicas = dep["spec"]["replicas"]
+    pdb = one(objs, "PodDisruptionBudget")
+    left = (
+        replicas - pdb["spec"]["maxUnavailable"]
+        if "maxUnavailable" in pdb["spec"]
+        else (pdb["spec"]["minAvailable"])
+    )
+    assert replicas == 3 and left >= 2
+    assert dep["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    # nothing declared by the built-in controllers: the RBAC is base's (a plugin's image
+    # prints its own with `overseer rbac`)
+    assert (
+        builtin_rbac(DEPLOY / "overlays" / "webhooks" / "overseer.yaml")
+        == (DEPLOY / "base" / "rbac.yaml").read_text()
+    )
 
 
 def test_dev_overlay_runs_one_replica_that_can_be_drained() -> None:

@@ -4,17 +4,18 @@ check a configuration section exactly as ``overseer`` does.
 * :func:`run_manager` / :func:`run_plugin`: a context manager that runs a
   :class:`~manager.manager.Manager` with the given plugins and configuration in a
   thread, against an API server named by a kubeconfig (the local one, or a real
-  cluster), the way ``overseer run`` would: the same strict loader, the same
-  options, ``setup`` of each enabled controller. It returns once the caches have
-  synced and the controllers run; on exit it stops the manager gracefully and joins
-  every thread it started. If the manager stopped or failed on its own meanwhile, the
-  exit raises :class:`ManagerFailed` with the cause. Metrics and probes are off unless
-  asked for, and then on 127.0.0.1 with free ports; leader election is off unless the
-  configuration turns it on. The manager runs as a ServiceAccount bound to exactly what
-  ``overseer rbac`` generates for the configuration (``rbac=False``: as the
-  kubeconfig's user), so a rule a plugin forgot to declare fails its test with kube's
-  403 Forbidden, as it would fail on a cluster; a cache that cannot sync for a 403
-  fails the start at once, naming the refused request.
+  cluster), the way ``overseer run`` would: the same strict loader, the same options,
+  ``setup`` of each enabled controller. It returns once the caches have synced, the
+  controllers run and the webhooks (if any) are served (with managed certificates: the
+  leader's certificate, verified by its bundle); on exit it stops the manager gracefully
+  and joins every thread it started. If the manager stopped or failed on its own
+  meanwhile, the exit raises :class:`ManagerFailed` with the cause. Metrics and probes
+  are off unless asked for, and then on 127.0.0.1 with free ports; leader election is
+  off unless the configuration turns it on. The manager runs as a ServiceAccount bound
+  to exactly what ``overseer rbac`` generates for the configuration (``rbac=False``: as
+  the kubeconfig's user), so a rule a plugin forgot to declare fails its test with
+  kube's 403 Forbidden, as it would fail on a cluster; a cache that cannot sync for a
+  403 fails the start at once, naming the refused request.
 * :func:`eventually`: poll a check until it holds, bounded; the failure says what was
   awaited and what was last seen.
 * :func:`validate_section`: a plugin's section (``controllers.<name>``) through the
@@ -138,8 +139,12 @@ class RunningManager:
 
     @property
     def webhook_ca(self) -> str:
-        """The webhook server's certificate (PEM): self-signed unless the configuration
-        names a ``webhooks.certDir``, so it is the CA to trust (a ``caBundle``)."""
+        """What to trust (a ``caBundle``, PEM): the managed certificates' CA bundle with
+        ``webhooks.certificates: managed``, else the server's certificate (self-signed
+        unless the configuration names a ``webhooks.certDir``)."""
+        certificates = self.manager.certificates
+        if certificates is not None:
+            return certificates.certificate.bundle_pem
         return self.manager.webhooks.certificate.certificate_pem
 
 
@@ -315,8 +320,13 @@ def _service_account(
     namespace = name
     if le.enabled or sharded:
         namespace = le.namespace or os.environ.get("POD_NAMESPACE", "") or "default"
+    webhooks = None
+    if settings.webhooks.certificates == "managed":
+        from manager.webhook.manifests import declared_webhooks
+
+        webhooks = declared_webhooks(loaded.plugins, settings, controllers)
     text, _ = rbac_for_controllers(
-        loaded.plugins, settings, controllers, name=name, namespace=namespace
+        loaded.plugins, settings, controllers, name=name, namespace=namespace, webhooks=webhooks
     )
     return bound_service_account(kubeconfig, text, namespace=namespace, name=name)
 
@@ -510,16 +520,24 @@ class _Runner:
 
     def _started(self) -> bool:
         informers = self.mgr.factory.informers()
-        return self.mgr.is_leader() and all(i.has_synced() for i in informers)
+        return (
+            self.mgr.is_leader()
+            and all(i.has_synced() for i in informers)
+            # webhooks: serving (with managed certificates: the leader's certificate)
+            and self.mgr.webhooks.ready_reason() is None
+        )
 
     def wait_started(self, timeout: float) -> None:
         start = time.monotonic()
         deadline = start + timeout
         while not self._started():
             failure = self._failed()
+            informers = list(self.mgr.factory.informers())
+            if self.mgr.certificates is not None:  # the certificate Secret's own watch
+                informers.append(self.mgr.certificates.watcher.informer)
             forbidden = [
                 f"{i.name}: {error}"
-                for i in self.mgr.factory.informers()
+                for i in informers
                 if not i.has_synced()
                 and (error := getattr(i, "last_error", "")).startswith("Forbidden")
             ]
@@ -534,7 +552,8 @@ class _Runner:
                 ]
                 failure = (
                     f"the manager did not start within {timeout} s "
-                    f"(leading: {self.mgr.is_leader()}, not synced: {pending or 'none'})"
+                    f"(leading: {self.mgr.is_leader()}, not synced: {pending or 'none'}, "
+                    f"webhooks: {self.mgr.webhooks.ready_reason() or 'ready'})"
                 )
             if failure is not None:
                 self.problem = failure

@@ -13,10 +13,17 @@ admission handlers).
   (``Conversion``, ``Spoke``);
 * :mod:`~manager.webhook.server`: the HTTPS server every replica runs
   (``WebhookServer``), over :mod:`~manager.webhook.wire` (HTTP/1.1);
-* :mod:`~manager.webhook.metrics`: controller-runtime's webhook metrics.
+* :mod:`~manager.webhook.metrics`: controller-runtime's webhook metrics;
+* :mod:`~manager.webhook.manifests`: what ``overseer webhooks`` prints (the install's
+  webhook configurations, CRD conversion patches).
 
 The serving certificate is :class:`manager.servingcert.ServingCertificate` (a mounted
-pair reloaded on change, like ``certwatcher``, or a self-signed one).
+pair reloaded on change, like ``certwatcher``, or a self-signed one), or the managed one
+(``webhooks.certificates: managed``, cert-controller's rotator):
+:mod:`~manager.webhook.certificates` (the Secret every replica serves and the leader
+keeps, the ``caBundle`` it writes), :mod:`~manager.webhook.rotation` (the schedule) and
+:mod:`~manager.webhook.authority` (the CA and its certificates; the ``cryptography``
+package, imported only then).
 """
 
 from __future__ import annotations

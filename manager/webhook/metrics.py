@@ -20,6 +20,19 @@
   ran: ``busy`` (no free slot before the request's deadline, HTTP 429),
   ``bad_request`` (not a review, HTTP 400), ``not_found``.
 
+With managed certificates (:data:`CERTIFICATE_METRICS`, exported while the replica
+watches the Secret):
+
+* ``certwatcher_read_certificate_total`` and ``certwatcher_read_certificate_errors_total``
+  (controller-runtime's certwatcher names): versions of the Secret read, and those
+  refused (the previous certificate stays served);
+* ``overseer_webhook_certificate_expiration_timestamp_seconds``: when the certificate
+  this replica serves ends (Unix time; alert well before it);
+* ``overseer_webhook_certificate_rotations_total{step}``: the leader's writes of the
+  Secret (``create``, ``regenerate``, ``issue``, ``rotate-ca``, ``trim``);
+* ``overseer_webhook_ca_bundle_updates_total{kind}``: configurations and CRDs whose
+  ``caBundle`` the leader changed.
+
 Thread-safe: prometheus_client metrics are.
 """
 
@@ -30,6 +43,12 @@ from prometheus_client import Counter, Gauge, Histogram
 from manager.metrics import REGISTRY, ControllerMetrics
 
 __all__ = [
+    "CA_BUNDLE_UPDATES",
+    "CERTIFICATE_METRICS",
+    "CERT_EXPIRY",
+    "CERT_READS",
+    "CERT_READ_ERRORS",
+    "CERT_ROTATIONS",
     "CONVERSION_PANICS",
     "HANDLER_ERRORS",
     "IN_FLIGHT",
@@ -91,3 +110,34 @@ WEBHOOK_METRICS = ControllerMetrics(
     [REQUESTS, LATENCY, IN_FLIGHT, PANICS, CONVERSION_PANICS, HANDLER_ERRORS, LATE, REJECTED]
 )
 REGISTRY.register(WEBHOOK_METRICS)
+
+CERT_READS = Counter(
+    "certwatcher_read_certificate", "Total number of certificate reads", registry=None
+)
+CERT_READ_ERRORS = Counter(
+    "certwatcher_read_certificate_errors",
+    "Total number of certificate read errors",
+    registry=None,
+)
+CERT_EXPIRY = Gauge(
+    "overseer_webhook_certificate_expiration_timestamp_seconds",
+    "When the webhook serving certificate this replica serves ends (Unix time).",
+    registry=None,
+)
+CERT_ROTATIONS = Counter(
+    "overseer_webhook_certificate_rotations",
+    "Writes of the managed webhook certificate Secret by the leader, by step.",
+    ["step"],
+    registry=None,
+)
+CA_BUNDLE_UPDATES = Counter(
+    "overseer_webhook_ca_bundle_updates",
+    "Webhook configurations and CRDs whose caBundle the leader changed, by kind.",
+    ["kind"],
+    registry=None,
+)
+
+CERTIFICATE_METRICS = ControllerMetrics(
+    [CERT_READS, CERT_READ_ERRORS, CERT_EXPIRY, CERT_ROTATIONS, CA_BUNDLE_UPDATES]
+)
+REGISTRY.register(CERTIFICATE_METRICS)

@@ -10,7 +10,12 @@
   webhooks (:mod:`manager.webhook.wire`) and keeps connections alive. The certificate is
   ``certDir``'s pair, reloaded when it changes (a rotation: connections open keep
   theirs, new ones get the new certificate), or a self-signed one made at start
-  (:class:`~manager.servingcert.ServingCertificate`).
+  (:class:`~manager.servingcert.ServingCertificate`), or the managed one: a CA and a
+  certificate the leader keeps in a Secret that every replica watches
+  (:mod:`manager.webhook.certificates`); until that Secret is there, connections are
+  closed after accept and the replica is not ready. With a certificate whose CA bundle is
+  known (the managed one), readiness is a handshake that verifies the certificate as
+  an API server does: against the bundle, for the Service's DNS name.
 * **One thread per connection** reads a request, runs the handler and writes the answer:
   no hand-over between threads on the way. At most ``max_concurrent`` reviews run at
   once; a request waits for a slot until its deadline (the API server's
@@ -46,6 +51,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import socket
 import ssl
 import threading
@@ -58,7 +64,7 @@ import orjson
 from opentelemetry import propagate, trace
 
 from manager.healthz import BindError
-from manager.servingcert import ServingCertificate
+from manager.servingcert import CertificateSource, ServingCertError, ServingCertificate
 from manager.webhook.admission import REASONS, BadReview, review
 from manager.webhook.configuration import InvalidWebhook, MutatingWebhook, ValidatingWebhook
 from manager.webhook.conversion import Conversion, convert
@@ -72,7 +78,7 @@ from manager.webhook.metrics import (
 )
 from manager.webhook.wire import HttpError, IncomingRequest, answer, go_duration, read_request
 
-__all__ = ["WebhookServer", "WebhookServerOptions"]
+__all__ = ["ManagedCertificatesOptions", "WebhookServer", "WebhookServerOptions"]
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer("overseer.webhook")
@@ -82,6 +88,26 @@ IDLE_TIMEOUT: Final = 120.0  # seconds a kept-alive connection may wait for its 
 HANDSHAKE_TIMEOUT: Final = 10.0  # seconds a client gets to finish its TLS handshake
 DEFAULT_DEADLINE: Final = 30.0  # seconds, without ?timeout= (kube's largest timeoutSeconds)
 _NOT_FOUND: Final = b"404 page not found\n"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ManagedCertificatesOptions:
+    """Certificates the leader keeps in a Secret (:mod:`manager.webhook.certificates`)."""
+
+    secret_name: str = "overseer-webhook-tls"  # in WebhookServerOptions.namespace
+    ca_validity: float = 3650 * 86400.0  # seconds a CA is valid
+    cert_validity: float = 365 * 86400.0  # seconds a serving certificate is valid
+    renew_before: float = 1 / 3  # renewed when less than this fraction of its life is left
+    overlap: float = 600.0  # seconds a CA change waits for API servers and replicas
+    check_interval: float = 300.0  # seconds between checks of the configurations' caBundle
+
+    def __post_init__(self) -> None:
+        if not 0 < self.renew_before < 1:
+            raise ValueError("renew_before must be between 0 and 1")
+        if min(self.ca_validity, self.cert_validity) < 1:
+            raise ValueError("certificate validities must be at least a second")
+        if self.overlap < 0 or self.check_interval <= 0:
+            raise ValueError("overlap must be >= 0 and check_interval > 0")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -95,7 +121,10 @@ class WebhookServerOptions:
     key_name: str = "tls.key"
     max_concurrent: int = 32  # reviews answered at once
     shutdown_delay: float = 5.0  # seconds of drain (still serving, Connection: close) on stop
-    service: str = "overseer-webhook"  # the Service's name, for a self-signed certificate
+    service: str = "overseer-webhook"  # the Service in front of the replicas
+    namespace: str = ""  # the Service's (and the managed Secret's); "" = $POD_NAMESPACE
+    configuration_name: str = "overseer"  # the Validating/MutatingWebhookConfigurations
+    managed: ManagedCertificatesOptions | None = None  # None: cert_dir or self-signed
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -104,6 +133,13 @@ class WebhookServerOptions:
             raise ValueError("webhook max_concurrent must be >= 1")
         if self.shutdown_delay < 0:
             raise ValueError("webhook shutdown_delay must be >= 0")
+        if self.managed is not None and self.cert_dir:
+            raise ValueError("webhook certificates are managed or in cert_dir, not both")
+
+    @property
+    def service_namespace(self) -> str:
+        """The Service's namespace: ``namespace``, else ``$POD_NAMESPACE``, else default."""
+        return self.namespace or os.environ.get("POD_NAMESPACE", "") or "default"
 
 
 def _status(code: int, reason: str, message: str) -> bytes:
@@ -128,6 +164,7 @@ class _Route:
     name: str  # the webhook's name, or the CRD's
     owner: str  # the controller that declared it
     serve: Callable[[bytes], tuple[int, bytes]]
+    hook: ValidatingWebhook | MutatingWebhook | Conversion
     codes: dict[int, Any] = field(default_factory=dict)
     latency: Any = field(init=False)
     in_flight: Any = field(init=False)
@@ -151,14 +188,14 @@ def _admission_route(hook: ValidatingWebhook | MutatingWebhook, owner: str) -> _
     def serve(body: bytes) -> tuple[int, bytes]:
         return 200, review(body, name=name, handler=handler, mutating=mutating, path=path)[2]
 
-    return _Route(path, name, owner, serve)
+    return _Route(path, name, owner, serve, hook)
 
 
 def _conversion_route(conversion: Conversion, owner: str) -> _Route:
     def serve(body: bytes) -> tuple[int, bytes]:
         return 200, convert(body, conversion)[2]
 
-    return _Route(conversion.served_path, conversion.crd, owner, serve)
+    return _Route(conversion.served_path, conversion.crd, owner, serve, conversion)
 
 
 class _Connection:
@@ -181,17 +218,18 @@ class WebhookServer:
 
     Args:
         options: where and how it listens.
-        certificate: the serving certificate (default: from ``options``).
+        certificate: the serving certificate (default: from ``options``: ``cert_dir``'s
+            files or a self-signed one; the manager gives the managed one).
     """
 
     def __init__(
         self,
         options: WebhookServerOptions | None = None,
         *,
-        certificate: ServingCertificate | None = None,
+        certificate: CertificateSource | None = None,
     ) -> None:
         self.options = options or WebhookServerOptions()
-        self.certificate = certificate or ServingCertificate(
+        self.certificate: CertificateSource = certificate or ServingCertificate(
             self.options.cert_dir,
             cert_name=self.options.cert_name,
             key_name=self.options.key_name,
@@ -252,6 +290,11 @@ class WebhookServer:
     def paths(self) -> list[str]:
         """Every path served, sorted."""
         return sorted(self._routes)
+
+    def declarations(self) -> list[tuple[ValidatingWebhook | MutatingWebhook | Conversion, str]]:
+        """Every webhook and conversion served, with the controller that declared it, in
+        the order declared."""
+        return [(route.hook, route.owner) for route in self._names.values()]
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -318,15 +361,29 @@ class WebhookServer:
             return "the webhook server has not been started yet"
         if self._draining:
             return "the webhook server is stopping"
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
+        waiting = self.certificate.not_ready()
+        if waiting is not None:
+            return waiting
+        trust = self.certificate.trusted_by()
+        name = None
+        if trust is None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        else:
+            bundle, name = trust
+            context = ssl.create_default_context(cadata=bundle)
         try:
             with (
                 socket.create_connection((_dialable(address[0]), address[1]), timeout=2.0) as s,
-                context.wrap_socket(s),
+                context.wrap_socket(s, server_hostname=name),
             ):
                 pass
+        except ssl.SSLCertVerificationError as exc:
+            return (
+                f"the webhook server's certificate is not verified by its CA bundle for "
+                f"{name}: {exc.verify_message}"
+            )
         except OSError as exc:
             return f"the webhook server is not reachable: {exc}"
         return None
@@ -410,7 +467,12 @@ class WebhookServer:
         try:
             raw.settimeout(HANDSHAKE_TIMEOUT)
             try:
-                sock = self.certificate.context().wrap_socket(raw, server_side=True)
+                context = self.certificate.context()
+            except ServingCertError as exc:
+                logger.debug("webhook server: no certificate to serve", extra={"why": str(exc)})
+                return
+            try:
+                sock = context.wrap_socket(raw, server_side=True)
             except (OSError, ssl.SSLError) as exc:
                 logger.debug("webhook server: TLS handshake failed", extra={"error": str(exc)})
                 return
