@@ -31,6 +31,7 @@ test's thread only.
 from __future__ import annotations
 
 import ast
+import base64
 import contextlib
 import dataclasses
 import inspect
@@ -40,13 +41,14 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import yaml
 
 from manager.client import ClientOptions, KubeClient
 from manager.config import OverseerConfig, load_config, manager_options
 from manager.errors import ConfigError, NotFound, OverseerError, RbacRefusal
+from manager.keys import JsonDict
 from manager.manager import Manager
 from manager.plugins import (
     ControllerPlugin,
@@ -61,6 +63,7 @@ from manager.plugins import (
 from manager.rbac import for_controllers as rbac_for_controllers
 from manager.resources import UnknownResource
 from manager.testing.serviceaccount import bound_service_account
+from manager.webhook.conversion import Conversion
 from manager.zpages import flag_values
 
 __all__ = [
@@ -237,6 +240,7 @@ def run_manager(
     probes: bool = False,
     timeout: float = 30.0,
     rbac: bool = True,
+    register_webhooks: bool | None = None,
     namespace: object = _MOVED,
 ) -> Iterator[RunningManager]:
     """Run a manager with ``plugins`` (controller name → plugin) in a thread.
@@ -271,6 +275,12 @@ def run_manager(
             again for the manager to stop.
         rbac: run as that ServiceAccount (default); False: with the credentials of
             ``kubeconfig`` (an admin's, in the kit).
+        register_webhooks: install the plugins' webhook configurations (and their CRD
+            conversions) in the API server, calling this run's webhook server by URL
+            and trusting its certificate, for the run; deleted (and the CRDs' conversion
+            put back) on exit. Default: when ``watch_namespace`` is given, scoped to it
+            (a ``namespaceSelector`` on its name is added to each webhook's); True
+            without it installs them as declared, for the whole cluster.
 
     Raises:
         ConfigError: the configuration does not validate (every problem, with its path),
@@ -302,7 +312,84 @@ def run_manager(
         with _running(
             manager_kubeconfig, loaded, settings, controllers, timeout, rbac=rbac
         ) as running:
-            yield running
+            register = watch_namespace is not None
+            if register_webhooks is not None:
+                register = register_webhooks
+            # installed after the server serves, removed before it stops
+            with contextlib.ExitStack() as webhooks:
+                if register and running.webhook_url is not None:
+                    webhooks.enter_context(_registered(kubeconfig, running, watch_namespace))
+                yield running
+
+
+KIT_LABEL: Final = "overseer.io/test-kit"
+
+
+@contextlib.contextmanager
+def _registered(
+    kubeconfig: str | os.PathLike[str], running: RunningManager, namespace: str | None
+) -> Iterator[None]:
+    """The running manager's webhooks installed in the API server, by URL (the kit's
+    server on 127.0.0.1, its certificate as the caBundle), scoped to ``namespace``; its
+    conversions patched into their CRDs (those that exist). Undone on exit."""
+    from manager.resources import builtin
+
+    url, declared = running.webhook_url, running.manager.webhooks.declarations()
+    assert url is not None
+    bundle = base64.b64encode(running.webhook_ca.encode()).decode()
+    name = f"ovs-kit-{uuid.uuid4().hex[:8]}"
+    made: list[tuple[Any, str]] = []
+    patched: list[tuple[Any, str, Any]] = []
+    crds = builtin("CustomResourceDefinition")
+    with KubeClient.from_kubeconfig(os.fspath(kubeconfig)) as admin:
+        try:
+            for kind, mutating in (
+                ("ValidatingWebhookConfiguration", False),
+                ("MutatingWebhookConfiguration", True),
+            ):
+                hooks = [
+                    _scoped(h.entry({"url": url + h.served_path, "caBundle": bundle}), namespace)
+                    for h, _ in declared
+                    if not isinstance(h, Conversion) and h.mutating is mutating
+                ]
+                if hooks:
+                    resource = builtin(kind)
+                    body = {"metadata": {"name": name, "labels": {KIT_LABEL: "true"}}}
+                    admin.create(resource, {**body, "webhooks": hooks})
+                    made.append((resource, name))
+            for h, _ in declared:
+                if isinstance(h, Conversion):
+                    try:
+                        crd = admin.get(crds, h.crd)
+                    except NotFound:
+                        continue  # made later by the test: nothing to convert yet
+                    before = crd["spec"].get("conversion") or {"strategy": "None"}
+                    config = h.client_config({"url": url + h.served_path, "caBundle": bundle})
+                    admin.patch(crds, h.crd, {"spec": {"conversion": config}})
+                    patched.append((crds, h.crd, before))
+            yield
+        finally:
+            for resource, made_name in made:
+                with contextlib.suppress(NotFound):
+                    admin.delete(resource, made_name)
+            for resource, crd_name, before in patched:
+                with contextlib.suppress(NotFound):
+                    admin.patch(
+                        resource,
+                        crd_name,
+                        [{"op": "replace", "path": "/spec/conversion", "value": before}],
+                        patch_type="json",
+                    )
+
+
+def _scoped(entry: JsonDict, namespace: str | None) -> JsonDict:
+    """``entry`` calling only for objects of ``namespace`` (and cluster-scoped ones)."""
+    if namespace is None:
+        return entry
+    selector = dict(entry.get("namespaceSelector") or {})
+    name = {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [namespace]}
+    selector["matchExpressions"] = [*(selector.get("matchExpressions") or []), name]
+    return {**entry, "namespaceSelector": selector}
 
 
 def _service_account(
@@ -398,6 +485,7 @@ def run_plugin(
     probes: bool = False,
     timeout: float = 30.0,
     rbac: bool = True,
+    register_webhooks: bool | None = None,
     namespace: object = _MOVED,
 ) -> Iterator[RunningManager]:
     """:func:`run_manager` with one plugin, configured by its own ``section``
@@ -417,6 +505,7 @@ def run_plugin(
         probes=probes,
         timeout=timeout,
         rbac=rbac,
+        register_webhooks=register_webhooks,
     ) as running:
         yield running
 

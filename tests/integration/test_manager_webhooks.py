@@ -30,7 +30,7 @@ from manager import (
     ValidatingWebhook,
 )
 from manager.client import KubeClient
-from manager.testing import run_plugin
+from manager.testing import eventually, run_plugin
 from manager.webhook import WebhookServerOptions
 
 RULES = [
@@ -210,3 +210,45 @@ def test_a_plugins_webhooks_in_the_test_kit(kubeconfig_path: str) -> None:
         assert patched["patchType"] == "JSONPatch"
         assert running.probes_url is not None and _readyz(running.probes_url) == 200
     assert running.webhook_url is None
+
+
+def test_run_plugin_registers_its_webhooks_with_the_api_server(
+    kubeconfig_path: str, client: KubeClient, namespace: str
+) -> None:
+    """With watch_namespace, run_plugin installs the plugin's webhook configurations
+    (calling the kit's server by URL, trusting its certificate), scoped to that namespace:
+    a create there is denied or mutated as kubectl's would be; they go on exit."""
+    from manager import builtin
+    from manager.errors import ApiError
+
+    configmaps = builtin("ConfigMap")
+    with run_plugin(_WebhookPlugin, kubeconfig_path, name="webhooks", watch_namespace=namespace):
+
+        def denied() -> str:
+            try:
+                client.create(configmaps, _configmap(password="x"), namespace)
+            except ApiError as exc:
+                return exc.message
+            client.delete(configmaps, "cm", namespace)  # not yet in force: again
+            raise AssertionError("not denied yet")
+
+        message = eventually(denied)
+        assert message == (
+            'admission webhook "no-secrets.configmaps.example.com" denied the request: '
+            "ConfigMaps hold no passwords: use a Secret"
+        )
+        made = client.create(configmaps, _configmap(), namespace)
+        assert made["metadata"]["labels"] == {"checked-by": "overseer"}
+        names = _kit_configurations(client)
+        assert len(names) == 2
+    assert _kit_configurations(client) == []
+
+
+def _kit_configurations(client: KubeClient) -> list[str]:
+    from manager import builtin
+
+    found = []
+    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        items = client.list(builtin(kind), label_selector="overseer.io/test-kit=true")["items"]
+        found += [i["metadata"]["name"] for i in items]
+    return found
