@@ -56,6 +56,12 @@ MIRROR_FILES = {
     "tests/test_secretmirror.py",
 }
 FAN_OUT = "## Fan-out: one object, many targets"
+WEBHOOKS = "## Webhooks: default, validate, convert"
+WIDGET_FILES = {
+    "pyproject.toml",
+    "overseer_widgets/__init__.py",
+    "tests/test_widgets.py",
+}
 
 
 def section(heading: str = "## Write your own controller") -> str:
@@ -115,6 +121,16 @@ def mirror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         yield root
     finally:
         sys.modules.pop("overseer_secretmirror", None)
+
+
+@pytest.fixture
+def widgets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The webhooks example's project directory (Widgets)."""
+    root = _project(tmp_path / "overseer-widgets", readme_files(WEBHOOKS), monkeypatch)
+    try:
+        yield root
+    finally:
+        sys.modules.pop("overseer_widgets", None)
 
 
 def _env(project: Path) -> dict[str, str]:
@@ -355,6 +371,54 @@ def test_mypy_checks_the_mirror(mirror: Path, tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         cwd=mirror,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+# -- the third example: webhooks (Widgets) --------------------------------------------------
+
+
+def test_the_widgets_example_has_its_files() -> None:
+    assert set(readme_files(WEBHOOKS)) == WIDGET_FILES
+
+
+@pytest.mark.slow
+def test_the_widgets_own_tests_pass_with_the_kit(widgets: Path) -> None:
+    """As printed: the handlers alone, and the API server calling them (the kit installs
+    the webhooks and the conversion for the run)."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        capture_output=True,
+        text=True,
+        cwd=widgets,
+        env=_env(widgets),
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 passed" in result.stdout
+
+
+@pytest.mark.slow
+def test_mypy_checks_the_widgets(widgets: Path, tmp_path: Path) -> None:
+    env = {k: v for k, v in _env(widgets).items() if k not in ("MYPYPATH", "PYTHONPATH")}
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--cache-dir",
+            str(tmp_path / "mypy-cache"),
+            "overseer_widgets",
+            "tests",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=widgets,
         env=env,
         timeout=300,
         check=False,
