@@ -371,7 +371,10 @@ class SharedInformer:
     # -- ReflectorSink (reflector thread) ----------------------------------------------
 
     def _cached_version(self, obj: JsonDict) -> JsonDict | None:
-        """The cached object at ``obj``'s key (the reflector shares its unchanged parts)."""
+        """The cached object at ``obj``'s key (the reflector shares its unchanged parts);
+        None before the first list (nothing to share: no lookup per listed object)."""
+        if not self._listed:
+            return None
         try:
             key = meta_namespace_key(obj)
         except ValueError:
