@@ -160,49 +160,54 @@ def _restore_list(items: list[Any]) -> FrozenList:
 # (the decoded object is the reflector's own), then one C-level copy into the subclass.
 
 
-def _freeze_dict(d: dict[str, Any], like: Any) -> FrozenDict:
-    if type(like) is not FrozenDict:
-        like = None
+def _new_dict(d: dict[str, Any]) -> FrozenDict:
     for k, v in d.items():
         t = type(v)
         if t is dict:
-            if like is not None:
-                old = like.get(k)
-                if type(old) is FrozenDict and old == v:
-                    d[k] = old
-                    continue
-                d[k] = _freeze_dict(v, old)
-            else:
-                d[k] = _freeze_dict(v, None)
+            d[k] = _new_dict(v)
         elif t is list:
-            if like is not None:
-                old = like.get(k)
-                if type(old) is FrozenList and old == v:
-                    d[k] = old
-                    continue
-                d[k] = _freeze_list(v, old)
-            else:
-                d[k] = _freeze_list(v, None)
+            d[k] = _new_list(v)
+    return FrozenDict(d)
+
+
+def _new_list(items: list[Any]) -> FrozenList:
+    for i, v in enumerate(items):
+        t = type(v)
+        if t is dict:
+            items[i] = _new_dict(v)
+        elif t is list:
+            items[i] = _new_list(v)
+    return FrozenList(items)
+
+
+def _freeze_dict(d: dict[str, Any], like: Any) -> FrozenDict:
+    """``d`` frozen, taking every part equal to ``like``'s at the same key from it."""
+    if type(like) is not FrozenDict:
+        return _new_dict(d)
+    for k, v in d.items():
+        t = type(v)
+        if t is dict:
+            old = like.get(k)
+            d[k] = old if type(old) is FrozenDict and old == v else _freeze_dict(v, old)
+        elif t is list:
+            old = like.get(k)
+            d[k] = old if type(old) is FrozenList and old == v else _freeze_list(v, old)
     return FrozenDict(d)
 
 
 def _freeze_list(items: list[Any], like: Any) -> FrozenList:
+    """``items`` frozen, taking every element equal to ``like``'s at the same index from
+    it (``like`` of another length: nothing, an insertion shifts every index)."""
     if type(like) is not FrozenList or len(like) != len(items):
-        like = None
-    i = 0
-    for v in items:
+        return _new_list(items)
+    for i, v in enumerate(items):
         t = type(v)
-        if t is dict or t is list:
-            if like is not None:
-                old = like[i]
-                if type(old) is (FrozenDict if t is dict else FrozenList) and old == v:
-                    items[i] = old
-                    i += 1
-                    continue
-            else:
-                old = None
-            items[i] = _freeze_dict(v, old) if t is dict else _freeze_list(v, old)
-        i += 1
+        if t is dict:
+            old = like[i]
+            items[i] = old if type(old) is FrozenDict and old == v else _freeze_dict(v, old)
+        elif t is list:
+            old = like[i]
+            items[i] = old if type(old) is FrozenList and old == v else _freeze_list(v, old)
     return FrozenList(items)
 
 
