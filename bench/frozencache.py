@@ -18,7 +18,11 @@ runs on bytes in memory:
 **before** is the same code with freezing switched off in the reflector (no conversion,
 no lookup of the cached version): the informer as it was before objects were frozen.
 CPU is ``time.process_time`` per object, the median of ``--runs`` runs, before and after
-interleaved. **freeze alone**: the conversion of a decoded object by itself.
+interleaved, with automatic garbage collection off (as ``overseer run`` has it until its
+caches have synced); **list, collector on** is the first list with it on, as in any
+process that does not pause it (a test process, an embedding program): there full
+collections while the cache grows cost more than the conversion (see below). **freeze
+alone**: the conversion of a decoded object by itself.
 
 Memory per cached object: ``tracemalloc``'s bytes still allocated after N listed objects
 sit in the cache (the decoded page freed), before and after; and objects the garbage
@@ -152,9 +156,11 @@ def _drain(informer: SharedInformer) -> None:
         listener._buffer.clear()
 
 
-def _cpu(work: Callable[[], None]) -> float:
+def _cpu(work: Callable[[], None], collect: bool = False) -> float:
+    """CPU seconds of ``work``; automatic garbage collection off unless ``collect``."""
     gc.collect()
-    gc.disable()
+    if not collect:
+        gc.disable()
     try:
         start = time.process_time()
         work()
@@ -181,8 +187,11 @@ def _measure_cpu(obj: JsonDict, n: int, frozen: bool) -> dict[str, float]:
             orjson.dumps({"type": "MODIFIED", "object": _variant(obj, i, 20 + n + i, True)})
             for i in range(n)
         ]
-        informer, feed = _informer(page, frozen)
         out: dict[str, float] = {}
+        informer, feed = _informer(page, frozen)
+        out["list_collector_on"] = _cpu(informer._reflector._list, collect=True) / n
+        del informer, feed
+        informer, feed = _informer(page, frozen)
         out["list"] = _cpu(informer._reflector._list) / n
         _drain(informer)
 
@@ -273,7 +282,9 @@ def main(argv: list[str] | None = None) -> int:
             mem[frozen].append(figures)
         alone = statistics.median(_freeze_alone(obj, n) for _ in range(args.runs))
         print(f"\n{kind}: CPU us per object (median of {args.runs}; min-max), before -> after")
-        for what in ("list", "watch_new", "watch_update"):
+        print("  (automatic garbage collection off, as overseer run has it until its caches")
+        print("  have synced; list_collector_on: on, as in any other process)")
+        for what in ("list", "list_collector_on", "watch_new", "watch_update"):
             b = [r[what] * 1e6 for r in cpu[False]]
             a = [r[what] * 1e6 for r in cpu[True]]
             mb, ma = statistics.median(b), statistics.median(a)

@@ -22,8 +22,21 @@ POD_THREADS = 4
 # "baseline", for before/after figures in one session
 BASELINE = os.environ.get("BENCH_BASELINE", "")
 _BASELINES = ("baseline",) if BASELINE else ()
-SYNC_SUBJECTS = ("overseer", "official", "floor", *_BASELINES)
-EVENT_SUBJECTS = ("overseer", "official", *_BASELINES)
+# $BENCH_INFORMER_SUBJECTS (comma-separated): only these subjects, e.g. overseer,baseline
+_CHOSEN = {n.strip() for n in os.environ.get("BENCH_INFORMER_SUBJECTS", "").split(",") if n.strip()}
+
+
+def _subjects(*names: str) -> tuple[str, ...]:
+    unknown = _CHOSEN - {"overseer", "official", "floor", "baseline"}
+    if unknown:
+        raise ValueError(
+            f"BENCH_INFORMER_SUBJECTS: unknown subject(s) {', '.join(sorted(unknown))}"
+        )
+    return tuple(n for n in names if not _CHOSEN or n in _CHOSEN)
+
+
+SYNC_SUBJECTS = _subjects("overseer", "official", "floor", *_BASELINES)
+EVENT_SUBJECTS = _subjects("overseer", "official", *_BASELINES)
 UPDATES = 20_000
 CONFIGMAPS = 100
 GEN_THREADS = 4
