@@ -27,7 +27,7 @@ _CHOSEN = {n.strip() for n in os.environ.get("BENCH_INFORMER_SUBJECTS", "").spli
 
 
 def _subjects(*names: str) -> tuple[str, ...]:
-    unknown = _CHOSEN - {"overseer", "official", "floor", "baseline"}
+    unknown = _CHOSEN - {"overseer", "paused", "official", "floor", "baseline"}
     if unknown:
         raise ValueError(
             f"BENCH_INFORMER_SUBJECTS: unknown subject(s) {', '.join(sorted(unknown))}"
@@ -35,7 +35,7 @@ def _subjects(*names: str) -> tuple[str, ...]:
     return tuple(n for n in names if not _CHOSEN or n in _CHOSEN)
 
 
-SYNC_SUBJECTS = _subjects("overseer", "official", "floor", *_BASELINES)
+SYNC_SUBJECTS = _subjects("overseer", "paused", "official", "floor", *_BASELINES)
 EVENT_SUBJECTS = _subjects("overseer", "official", *_BASELINES)
 UPDATES = 20_000
 CONFIGMAPS = 100
@@ -70,7 +70,9 @@ Overseer: `wait_for_cache_sync`), **CPU seconds** (user + sys) of the subject pr
 that time, and **bytes per object**: RSS growth after `gc.collect()` divided by the pods
 (and the peak RSS growth). The official informer has no has_synced: it counts as synced
 when its cache holds every pod. **floor**: one urllib3 GET and `orjson.loads` into a dict.
-Overseer drops `managedFields` by default (its transform); the others keep them. With
+Overseer drops `managedFields` by default (its transform); the others keep them.
+**paused** is Overseer's informer with automatic garbage collection off until it has
+synced, as `overseer run` has it (the other subjects leave it on). With
 `BENCH_BASELINE=<checkout>`, **baseline** is Overseer's informer from that checkout, in the
 same runs (before/after figures).
 """,
@@ -99,6 +101,8 @@ same runs (before/after figures).
         Ratio("CPU seconds, official / Overseer", "official_cpu_seconds", "overseer_cpu_seconds"),
         Ratio("time to synced, Overseer / floor", "overseer_seconds", "floor_seconds"),
         Ratio("CPU seconds, Overseer / baseline", "overseer_cpu_seconds", "baseline_cpu_seconds"),
+        Ratio("CPU seconds, paused / baseline", "paused_cpu_seconds", "baseline_cpu_seconds"),
+        Ratio("CPU seconds, paused / Overseer", "paused_cpu_seconds", "overseer_cpu_seconds"),
         Ratio(
             "memory per object, Overseer / baseline",
             "overseer_bytes_per_object",

@@ -371,9 +371,13 @@ class SharedInformer:
     # -- ReflectorSink (reflector thread) ----------------------------------------------
 
     def _cached_version(self, obj: JsonDict) -> JsonDict | None:
-        """The cached object at ``obj``'s key (the reflector shares its unchanged parts);
-        None before the first list (nothing to share: no lookup per listed object)."""
-        if not self._listed:
+        """The cached object at ``obj``'s key, whose unchanged parts the reflector shares.
+        None before the first list (nothing to share: no lookup per listed object), and
+        for an object without ``spec`` or ``status``: what sharing saves is converting
+        deep trees again, and those hang there; a ConfigMap's or a Secret's flat ``data``
+        is converted by one copy in C, cheaper than the lookup (about 1 us of a 16 us
+        event)."""
+        if not self._listed or ("spec" not in obj and "status" not in obj):
             return None
         try:
             key = meta_namespace_key(obj)
