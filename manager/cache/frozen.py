@@ -1,9 +1,9 @@
 """Read-only JSON containers: what the informer cache holds (controller-runtime copies
 every object a cache read returns; here the cached object itself is read-only instead).
 
-Every object enters an informer's cache through its reflector, which hands it to
-:func:`freeze` once, after the transform: list pages, watch events, relists, sharded
-segments alike. What the cache then gives out (listers, event handlers, predicates,
+Every object enters an informer's cache through its reflector, which converts it with
+:func:`freeze_in_place` once, after the transform: list pages, watch events, relists,
+sharded segments alike. What the cache then gives out (listers, event handlers, predicates,
 index functions, tombstones) is one shared :class:`FrozenDict` whose every nested dict
 is a :class:`FrozenDict` and every nested list a :class:`FrozenList`. They are ``dict``
 and ``list`` subclasses, so everything that reads a decoded object keeps working:
@@ -22,7 +22,7 @@ The usual way to build a change: ``new = thaw(obj)``, edit ``new``, write it.
 Not a sandbox: ``dict.__setitem__(obj, k, v)`` still writes (nothing in Python can stop
 that); what is refused is every ordinary way of changing an object by accident.
 
-Unchanged parts are shared: :func:`freeze` may be given the version already cached
+Unchanged parts are shared: the conversion may be given the version already cached
 (``like``); every nested dict or list equal to the one at the same place there is taken
 from it rather than converted again. A watch event mostly changes ``metadata`` and
 ``status``, so an update converts only those; the comparisons run in C. Sharing is safe
