@@ -27,12 +27,17 @@ from bench.target import stop_process
 class Child:
     """``python -m module *args``, speaking JSON lines."""
 
-    def __init__(self, module: str, *args: str) -> None:
+    def __init__(
+        self, module: str, *args: str, python: str | None = None, cwd: str | None = None
+    ) -> None:
+        """``python`` (default: this interpreter) runs ``module`` in ``cwd`` (default:
+        this one): another checkout's code with its own interpreter."""
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in __exit__
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", module, *args],
+            [python or sys.executable, "-m", module, *args],
             stdout=subprocess.PIPE,
             stderr=self._stderr,
+            cwd=cwd,
         )
         self._lines: queue.Queue[bytes | None] = queue.Queue()
         self._reader = threading.Thread(target=self._read, name=f"bench-child/{module}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from pathlib import Path
 
 import orjson
 
@@ -17,8 +18,25 @@ from bench.workload import OWNERS, owner, pod, pod_status, run_parallel
 
 PODS = int(os.environ.get("BENCH_INFORMER_PODS", "10000"))  # smaller while developing
 POD_THREADS = 4
-SYNC_SUBJECTS = ("overseer", "official", "floor")
-EVENT_SUBJECTS = ("overseer", "official")
+# $BENCH_BASELINE: another checkout (with its own .venv) whose informer runs as the subject
+# "baseline", for before/after figures in one session
+BASELINE = os.environ.get("BENCH_BASELINE", "")
+_BASELINES = ("baseline",) if BASELINE else ()
+# $BENCH_INFORMER_SUBJECTS (comma-separated): only these subjects, e.g. overseer,baseline
+_CHOSEN = {n.strip() for n in os.environ.get("BENCH_INFORMER_SUBJECTS", "").split(",") if n.strip()}
+
+
+def _subjects(*names: str) -> tuple[str, ...]:
+    unknown = _CHOSEN - {"overseer", "paused", "official", "floor", "baseline"}
+    if unknown:
+        raise ValueError(
+            f"BENCH_INFORMER_SUBJECTS: unknown subject(s) {', '.join(sorted(unknown))}"
+        )
+    return tuple(n for n in names if not _CHOSEN or n in _CHOSEN)
+
+
+SYNC_SUBJECTS = _subjects("overseer", "paused", "official", "floor", *_BASELINES)
+EVENT_SUBJECTS = _subjects("overseer", "official", *_BASELINES)
 UPDATES = 20_000
 CONFIGMAPS = 100
 GEN_THREADS = 4
@@ -26,6 +44,13 @@ TIMEOUT = 240.0  # seconds, any one phase of one subject
 
 
 def _subject(run: Run, mode: str, subject: str, *args: str) -> Child:
+    if subject == "baseline":
+        tree = Path(BASELINE)
+        python = tree / ".venv" / "bin" / "python"
+        if not python.exists():
+            raise ValueError(f"BENCH_BASELINE={tree}: not a checkout with a .venv")
+        rest = ("--kubeconfig", run.target.kubeconfig, *args)
+        return Child("bench.subject", mode, "overseer", *rest, python=str(python), cwd=str(tree))
     return Child("bench.subject", mode, subject, "--kubeconfig", run.target.kubeconfig, *args)
 
 
@@ -46,6 +71,10 @@ that time, and **bytes per object**: RSS growth after `gc.collect()` divided by 
 (and the peak RSS growth). The official informer has no has_synced: it counts as synced
 when its cache holds every pod. **floor**: one urllib3 GET and `orjson.loads` into a dict.
 Overseer drops `managedFields` by default (its transform); the others keep them.
+**paused** is Overseer's informer with automatic garbage collection off until it has
+synced, as `overseer run` has it (the other subjects leave it on). With
+`BENCH_BASELINE=<checkout>`, **baseline** is Overseer's informer from that checkout, in the
+same runs (before/after figures).
 """,
     units={
         **{f"{s}_seconds": "s" for s in SYNC_SUBJECTS},
@@ -71,6 +100,19 @@ Overseer drops `managedFields` by default (its transform); the others keep them.
         ),
         Ratio("CPU seconds, official / Overseer", "official_cpu_seconds", "overseer_cpu_seconds"),
         Ratio("time to synced, Overseer / floor", "overseer_seconds", "floor_seconds"),
+        Ratio("CPU seconds, Overseer / baseline", "overseer_cpu_seconds", "baseline_cpu_seconds"),
+        Ratio("CPU seconds, paused / baseline", "paused_cpu_seconds", "baseline_cpu_seconds"),
+        Ratio("CPU seconds, paused / Overseer", "paused_cpu_seconds", "overseer_cpu_seconds"),
+        Ratio(
+            "memory per object, Overseer / baseline",
+            "overseer_bytes_per_object",
+            "baseline_bytes_per_object",
+        ),
+        Ratio(
+            "peak memory per object, Overseer / baseline",
+            "overseer_peak_bytes_per_object",
+            "baseline_peak_bytes_per_object",
+        ),
     ],
 )
 def informer_sync(run: Run) -> Metrics:
@@ -78,7 +120,8 @@ def informer_sync(run: Run) -> Metrics:
     scope = [] if run.target.local else ["--namespace", ns]
     metrics: Metrics = {"stored_bytes_per_pod": run.state["stored_bytes_per_pod"]}
     # Rotate the order so that no subject always runs first (page cache, server warmth).
-    order = SYNC_SUBJECTS[run.index % 3 :] + SYNC_SUBJECTS[: run.index % 3]
+    turn = run.index % len(SYNC_SUBJECTS)
+    order = SYNC_SUBJECTS[turn:] + SYNC_SUBJECTS[:turn]
     for subject in order:
         args = ["--plural", "pods", "--expect", str(PODS), "--timeout", str(TIMEOUT), *scope]
         with _subject(run, "sync", subject, *args) as child:
@@ -146,7 +189,8 @@ window close; after SIGCONT the kernel's zero-window probe timer can leave the s
 idle for seconds (**max gap**; about 7 s after 20,000 events), which lowers the
 wall-clock figure without any work being done, so **events per CPU second** (handled
 events over the subject's user + sys CPU from ready to done) is reported too: it is
-the capacity figure least disturbed by the other processes and by TCP.
+the capacity figure least disturbed by the other processes and by TCP. With
+`BENCH_BASELINE=<checkout>`, **baseline** is Overseer's informer from that checkout.
 """,
     units={
         **{f"{s}_{m}_events_per_s": "1/s" for s in EVENT_SUBJECTS for m in ("live", "backlog")},
@@ -171,6 +215,11 @@ the capacity figure least disturbed by the other processes and by TCP.
             "overseer_live_events_per_s",
             "official_live_events_per_s",
         ),
+        Ratio(
+            "events per CPU second, Overseer / baseline",
+            "overseer_events_per_cpu_second",
+            "baseline_events_per_cpu_second",
+        ),
     ],
     goals=[
         Goal("overseer_events_per_cpu_second", ">=", 5000),
@@ -181,7 +230,8 @@ def informer_events(run: Run) -> Metrics:
     ns = run.state["configmaps_namespace"]
     metrics: Metrics = {}
     patches: list[float] = []
-    order = EVENT_SUBJECTS[run.index % 2 :] + EVENT_SUBJECTS[: run.index % 2]
+    turn = run.index % len(EVENT_SUBJECTS)
+    order = EVENT_SUBJECTS[turn:] + EVENT_SUBJECTS[:turn]
     for mode in ("live", "backlog"):
         for subject in order:
             args = [

@@ -12,7 +12,8 @@ Modes:
     its one handler receives until ``--expect`` have arrived, and print
     ``{"event": "done", ...}`` with the time from the first to the last handler call.
 
-Subjects: ``overseer`` (``manager.cache.SharedInformer``), ``official``
+Subjects: ``overseer`` (``manager.cache.SharedInformer``), ``paused`` (the same with
+automatic garbage collection off until synced, as ``overseer run`` has it), ``official``
 (``kubernetes.informer.SharedInformer``) and, for ``sync`` only, ``floor`` (one urllib3
 GET and ``orjson.loads``: the least any Python informer can do).
 
@@ -109,6 +110,23 @@ def _overseer(
     return size, halt
 
 
+def _paused(
+    kubeconfig: str, plural: str, namespace: str | None, handler: _Counter | None
+) -> tuple[Callable[[], int], Callable[[], None]]:
+    """Overseer's informer with automatic garbage collection off until it has synced, as
+    ``overseer run`` has it (:func:`manager.cli._freeze_after_sync`)."""
+    gc.disable()
+    size, halt = _overseer(kubeconfig, plural, namespace, handler)
+
+    def synced_size() -> int:
+        n = size()  # 0 until synced
+        if n:
+            gc.enable()
+        return n
+
+    return synced_size, halt
+
+
 def _official(
     kubeconfig: str, plural: str, namespace: str | None, handler: _Counter | None
 ) -> tuple[Callable[[], int], Callable[[], None]]:
@@ -148,10 +166,11 @@ def _floor(
     return (lambda: len(cache)), raw.close
 
 
-SUBJECTS = {"overseer": _overseer, "official": _official, "floor": _floor}
+SUBJECTS = {"overseer": _overseer, "paused": _paused, "official": _official, "floor": _floor}
 # Imported before the baseline is taken: a library's import cost is not per object.
 PRELOAD = {
     "overseer": ["manager.cache.informer", "manager.cache.listwatch", "manager.client"],
+    "paused": ["manager.cache.informer", "manager.cache.listwatch", "manager.client"],
     "official": ["kubernetes.client", "kubernetes.config", "kubernetes.informer"],
     "floor": ["bench.rawhttp", "kubernetes.client", "kubernetes.config"],
 }

@@ -6,6 +6,7 @@ This module is the public API: controllers (built-in and third-party) import fro
 
 from __future__ import annotations
 
+from manager.cache.frozen import freeze, thaw
 from manager.cache.informer import SharedInformer
 from manager.cache.lister import Lister
 from manager.cache.store import BY_CONTROLLER_UID, BY_NAMESPACE, BY_OWNER_UID
@@ -127,10 +128,12 @@ __all__ = [
     "all_of",
     "any_of",
     "builtin",
+    "freeze",
     "incarnation",
     "label_selector_from_dict",
     "meta_namespace_key",
     "not_",
+    "thaw",
 ]
 
 __version__ = "0.1.0"

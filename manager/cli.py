@@ -330,25 +330,54 @@ def _install_crds(own: Any) -> Any:
     return own
 
 
-def _freeze_after_sync(mgr: Any, stop: threading.Event) -> None:
-    """Once the caches have synced, move every object alive then (the modules, the
-    plugins, the first lists' objects) out of the garbage collector's way (``gc.freeze``):
-    CPython's full collections scan every tracked object, and with a large cache one
-    stops every thread for tens of milliseconds (the latency tail). Frozen objects are
-    still freed by reference counting when the cache lets go of them; only a reference
-    cycle among them would never be. Once per process, in ``overseer run`` only (not in a
-    test process that runs managers)."""
-    while not stop.wait(0.1):
-        informers = mgr.factory.informers()
-        if informers and all(i.has_synced() for i in informers):
-            gc.collect()
-            gc.freeze()
-            logger.info(
-                "caches synced; the objects alive now are left out of garbage collection "
-                "scans (gc.freeze), to keep collection pauses short",
-                extra={"gc_frozen_objects": gc.get_freeze_count()},
-            )
-            return
+SYNC_GC_PAUSE_LIMIT = 120.0
+"""Seconds ``overseer run`` holds automatic garbage collection back while its caches
+have not synced (see :func:`_freeze_after_sync`)."""
+
+
+def _freeze_after_sync(
+    mgr: Any, stop: threading.Event, *, pause_limit: float = SYNC_GC_PAUSE_LIMIT
+) -> None:
+    """Automatic garbage collection waits until the caches have synced, then every object
+    alive (the modules, the plugins, the first lists' objects) is moved out of the
+    collector's way (``gc.freeze``), and collection resumes.
+
+    Why wait: the first lists build the whole cache, a million tracked objects for 10,000
+    Pods (read-only cached objects are ``dict`` and ``list`` subclasses, tracked even when
+    they hold only strings), and while it grows CPython runs a full collection each time
+    it has grown by a quarter: some twenty scans of a growing heap that find nothing (the
+    objects are trees, freed by reference counting), most of a large sync's CPU. After
+    the sync, full collections would scan every cached object, and one stops every thread
+    for tens of milliseconds (the latency tail): frozen objects are still freed by
+    reference counting when the cache lets go of them; only a reference cycle among them
+    would never be. Collection resumes after ``pause_limit`` seconds even if the caches
+    have not synced (a list refused, a server away: garbage cycles must not pile up), and
+    when the manager stops. Once per process, in ``overseer run`` only (not in a test
+    process that runs managers)."""
+    gc.disable()
+    deadline = time.monotonic() + pause_limit
+    try:
+        while not stop.wait(0.1):
+            informers = mgr.factory.informers()
+            if informers and all(i.has_synced() for i in informers):
+                gc.collect()
+                gc.freeze()
+                gc.enable()
+                logger.info(
+                    "caches synced; the objects alive now are left out of garbage collection "
+                    "scans (gc.freeze), to keep collection pauses short",
+                    extra={"gc_frozen_objects": gc.get_freeze_count()},
+                )
+                return
+            if not gc.isenabled() and time.monotonic() >= deadline:
+                gc.enable()
+                logger.warning(
+                    "caches not synced yet: garbage collection resumes (the objects alive "
+                    "will be frozen once they have synced)",
+                    extra={"waited_seconds": pause_limit},
+                )
+    finally:
+        gc.enable()
 
 
 def _announce(mgr: Any, demo_server: Any, stop: threading.Event, embedded: bool) -> None:

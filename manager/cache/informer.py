@@ -76,7 +76,8 @@ _HANDLER_ERRORS = Counter(
 class EventHandler(Protocol):
     """Receives an informer's notifications (client-go ``ResourceEventHandler``).
 
-    Objects are the cached dicts: shared and read-only. ``on_delete`` may receive a
+    Objects are the cached dicts: shared and read-only (a change raises ``TypeError``; see
+    :mod:`manager.cache.frozen`). ``on_delete`` may receive a
     :class:`~manager.keys.DeletedFinalStateUnknown` when the deletion was missed.
     """
 
@@ -219,7 +220,12 @@ class SharedInformer:
         self._indexer = new_indexer(indexers) if indexers is not None else new_indexer()
         self._clock = clock or RealClock()
         self._reflector = Reflector(
-            lister_watcher, self, transform=transform, page_size=page_size, clock=self._clock
+            lister_watcher,
+            self,
+            transform=transform,
+            page_size=page_size,
+            clock=self._clock,
+            cached=self._cached_version,
         )
         self._lock = threading.RLock()  # orders store writes and notifications
         self._listeners: list[_Listener] = []
@@ -236,7 +242,8 @@ class SharedInformer:
 
     @property
     def indexer(self) -> Indexer:
-        """The cache. Objects in it are shared: never modify them."""
+        """The cache. Objects in it are shared and read-only (frozen: a change raises
+        TypeError); copy before changing."""
         return self._indexer
 
     @property
@@ -362,6 +369,21 @@ class SharedInformer:
                     self._clock.wait(self._wake, wait)
 
     # -- ReflectorSink (reflector thread) ----------------------------------------------
+
+    def _cached_version(self, obj: JsonDict) -> JsonDict | None:
+        """The cached object at ``obj``'s key, whose unchanged parts the reflector shares.
+        None before the first list (nothing to share: no lookup per listed object), and
+        for an object without ``spec`` or ``status``: what sharing saves is converting
+        deep trees again, and those hang there; a ConfigMap's or a Secret's flat ``data``
+        is converted by one copy in C, cheaper than the lookup (about 1 us of a 16 us
+        event)."""
+        if not self._listed or ("spec" not in obj and "status" not in obj):
+            return None
+        try:
+            key = meta_namespace_key(obj)
+        except ValueError:
+            return None
+        return self._indexer.get_by_key(key)
 
     def _notify(self, note: _Note) -> None:
         for listener in self._listeners:

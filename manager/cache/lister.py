@@ -1,7 +1,13 @@
 """Listers: typed read access to an informer's cache (client-go ``listers``).
 
 A lister answers from memory: ``get`` by name, ``list`` by namespace and label selector,
-``by_index`` by a named index. Objects are the cached dicts: shared and read-only.
+``by_index`` by a named index. Objects are the cached ones themselves, shared by every
+reader and read-only: every dict in them is a ``dict`` subclass and every list a ``list``
+subclass whose changes raise ``TypeError`` (:mod:`manager.cache.frozen`), where
+controller-runtime's cache-backed client copies each object it returns. Reads cost no
+copy; to change an object, copy it (``copy.deepcopy(obj)`` or ``manager.thaw(obj)``,
+both plain and changeable) and write the copy to the API server. The lists that ``list``
+and ``by_index`` return are new on each call.
 
 A lister made with its informer (as :meth:`Manager.lister <manager.manager.Manager.lister>`
 makes them) does not answer from a cache that is still filling: once the informer runs, a

@@ -20,6 +20,10 @@ Contract (DESIGN.md §3.2):
   delivering anything counts as an error.
 * Every object passes through ``transform`` before it reaches the sink; the default
   drops ``metadata.managedFields``.
+* Then it is frozen (:func:`~manager.cache.frozen.freeze_in_place`), once: what the sink
+  stores and hands to handlers is read-only, whichever way it came (list page, watch
+  event, relist). ``cached`` finds the version the sink holds already, so that the parts
+  an update did not change are shared with it rather than converted again.
 
 Thread-safe: ``run`` occupies one thread; ``stop`` may be called from any thread.
 """
@@ -36,6 +40,7 @@ from typing import Protocol
 from prometheus_client import Counter
 
 from manager.cache.backoff import Backoff
+from manager.cache.frozen import freeze_in_place
 from manager.clock import Clock, RealClock
 from manager.errors import ApiError, Gone, api_error_from_status
 from manager.keys import JsonDict
@@ -53,6 +58,9 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 Transform = Callable[[JsonDict], JsonDict]
+"""Runs on every decoded object before it is frozen and stored; it may change the object
+in place. It returns JSON as decoded (dicts, lists, strings, numbers, booleans, None):
+dict or list subclasses in its answer are not frozen."""
 
 MIN_WATCH_TIMEOUT = 300
 MAX_WATCH_TIMEOUT = 600
@@ -172,8 +180,10 @@ class Reflector:
         clock: Clock | None = None,
         rand: Callable[[], float] = random.random,
         on_synced: Callable[[], None] | None = None,
+        cached: Callable[[JsonDict], JsonDict | None] | None = None,
     ) -> None:
         self._lw = lister_watcher
+        self._cached = cached
         self._sink = sink
         self._transform = transform
         self._page_size = page_size
@@ -325,7 +335,10 @@ class Reflector:
                 page_items = [o for o in page_items if self._keep(o)]
             if self._transform is not None:
                 page_items = [self._transform(o) for o in page_items]
-            items.extend(page_items)
+            cached = self._cached
+            items.extend(
+                [freeze_in_place(o, cached(o) if cached is not None else None) for o in page_items]
+            )
             meta = page.get("metadata") or {}
             continue_ = meta.get("continue") or None
             if continue_ is None:
@@ -412,6 +425,7 @@ class Reflector:
         _WATCH_EVENTS.labels(self._name).inc()
         if self._transform is not None:
             obj = self._transform(obj)
+        obj = freeze_in_place(obj, self._cached(obj) if self._cached is not None else None)
         if type_ == "ADDED":
             self._sink.add(obj)
         elif type_ == "MODIFIED":

@@ -77,6 +77,7 @@ from typing import Final
 
 from prometheus_client import Counter, Gauge
 
+from manager.cache.frozen import freeze_in_place
 from manager.cache.informer import _INITIAL_DONE, SharedInformer, _Note
 from manager.cache.listwatch import ResourceListWatch
 from manager.cache.reflector import Reflector, Transform, WatchEvents, drop_managed_fields
@@ -280,6 +281,7 @@ class _Segment:
             paged_lists=True,
             keep=lambda obj: informer._in(self, obj),
             clock=informer._clock,
+            cached=informer._cached_version,
         )
         self.thread: threading.Thread | None = None
 
@@ -643,11 +645,11 @@ class ShardedInformer(SharedInformer):
         this cache it is deleted. Handlers get the delete kube-apiserver's watch cache
         sends for an object leaving a selector: the last state this cache had (whose
         owner is the key to wake) at the revision of the change."""
-        gone = dict(cached)
-        gone["metadata"] = dict(cached.get("metadata") or {})
+        meta = dict(cached.get("metadata") or {})
         rv = (obj.get("metadata") or {}).get("resourceVersion")
         if rv:
-            gone["metadata"]["resourceVersion"] = rv
+            meta["resourceVersion"] = rv
+        gone = freeze_in_place({**cached, "metadata": meta})  # read-only as all it hands out
         self._indexer.delete(gone)
         self._note_gone(key, gone)
         self._notify(("delete", gone, None))
@@ -681,7 +683,7 @@ class ShardedInformer(SharedInformer):
     def _note_gone(self, key: str, obj: JsonDict) -> None:
         meta = obj.get("metadata") or {}
         stub = {k: meta[k] for k in ("uid", "namespace", "name", "ownerReferences") if k in meta}
-        self._gone[key] = {"metadata": stub}
+        self._gone[key] = freeze_in_place({"metadata": stub})
         self._gone.move_to_end(key)
         while len(self._gone) > GONE_KEPT:
             self._gone.popitem(last=False)

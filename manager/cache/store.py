@@ -1,10 +1,14 @@
 """Thread-safe object store with named indexes (client-go ``tools/cache`` store.go,
 thread_safe_store.go, index.go).
 
-The store maps keys (``namespace/name``) to plain-dict objects. Index functions map an
-object to a list of index values; ``by_index(name, value)`` answers every object with
-that value. Stored objects are shared with every reader: they are read-only by contract
-(copy before changing; writes go to the API server, never into the cache).
+The store maps keys (``namespace/name``) to objects. Index functions map an object to a
+list of index values; ``by_index(name, value)`` answers every object with that value.
+Stored objects are shared with every reader, so an informer's store holds them
+read-only: its reflector froze them on the way in (:mod:`manager.cache.frozen`: ``dict``
+and ``list`` subclasses whose every change raises ``TypeError``). Reads hand out those
+objects themselves, not copies; to change one, copy it (``copy.deepcopy`` or
+``manager.thaw``) and write the copy to the API server, never into the cache. The store
+itself stores what it is given (a store filled by hand holds what its owner put in).
 
 Thread-safe: one lock guards items and indexes; reads return lists built under it.
 """

@@ -339,6 +339,34 @@ def test_tombstone_carries_the_whole_last_known_object(run: Callable[..., Runnin
     assert tomb.obj["metadata"]["resourceVersion"] == "1"
 
 
+def test_updates_and_relists_share_what_did_not_change_with_the_cached_object(
+    run: Callable[..., Running],
+) -> None:
+    spec = {"containers": [{"name": "main", "ports": [{"containerPort": 80}]}]}
+    lw = FakeListerWatcher([cm("a", "1", spec=spec, status={"phase": "Pending"})], rv="10")
+    inf = SharedInformer(lw)
+    h = Recorder()
+    inf.add_event_handler(h)
+    run(inf)
+    w = lw.next_watch()
+    first = inf.indexer.get_by_key("default/a")
+    assert first is not None
+    w.send("MODIFIED", cm("a", "11", spec=spec, status={"phase": "Running"}))
+    h.wait_for(2)
+    second = inf.indexer.get_by_key("default/a")
+    assert second is not None and second["status"] == {"phase": "Running"}
+    assert second["spec"] is first["spec"]  # unchanged: taken from the cached version
+    lw.set_state([cm("a", "1", spec=spec, status={"phase": "Running"})], rv="20")
+    w.error(410)  # a relist shares too
+    lw.next_watch()
+    h.wait_for(3)
+    third = inf.indexer.get_by_key("default/a")
+    assert third is not None and third is not second
+    assert third["spec"] is first["spec"] and third["status"] is second["status"]
+    with pytest.raises(TypeError, match="read-only"):
+        third["spec"]["containers"][0]["ports"].append({})
+
+
 # -- resync --------------------------------------------------------------------------
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from manager.cache.backoff import Backoff
+from manager.cache.frozen import FrozenDict, FrozenList
 from manager.cache.reflector import (
     MAX_WATCH_TIMEOUT,
     MIN_WATCH_TIMEOUT,
@@ -396,6 +397,73 @@ def test_no_transform_keeps_objects_as_received(make: Callable[..., Harness]) ->
     h = make(lw, transform=None).start()
     lw.next_watch()
     assert h.sink.objects[0]["metadata"]["managedFields"] == [{"manager": "kubectl"}]
+
+
+# -- read-only objects ---------------------------------------------------------------
+
+
+def _assert_frozen(obj: Any) -> None:
+    assert type(obj) in (FrozenDict, FrozenList), type(obj)
+    for v in obj.values() if isinstance(obj, dict) else obj:
+        if isinstance(v, dict | list):
+            _assert_frozen(v)
+
+
+def test_every_object_reaches_the_sink_read_only(make: Callable[..., Harness]) -> None:
+    """First list, watch events of every kind and a relist: what the sink gets (and so
+    the store, handlers and listers) cannot be changed, after the transform ran."""
+    lw = FakeListerWatcher([with_managed_fields("a", "5")], rv="10")
+    h = make(lw).start()
+    w1 = lw.next_watch()
+    w1.send("ADDED", with_managed_fields("b", "11"))
+    w1.send("MODIFIED", with_managed_fields("a", "12"))
+    w1.send("DELETED", with_managed_fields("b", "13"))
+    h.sink.wait_for(4)
+    lw.set_state([with_managed_fields("a", "14"), with_managed_fields("c", "15")], rv="16")
+    w1.error(410)
+    lw.next_watch()
+    h.sink.wait_for(5)
+    assert len(h.sink.objects) == 6
+    for o in h.sink.objects:
+        _assert_frozen(o)
+        assert "managedFields" not in o["metadata"]  # the transform saw a plain object
+        with pytest.raises(TypeError, match="read-only"):
+            o["metadata"]["labels"]["x"] = "y"
+
+
+def test_a_custom_transform_gets_a_changeable_object(make: Callable[..., Harness]) -> None:
+    def label(obj: JsonDict) -> JsonDict:
+        obj["metadata"].setdefault("labels", {})["seen"] = "yes"
+        return obj
+
+    lw = FakeListerWatcher([cm("a", "5")], rv="10")
+    h = make(lw, transform=label).start()
+    lw.next_watch().send("ADDED", cm("b", "11"))
+    h.sink.wait_for(2)
+    for o in h.sink.objects:
+        assert o["metadata"]["labels"] == {"seen": "yes"}
+        _assert_frozen(o)
+
+
+def test_what_an_update_did_not_change_is_shared_with_the_cached_version(
+    make: Callable[..., Harness],
+) -> None:
+    cache: dict[str, JsonDict] = {}
+
+    def cached(obj: JsonDict) -> JsonDict | None:
+        return cache.get(obj["metadata"]["name"])
+
+    lw = FakeListerWatcher([cm("a", "5", data={"k": "v"}, metadata={"labels": {"x": "1"}})])
+    h = make(lw, cached=cached).start()
+    w = lw.next_watch()
+    first = h.sink.objects[0]
+    cache["a"] = first
+    w.send("MODIFIED", cm("a", "6", data={"k": "v"}, metadata={"labels": {"x": "2"}}))
+    h.sink.wait_for(2)
+    second = h.sink.objects[1]
+    _assert_frozen(second)
+    assert second["data"] is first["data"]  # unchanged: shared, not converted again
+    assert second["metadata"]["labels"] == {"x": "2"} and first["metadata"]["labels"] == {"x": "1"}
 
 
 # -- stop ----------------------------------------------------------------------------

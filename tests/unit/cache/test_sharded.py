@@ -13,7 +13,8 @@ from typing import Any, cast
 
 import pytest
 
-from manager.cache.informer import HandlerRegistration
+from manager.cache.frozen import freeze
+from manager.cache.informer import HandlerFuncs, HandlerRegistration
 from manager.cache.sharded import SHARD_BY_OWNER, ShardedInformer, _Segment
 from manager.client import KubeClient
 from manager.hashring import HASH_SPACE, RangeSet, fnv1a_64
@@ -252,6 +253,29 @@ def test_an_orphaned_object_leaves_the_owned_cache_as_a_delete() -> None:
         ("add", "child", LOW_UIDS[0], "2"),
         ("delete", "child", LOW_UIDS[0], "3"),
     ]
+
+
+def test_what_the_sharded_informer_makes_itself_is_read_only_too() -> None:
+    """The reflector freezes what it feeds; the delete of an object leaving the ranges
+    and the metadata kept of a deleted one are built here, and are frozen as well."""
+    mine = Owned.of([(0, HALF)])
+    told: list[Any] = []
+    mine.inf.add_event_handler(HandlerFuncs(delete=told.append))
+    mine.seg.add(freeze(owned("child", 2, LOW_UIDS[0])))
+    mine.seg.update(freeze(owned("child", 3, None)))  # orphaned: leaves as a delete
+    mine.seen()
+    kept = mine.inf.last_known("ns/child")
+    assert kept is not None and kept["metadata"]["name"] == "child"
+    with pytest.raises(TypeError, match="read-only"):
+        kept["metadata"]["name"] = "other"
+    for registration in list(mine.inf._listeners)[1:]:
+        delivered(HandlerRegistration(registration))
+    [gone] = told
+    assert gone["metadata"]["resourceVersion"] == "3"  # the revision it left at
+    with pytest.raises(TypeError, match="read-only"):
+        gone["metadata"]["labels"] = {}
+    with pytest.raises(TypeError, match="read-only"):
+        gone["metadata"]["ownerReferences"].clear()
 
 
 def test_a_reparented_object_moves_to_its_new_owners_shard_and_its_delete_is_not_lost() -> None:
