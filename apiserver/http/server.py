@@ -53,10 +53,11 @@ from apiserver.machinery.authorizer import (
     forbidden,
     request_name,
 )
-from apiserver.machinery.fieldvalidation import Directive, warning_header
+from apiserver.machinery.fieldvalidation import Directive, warning_headers
 from apiserver.machinery.rest import (
     DeleteOptions,
     ListOptions,
+    Rest,
     check_write_options,
 )
 from apiserver.registry import eventsconv, hpaconv, subresources
@@ -217,8 +218,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Cache-Control", "no-cache, private")
         for k, v in (headers or {}).items():
             self.send_header(k, v)
-        for text in getattr(self, "_warnings", ()):
-            self.send_header("Warning", warning_header(text))
+        for value in warning_headers(getattr(self, "_warnings", ())):
+            self.send_header("Warning", value)
         self._finish(data)
 
     def _finish(self, data: bytes) -> None:
@@ -261,8 +262,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self.send_header("Cache-Control", "no-cache, private")
                 for k, v in (headers or {}).items():
                     self.send_header(k, v)
-                for text in getattr(self, "_warnings", ()):
-                    self.send_header("Warning", warning_header(text))
+                for value in warning_headers(getattr(self, "_warnings", ())):
+                    self.send_header("Warning", value)
                 self._finish(data)
                 return
         self._send_json(code, body, headers)
@@ -1088,7 +1089,7 @@ class _Handler(BaseHTTPRequestHandler):
         row per event; column definitions on the first only, as the watch server's
         Fixup sets NoHeaders) or for PartialObjectMetadata; None for plain objects."""
         target = negotiation.target(self.headers.get("Accept") or "", custom=route.served.custom)
-        render = _renderer(route.served)
+        render = _renderer(route.served, self.server.owner.rest)
         if target.as_kind == "PartialObjectMetadata":
             api_version = f"meta.k8s.io/{target.version}"
             return lambda _t, obj: partial_metadata(render(obj), api_version, listed=False)
@@ -1124,7 +1125,7 @@ class _Handler(BaseHTTPRequestHandler):
         deadline = time.monotonic() + timeout
         interval = owner.bookmark_interval
         next_bookmark = time.monotonic() + interval
-        render = transform or _event_renderer(watcher.served)
+        render = transform or _event_renderer(watcher.served, owner.rest)
 
         try:
             while True:
@@ -1155,6 +1156,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._chunk(b"")
         except (BrokenPipeError, ConnectionResetError, OSError):
             pass
+        except StatusError as exc:  # a conversion webhook failed: the stream ends there
+            logger.warning(
+                "watch ended: an event could not be converted", extra={"error": exc.message}
+            )
+            with contextlib.suppress(OSError):
+                self._chunk(b"")
         finally:
             watcher.close()
 
@@ -1229,15 +1236,15 @@ _VIEWS: Final = {
 }
 
 
-def _event_renderer(served: ServedResource) -> Callable[[str, JsonDict], JsonDict]:
+def _event_renderer(served: ServedResource, rest: Rest) -> Callable[[str, JsonDict], JsonDict]:
     """``_renderer`` taking the event type too (one call per event on the hot path)."""
     if not served.custom and served.resource.api_version not in _VIEWS:
         return lambda _t, obj: obj
-    plain = _renderer(served)
+    plain = _renderer(served, rest)
     return lambda _t, obj: plain(obj)
 
 
-def _renderer(served: ServedResource) -> Any:
+def _renderer(served: ServedResource, rest: Rest) -> Any:
     if served.resource.api_version in _VIEWS:
         return _VIEWS[served.resource.api_version].to_view
     if not served.custom:
@@ -1247,7 +1254,8 @@ def _renderer(served: ServedResource) -> Any:
     def render(obj: JsonDict) -> JsonDict:
         if obj.get("apiVersion") in (api_version, None):
             return obj
-        return {**obj, "apiVersion": api_version}
+        # at the version watched: by the CRD's conversion webhook, or only the apiVersion
+        return rest.served_form(served, obj)
 
     return render
 
