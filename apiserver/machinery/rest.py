@@ -166,6 +166,16 @@ def _held(lock: Any) -> bool:
     return bool(lock._is_owned())
 
 
+def _pins_resource_version(kind: str, doc: Any) -> bool:
+    """Whether a patch names a resourceVersion (a precondition: no retry on conflict)."""
+    if kind == "json":
+        return isinstance(doc, list) and any(
+            isinstance(op, dict) and op.get("path") == "/metadata/resourceVersion" for op in doc
+        )
+    meta = doc.get("metadata") if isinstance(doc, dict) else None
+    return isinstance(meta, dict) and bool(meta.get("resourceVersion"))
+
+
 def _with_obj(attrs: Attributes, obj: JsonDict | None) -> Attributes:
     """``attrs`` of another object (the constructor: ``dataclasses.replace`` costs more)."""
     return Attributes(
@@ -2103,7 +2113,7 @@ class Rest:
                     owned=True,
                 )
             except Stale:
-                if patched_rv:  # the patch's own precondition
+                if _pins_resource_version(kind, doc):  # the patch's own precondition
                     raise
                 # a write came between the read and the update: patch the new object
                 # (patch.go's GuaranteedUpdate retries the same way)

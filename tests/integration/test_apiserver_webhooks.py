@@ -294,6 +294,43 @@ def test_mutating_webhooks_run_in_order_and_are_reinvoked_if_needed(
     ]
 
 
+def test_a_webhook_may_call_the_api_server_back(
+    api_client: Any, namespace: str, server: WebhookServer
+) -> None:
+    """A webhook that reads from the API server while it is called (a controller-runtime
+    webhook with a client does) is answered: the server holds nothing while it waits."""
+    base = f"/api/v1/namespaces/{namespace}/configmaps"
+
+    def stamp(review: dict[str, Any]) -> dict[str, Any]:
+        request = review["request"]
+        if request["operation"] != "UPDATE":
+            return allow(review)
+        stored = ok(http(api_client, "GET", f"{base}/{request['name']}"), 200)
+        seen = stored["metadata"]["resourceVersion"]
+        ops = [{"op": "add", "path": "/metadata/annotations", "value": {"seen": seen}}]
+        return patch(review, ops)
+
+    server.route("/stamp", stamp)
+    created = ok(http(api_client, "POST", base, body=_cm("cm", data={"a": "1"})), 201)
+    hook = _hook(server, "/stamp", namespace, timeoutSeconds=5)
+    with _configuration(api_client, "mutating", [hook]):
+        patched = _until(
+            lambda: http(
+                api_client,
+                "PATCH",
+                f"{base}/cm",
+                body={"data": {"a": "2"}},
+                content_type=MERGE,
+                query={"dryRun": "All"},
+            ),
+            lambda a: "seen" in ((a.body.get("metadata") or {}).get("annotations") or {}),
+        )
+    assert patched.status == 200, patched.body
+    assert patched.body["metadata"]["annotations"] == {
+        "seen": created["metadata"]["resourceVersion"]
+    }
+
+
 # -- matching ----------------------------------------------------------------------------
 
 

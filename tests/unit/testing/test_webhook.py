@@ -483,3 +483,72 @@ def test_warnings_are_deduplicated_and_truncated_as_kube_does() -> None:
     cut = warning_headers(long)
     assert len(cut) == 5
     assert all(len(h) == len('299 - ""') + 256 for h in cut)
+
+
+# -- the REST verbs around webhook calls ---------------------------------------------------
+
+
+class _Intruder:
+    """Webhooks whose first mutating call writes the object itself meanwhile (as another
+    client would while the storage lock is released)."""
+
+    def __init__(self) -> None:
+        self.write: Any = None
+        self.calls = 0
+
+    def configured(self) -> bool:
+        return True
+
+    def wants(self, attrs: Attributes, *, mutating: bool) -> bool:
+        return mutating and attrs.operation == "UPDATE"
+
+    def admit(self, attrs: Attributes, decode: Any) -> JsonDict | None:
+        self.calls += 1
+        if self.write is not None:
+            write, self.write = self.write, None
+            write()
+        return attrs.obj
+
+    def validate(self, attrs: Attributes) -> None:
+        pass
+
+
+def _rest_with(intruder: _Intruder) -> tuple[Any, Any]:
+    from apiserver.api.resources import ResourceRegistry
+    from apiserver.registry.strategy import new_rest
+    from apiserver.storage.store import Storage
+
+    registry = ResourceRegistry()
+    rest = new_rest(Storage(), registry)
+    rest.bootstrap()
+    rest.webhooks = intruder
+    configmaps = registry.lookup("", "v1", "configmaps")
+    rest.create(configmaps, "default", {"metadata": {"name": "c"}, "data": {"a": "1"}})
+    return rest, configmaps
+
+
+def test_a_patch_starts_over_when_the_object_changed_during_a_webhook_call() -> None:
+    intruder = _Intruder()
+    rest, configmaps = _rest_with(intruder)
+    merge = "application/merge-patch+json"
+    intruder.write = lambda: rest.patch_with_status(
+        configmaps, "default", "c", b'{"data": {"b": "2"}}', merge
+    )
+    _, patched = rest.patch_with_status(configmaps, "default", "c", b'{"data": {"a": "3"}}', merge)
+    # the other write is kept: the patch was applied again to the new object
+    assert patched["data"] == {"a": "3", "b": "2"}
+    assert intruder.calls == 3  # the first try, the other write, the second try
+
+
+def test_an_update_naming_its_resource_version_conflicts_when_it_changed_meanwhile() -> None:
+    intruder = _Intruder()
+    rest, configmaps = _rest_with(intruder)
+    current = rest.get(configmaps, "default", "c")
+    intruder.write = lambda: rest.patch_with_status(
+        configmaps, "default", "c", b'{"data": {"b": "2"}}', "application/merge-patch+json"
+    )
+    body = {**current, "data": {"a": "3"}}
+    with pytest.raises(StatusError) as conflict:
+        rest.update(configmaps, "default", "c", body)
+    assert conflict.value.code == 409
+    assert rest.get(configmaps, "default", "c")["data"] == {"a": "1", "b": "2"}
