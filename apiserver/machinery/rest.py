@@ -620,50 +620,64 @@ class Rest:
             self._conversions.clear()
 
     def convert_to(self, served: ServedResource, objects: list[JsonDict]) -> list[JsonDict]:
-        """Custom objects at ``served``'s version: by the CRD's conversion webhook
-        (remembered per object revision), then defaulted and pruned by that version's
-        schema, as kube decodes what it converted.
+        """Custom objects at ``served``'s version: by the CRD's conversion webhook, then
+        defaulted and pruned by that version's schema, as kube decodes what it converted.
+        What is converted of a stored revision is remembered (per uid, resourceVersion
+        and version); a written object that is not stored (admission, a dry run) is not.
 
         Raises:
             StatusError: the conversion webhook failed (500, kube's message).
         """
         target = served.resource.api_version
         out: list[JsonDict | None] = []
-        todo: list[tuple[int, JsonDict]] = []
+        todo: list[tuple[int, JsonDict, tuple[str, str, str] | None]] = []
         for obj in objects:
             if obj.get("apiVersion") == target:
                 out.append(obj)
                 continue
-            meta = obj.get("metadata") or {}
-            key = (str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""), target)
+            key = self._conversion_key(served, obj, target)
             with self._conversions_lock:
-                cached = self._conversions.get(key) if key[0] and key[1] else None
+                cached = self._conversions.get(key) if key is not None else None
             if cached is not None:
                 out.append(cached)
                 continue
-            todo.append((len(out), obj))
+            todo.append((len(out), obj, key))
             out.append(None)
         if todo:
             if self.converter is None:
-                converted = [{**o, "apiVersion": target} for _, o in todo]
+                converted = [{**o, "apiVersion": target} for _, o, _ in todo]
             else:
                 try:
                     converted = self.converter.convert(
-                        served.crd_name, [o for _, o in todo], target
+                        served.crd_name, [o for _, o, _ in todo], target
                     )
                 except ConversionFailed as exc:
                     raise StatusError(500, "", str(exc)) from None
-            for (i, original), got in zip(todo, converted, strict=True):
+            for (i, _, key), got in zip(todo, converted, strict=True):
                 obj = self._crd_defaults(served, got)
                 out[i] = obj
-                meta = original.get("metadata") or {}
-                key = (str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""), target)
-                if key[0] and key[1]:
+                if key is not None:
                     with self._conversions_lock:
                         if len(self._conversions) > 8192:
                             self._conversions.clear()
                         self._conversions[key] = obj
         return [o for o in out if o is not None]
+
+    def _conversion_key(
+        self, served: ServedResource, obj: JsonDict, target: str
+    ) -> tuple[str, str, str] | None:
+        """Where a conversion of ``obj`` is remembered: only the revision storage holds
+        (the very object: never a copy a write is working on) is."""
+        meta = obj.get("metadata") or {}
+        uid, rv = str(meta.get("uid") or ""), str(meta.get("resourceVersion") or "")
+        if not uid or not rv:
+            return None
+        stored = self.storage.get(
+            self._key(served, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        )
+        if stored is not obj:
+            return None
+        return (uid, rv, target)
 
     def served_form(self, served: ServedResource, obj: JsonDict) -> JsonDict:
         """``obj`` (as stored) at the version ``served`` serves (see :meth:`_render`)."""

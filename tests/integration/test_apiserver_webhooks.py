@@ -935,6 +935,28 @@ def test_a_conversion_webhook_converts_between_versions(
         )
         assert patched["spec"] == {"colour": "crimson"}
         assert ok(http(api_client, "GET", f"{v1}/red"), 200)["spec"] == {"color": "crimson"}
+        # matchPolicy Equivalent: a webhook for v1 is sent a v2 write converted to v1
+        server.route("/paints", allow)
+        rule = {
+            "operations": ["CREATE"],
+            "apiGroups": [group],
+            "apiVersions": ["v1"],
+            "resources": ["paints"],
+        }
+        yellow = {"apiVersion": f"{group}/v2", "kind": "Paint", "metadata": {"name": "yellow"},
+                  "spec": {"colour": "yellow"}}  # fmt: skip
+        hook = _hook(server, "/paints", namespace, rules=[rule])
+        with _configuration(api_client, "validating", [hook]):
+            _until(
+                lambda: http(api_client, "POST", v2, query={"dryRun": "All"}, body=yellow),
+                lambda _a: bool(server.calls("/paints")),
+            )
+        sent = server.calls("/paints")[-1].request
+        assert sent["kind"] == {"group": group, "version": "v1", "kind": "Paint"}
+        assert sent["resource"] == {"group": group, "version": "v1", "resource": "paints"}
+        assert sent["requestKind"] == {"group": group, "version": "v2", "kind": "Paint"}
+        assert sent["object"]["apiVersion"] == f"{group}/v1"
+        assert sent["object"]["spec"] == {"color": "yellow"}
         reviews = [c.review for c in server.calls("/convert")]
         assert reviews, "the conversion webhook was never called"
         assert {r["apiVersion"] for r in reviews} == {"apiextensions.k8s.io/v1"}
