@@ -2,10 +2,12 @@
 
 :class:`~apiserver.machinery.rest.Rest` knows no kind: what a create or update does to a
 particular kind (defaulting, validation, a Service's IP allocation) and which admission
-plugins judge a write (ResourceQuota, ValidatingAdmissionPolicy) come from the
-:class:`Strategy` and the plugins it is given, as kube-apiserver's generic ``Store`` calls
-its ``RESTCreateStrategy`` and the admission chain (``apiserver/pkg/admission``). The
-registry layer implements them (``apiserver.registry.strategy`` wires one ``Rest``).
+plugins judge a write (ResourceQuota, ValidatingAdmissionPolicy, admission webhooks)
+come from the :class:`Strategy` and the plugins it is given, as kube-apiserver's generic
+``Store`` calls its ``RESTCreateStrategy`` and the admission chain
+(``apiserver/pkg/admission``). The registry layer implements them
+(``apiserver.registry.strategy`` wires one ``Rest``). Custom resources served at several
+versions are converted by a :class:`Converter` (a CRD's conversion webhook).
 """
 
 from __future__ import annotations
@@ -21,12 +23,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Attributes",
+    "ConversionFailed",
+    "Converter",
     "QuotaAdmission",
     "Refused",
     "RequestContext",
     "ServiceIPs",
     "Strategy",
     "ValidatingAdmission",
+    "WebhookAdmission",
     "current_request",
     "request_context",
 ]
@@ -49,6 +54,8 @@ class Attributes:
     obj: JsonDict | None  # null on DELETE
     old: JsonDict | None  # null on CREATE
     dry_run: bool = False
+    # CreateOptions, UpdateOptions or DeleteOptions of the request (webhooks are sent them)
+    options: JsonDict | None = None
 
 
 @dataclass(slots=True)
@@ -148,4 +155,57 @@ class ValidatingAdmission(Protocol):
 
     def validate(self, attrs: Attributes) -> None:
         """Raise :class:`~apiserver.api.errors.StatusError` to refuse the write."""
+        ...
+
+
+class WebhookAdmission(Protocol):
+    """Admission webhooks: the mutating ones (with reinvocation) and the validating ones.
+
+    The verbs release the storage lock while webhooks are called (a webhook may call the
+    API server back): :meth:`wants` says, cheaply and under the lock, whether any webhook
+    of the kind may apply to a write.
+    """
+
+    def configured(self) -> bool:
+        """Whether any webhook configuration exists (a cheap first check)."""
+        ...
+
+    def wants(self, attrs: Attributes, *, mutating: bool) -> bool:
+        """Whether some mutating (validating) webhook's rules match ``attrs``."""
+        ...
+
+    def admit(self, attrs: Attributes, decode: Callable[[JsonDict], JsonDict]) -> JsonDict | None:
+        """``attrs.obj`` after every mutating webhook (None when there is no object);
+        ``decode`` makes a patched object what kube's decoder makes of it (unknown fields
+        dropped, defaults set).
+
+        Raises:
+            StatusError: a webhook refused the write, or could not be called and its
+                failurePolicy is Fail.
+        """
+        ...
+
+    def validate(self, attrs: Attributes) -> None:
+        """Call the validating webhooks (in parallel).
+
+        Raises:
+            StatusError: as :meth:`admit`.
+        """
+        ...
+
+
+class ConversionFailed(Exception):
+    """A conversion webhook failed; the text says why, as kube words it."""
+
+
+class Converter(Protocol):
+    """Converts custom resources between the versions of their CRD (the conversion
+    webhook of ``spec.conversion.strategy: Webhook``; else the apiVersion is set)."""
+
+    def convert(self, crd_name: str, objects: list[JsonDict], api_version: str) -> list[JsonDict]:
+        """``objects`` at ``api_version`` (those already there come back unchanged).
+
+        Raises:
+            ConversionFailed: the webhook could not be called or answered wrongly.
+        """
         ...
