@@ -22,11 +22,8 @@ A port of ``staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/validating`
    denied request: ...``, its ``reason`` and code, 422 Invalid by default), ``Warn`` adds a
    ``Warning`` header, ``Audit`` has nowhere to go here (no audit log) and is accepted.
 
-CEL is Google's cel-cpp through ``cel-expr-python`` (the standard library, the strings
-and optional extensions), plus part of Kubernetes' own libraries (the regex and list
-extensions below). What it lacks is listed in docs/local-apiserver.md; an expression that
-uses it fails to compile, which is evaluated as kube evaluates a compile error (an error,
-handled by the ``failurePolicy``).
+CEL is :mod:`apiserver.registry.cel`; the matching is :mod:`apiserver.registry.matching`,
+shared with admission webhooks.
 
 Thread-safety: :class:`PolicyAdmission` may be called from any thread; compiled
 expressions are cached under a lock and evaluation is serialised.
@@ -34,18 +31,21 @@ expressions are cached under a lock and evaluation is serialised.
 
 from __future__ import annotations
 
-import itertools
 import re
-import threading
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 from typing import Any, Final, Protocol
-
-from cel_expr_python import cel
-from cel_expr_python.ext import ext_optional, ext_strings
 
 from apiserver.api.errors import StatusError
 from apiserver.machinery.admission import Attributes, RequestContext, current_request
+from apiserver.registry.cel import Cel, inner_error, resulted, syntax_error
+from apiserver.registry.matching import (
+    Matched,
+    equivalents,
+    is_exempt,
+    namespace_matches,
+    object_matches,
+    rule_matches,
+)
 from manager.labels import SelectorError, label_selector_from_dict
 
 __all__ = [
@@ -59,17 +59,6 @@ JsonDict = dict[str, Any]
 POLICIES: Final = "admissionregistration.k8s.io/validatingadmissionpolicies"
 BINDINGS: Final = "admissionregistration.k8s.io/validatingadmissionpolicybindings"
 
-# rules.IsExemptAdmissionConfigurationResource: admission never checks its own config.
-_EXEMPT: Final = frozenset(
-    {
-        "validatingwebhookconfigurations",
-        "mutatingwebhookconfigurations",
-        "validatingadmissionpolicies",
-        "validatingadmissionpolicybindings",
-        "mutatingadmissionpolicies",
-        "mutatingadmissionpolicybindings",
-    }
-)
 _MAX_MESSAGE: Final = 5 * 1024  # celconfig.MaxEvaluatedMessageExpressionSizeBytes
 
 
@@ -94,216 +83,7 @@ class PolicyDenied(StatusError):
         super().__init__(code, reason, message, details)
 
 
-# -- CEL -----------------------------------------------------------------------------------
-
-
-def _find(s: str, pattern: str) -> str:
-    match = re.search(pattern, s)
-    return match.group(0) if match else ""
-
-
-def _find_all(s: str, pattern: str) -> list[str]:
-    return [m.group(0) for m in re.finditer(pattern, s)]
-
-
-def _find_all_n(s: str, pattern: str, n: int) -> list[str]:
-    found = _find_all(s, pattern)
-    return found if n < 0 else found[:n]
-
-
-def _is_sorted(items: list[Any]) -> bool:
-    return all(a <= b for a, b in itertools.pairwise(items))
-
-
-def _sum(items: list[Any]) -> Any:
-    return sum(items)
-
-
-def _min(items: list[Any]) -> Any:
-    if not items:
-        raise ValueError("min called on empty list")
-    return min(items)
-
-
-def _max(items: list[Any]) -> Any:
-    if not items:
-        raise ValueError("max called on empty list")
-    return max(items)
-
-
-def _member(name: str, impl: Callable[..., Any], ret: Any, *params: Any) -> Any:
-    return cel.FunctionDecl(
-        name,
-        [cel.Overload(f"k8s_{name}_{len(params)}", ret, list(params), is_member=True, impl=impl)],
-    )
-
-
-def _environment() -> Any:
-    """The CEL environment of admission expressions (every variable dynamic: there is no
-    schema-typed checking here)."""
-    t = cel.Type
-    dyn_list = t.List(t.DYN)
-    functions = [
-        # k8s regex library
-        _member("find", _find, t.STRING, t.STRING, t.STRING),
-        cel.FunctionDecl(
-            "findAll",
-            [
-                cel.Overload(
-                    "k8s_findAll_2",
-                    t.List(t.STRING),
-                    [t.STRING, t.STRING],
-                    is_member=True,
-                    impl=_find_all,
-                ),
-                cel.Overload(
-                    "k8s_findAll_3",
-                    t.List(t.STRING),
-                    [t.STRING, t.STRING, t.INT],
-                    is_member=True,
-                    impl=_find_all_n,
-                ),
-            ],
-        ),
-        # k8s lists library
-        _member("isSorted", _is_sorted, t.BOOL, dyn_list),
-        _member("sum", _sum, t.DYN, dyn_list),
-        _member("min", _min, t.DYN, dyn_list),
-        _member("max", _max, t.DYN, dyn_list),
-    ]
-    names = ("object", "oldObject", "request", "params", "namespaceObject", "variables")
-    return cel.NewEnv(
-        variables={n: t.DYN for n in names},
-        extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional()],
-        functions=functions,
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class _Outcome:
-    """One evaluation: a value, or the error kube would report for it."""
-
-    value: Any = None
-    error: str = ""
-
-
-_NOT_FOUND: Final = re.compile(r'^NOT_FOUND: Key not found in map : "?(.*?)"?$')
-_STATUS_PREFIX: Final = re.compile(r"^[A-Z_]+: ")
-
-
-def _go_error(text: str) -> str:
-    """A cel-cpp error as cel-go words the common ones."""
-    match = _NOT_FOUND.match(text)
-    if match:
-        return f"no such key: {match.group(1)}"
-    text = _STATUS_PREFIX.sub("", text)
-    if text == "divide by zero":
-        return "division by zero"
-    if text.startswith("No matching overloads found"):
-        return "no such overload"
-    return text
-
-
-class _Cel:
-    """Compiled expressions (cached) and their evaluation."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._env: Any = None
-        self._compiled: dict[str, tuple[Any, str]] = {}
-
-    def _program(self, expression: str) -> tuple[Any, str]:
-        cached = self._compiled.get(expression)
-        if cached is None:
-            if self._env is None:
-                self._env = _environment()
-            try:
-                cached = (self._env.compile(expression), "")
-            except Exception as exc:  # cel-cpp raises ValueError/RuntimeError by status
-                cached = (None, _STATUS_SUFFIX.sub("", _STATUS_PREFIX.sub("", str(exc).strip())))
-            if len(self._compiled) > 4096:
-                self._compiled.clear()
-            self._compiled[expression] = cached
-        return cached
-
-    def evaluate(self, expression: str, data: Mapping[str, Any]) -> _Outcome:
-        """The value of ``expression``; errors worded as kube's CEL filter words them."""
-        with self._lock:
-            program, compile_error = self._program(expression)
-            if program is None:
-                return _Outcome(error=f"compilation error: {compile_error}")
-            try:
-                value = program.eval(data=dict(data))
-            except Exception as exc:
-                return _Outcome(error=_resulted(expression, _go_error(str(exc))))
-            if value.type() == cel.Type.ERROR:
-                return _Outcome(error=_resulted(expression, _go_error(str(value.value()))))
-            return _Outcome(value=value.plain_value())
-
-
-_PARSER: list[Any] = []  # the environment, built on first use
-_PARSER_LOCK = threading.Lock()
-
-
-def syntax_error(expression: str) -> str:
-    """The parse error of ``expression`` as cel-go words it (``ERROR: <input>:1:23:
-    Syntax error: ...``), or "" when it parses. Names and types are not checked."""
-    with _PARSER_LOCK:
-        if not _PARSER:
-            _PARSER.append(_environment())
-        try:
-            _PARSER[0].compile(expression, disable_check=True)
-        except Exception as exc:
-            return _STATUS_SUFFIX.sub("", _STATUS_PREFIX.sub("", str(exc).strip()))
-    return ""
-
-
-_STATUS_SUFFIX: Final = re.compile(r" \[[A-Z_]+\]$")
-
-
-def _resulted(expression: str, error: str) -> str:
-    return f"expression '{expression}' resulted in error: {error}"
-
-
 # -- matching ------------------------------------------------------------------------------
-
-
-def _rule_matches(
-    rule: JsonDict, attrs: Attributes, group: str, version: str, resource: str
-) -> bool:
-    """``rules.Matcher.Matches`` for one RuleWithOperations."""
-
-    def has(values: Any, value: str) -> bool:
-        values = values or []
-        return "*" in values or value in values
-
-    if not has(rule.get("operations"), attrs.operation):
-        return False
-    if not has(rule.get("apiGroups"), group) or not has(rule.get("apiVersions"), version):
-        return False
-    matched = False
-    for text in rule.get("resources") or []:
-        res, _, sub = str(text).partition("/")
-        if res in ("*", resource) and sub in ("*", attrs.subresource):
-            matched = True
-            break
-    if not matched:
-        return False
-    scope = rule.get("scope") or "*"
-    namespace_object = (group, resource) == ("", "namespaces")
-    if scope == "Namespaced":
-        return not namespace_object and attrs.namespace != ""
-    if scope == "Cluster":
-        return namespace_object or attrs.namespace == ""
-    return scope == "*"
-
-
-@dataclass(frozen=True, slots=True)
-class _Matched:
-    group: str
-    version: str
-    resource: str
-    kind: str
 
 
 class PolicyAdmission:
@@ -312,7 +92,7 @@ class PolicyAdmission:
     def __init__(self, storage: Storage, resources: ResourceTable) -> None:
         self._storage = storage
         self._resources = resources
-        self._cel = _Cel()
+        self._cel = Cel()
 
     # -- entry -------------------------------------------------------------------------
 
@@ -323,7 +103,7 @@ class PolicyAdmission:
             PolicyDenied: a Deny binding's validation failed, or a policy could not be
                 evaluated and its failurePolicy is Fail.
         """
-        if attrs.group == "admissionregistration.k8s.io" and attrs.resource in _EXEMPT:
+        if is_exempt(attrs):
             return
         policies = self._storage.list(POLICIES)
         if not policies:
@@ -436,7 +216,7 @@ class PolicyAdmission:
 
     # -- matching ----------------------------------------------------------------------
 
-    def _matches(self, constraints: Any, attrs: Attributes, *, required: bool) -> _Matched | None:
+    def _matches(self, constraints: Any, attrs: Attributes, *, required: bool) -> Matched | None:
         """The resource the request matched as (None: no match). A policy without
         constraints matches nothing; empty resourceRules match every resource.
 
@@ -458,56 +238,33 @@ class PolicyAdmission:
         return self._rules_match(rules, attrs, policy)
 
     @staticmethod
-    def _as_is(attrs: Attributes) -> _Matched:
-        return _Matched(attrs.group, attrs.version, attrs.resource, attrs.kind)
+    def _as_is(attrs: Attributes) -> Matched:
+        return Matched(attrs.group, attrs.version, attrs.resource, attrs.kind)
 
-    def _rules_match(self, rules: Any, attrs: Attributes, policy: str) -> _Matched | None:
+    def _rules_match(self, rules: Any, attrs: Attributes, policy: str) -> Matched | None:
         """``matchesResourceRules``: the request's own resource first, then (Equivalent)
         the other versions serving the same objects."""
         rules = [r for r in rules or [] if isinstance(r, dict)]
         for rule in rules:
-            if _rule_matches(rule, attrs, attrs.group, attrs.version, attrs.resource):
+            if rule_matches(rule, attrs, attrs.group, attrs.version, attrs.resource):
                 names = rule.get("resourceNames") or []
                 if not names or attrs.name in names:
                     return self._as_is(attrs)
         if policy != "Equivalent":
             return None
-        equivalents = [
-            s.resource
-            for s in self._resources
-            if s.resource.group == attrs.group
-            and s.resource.plural == attrs.resource
-            and s.resource.version != attrs.version
-        ]
+        others = list(equivalents(self._resources, attrs))
         for rule in rules:
-            for r in equivalents:
-                if _rule_matches(rule, attrs, r.group, r.version, r.plural):
-                    return _Matched(r.group, r.version, r.plural, r.kind)
+            for m in others:
+                if rule_matches(rule, attrs, m.group, m.version, m.resource):
+                    return m
         return None
 
     def _namespace_matches(self, selector: Any, attrs: Attributes) -> bool:
-        namespace_object = (attrs.group, attrs.resource) == ("", "namespaces")
-        if not attrs.namespace and not namespace_object:
-            return True  # cluster-scoped objects are never exempted
-        parsed = label_selector_from_dict(selector or {})
-        if parsed.empty():
-            return True
-        if namespace_object:
-            labels = ((attrs.obj or attrs.old or {}).get("metadata") or {}).get("labels") or {}
-        else:
-            ns = self._storage.get(("/namespaces", "", attrs.namespace)) or {}
-            labels = (ns.get("metadata") or {}).get("labels") or {}
-        return parsed.matches(labels)
+        return namespace_matches(selector, attrs, self._storage)
 
     @staticmethod
     def _object_matches(selector: Any, attrs: Attributes) -> bool:
-        parsed = label_selector_from_dict(selector or {})
-        if parsed.empty():
-            return True
-        for obj in (attrs.obj, attrs.old):
-            if obj is not None and parsed.matches((obj.get("metadata") or {}).get("labels") or {}):
-                return True
-        return False
+        return object_matches(selector, attrs)
 
     # -- params --------------------------------------------------------------------------
 
@@ -572,7 +329,7 @@ class PolicyAdmission:
         spec: JsonDict,
         *,
         fail: bool,
-        matched: _Matched,
+        matched: Matched,
         attrs: Attributes,
         param: JsonDict | None,
         context: RequestContext,
@@ -627,7 +384,7 @@ class PolicyAdmission:
             used = [n for n in broken if re.search(rf"\bvariables\.{re.escape(n)}\b", expression)]
             if used:
                 if fail:
-                    out.append((_resulted(expression, _inner(broken[used[0]])), ""))
+                    out.append((resulted(expression, inner_error(broken[used[0]])), ""))
                 continue
             outcome = self._cel.evaluate(expression, data)
             if outcome.error:
@@ -656,7 +413,7 @@ class PolicyAdmission:
         return message
 
     @staticmethod
-    def _request(matched: _Matched, attrs: Attributes, context: RequestContext) -> JsonDict:
+    def _request(matched: Matched, attrs: Attributes, context: RequestContext) -> JsonDict:
         """``cel.CreateAdmissionRequest``: the AdmissionRequest an expression sees."""
         kind = {"group": matched.group, "version": matched.version, "kind": matched.kind}
         resource = {
@@ -713,9 +470,3 @@ class PolicyAdmission:
             "spec": ns.get("spec") or {},
             "status": ns.get("status") or {},
         }
-
-
-def _inner(error: str) -> str:
-    """The cause of an ``expression '...' resulted in error: cause`` message."""
-    _, sep, cause = error.partition(" resulted in error: ")
-    return cause if sep else error
