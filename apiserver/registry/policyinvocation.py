@@ -366,34 +366,43 @@ def match_conditions(cel: Cel, conditions: Any, data: Mapping[str, Any]) -> tupl
 
 @dataclass(slots=True)
 class Variables:
-    """The policy's ``variables``: the values that evaluated, the errors of the others."""
+    """The policy's ``variables``: the values that evaluated, and why the others failed."""
 
     values: dict[str, Any] = field(default_factory=dict)
-    broken: dict[str, str] = field(default_factory=dict)
+    broken: dict[str, str] = field(default_factory=dict)  # name -> its evaluation error
 
     def error_in(self, expression: str) -> str:
-        """The error an expression gets for using a variable that failed ("" if none),
-        worded as a failed expression of its own."""
-        for name, error in self.broken.items():
-            if re.search(rf"\bvariables\.{re.escape(name)}\b", expression):
-                return resulted(expression, inner_error(error))
+        """The error of an expression that uses a variable that failed ("" if it uses
+        none), as kube's lazily evaluated variables word it."""
+        for name, cause in self.broken.items():
+            if _uses(expression, name):
+                return resulted(expression, _failed_variable(name, cause))
         return ""
+
+
+def _uses(expression: str, variable: str) -> bool:
+    return re.search(rf"\bvariables\.{re.escape(variable)}\b", expression) is not None
+
+
+def _failed_variable(name: str, cause: str) -> str:
+    """composition.go's error for a variable that failed to evaluate."""
+    return f'composited variable "{name}" fails to evaluate: {cause}'
 
 
 def evaluate_variables(cel: Cel, variables: Any, data: Mapping[str, Any]) -> Variables:
     """Each variable in order, seeing the earlier ones (a variable that uses a failed one
-    fails with its error)."""
+    fails with that one's error)."""
     out = Variables()
     for variable in variables or []:
         name = str(variable.get("name", ""))
         expression = str(variable.get("expression", ""))
-        used = [n for n in out.broken if re.search(rf"\bvariables\.{re.escape(n)}\b", expression)]
+        used = [n for n in out.broken if _uses(expression, n)]
         if used:
-            out.broken[name] = out.broken[used[0]]
+            out.broken[name] = _failed_variable(used[0], out.broken[used[0]])
             continue
         outcome = cel.evaluate(expression, {**data, "variables": out.values})
         if outcome.error:
-            out.broken[name] = outcome.error
+            out.broken[name] = inner_error(outcome.error)
         else:
             out.values[name] = outcome.value
     return out
