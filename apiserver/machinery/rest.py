@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import builtins
 import copy
+import dataclasses
 import datetime as dt
 import itertools
 import random
@@ -48,6 +49,7 @@ from apiserver.machinery import (
 )
 from apiserver.machinery.admission import (
     Attributes,
+    MutatingAdmission,
     QuotaAdmission,
     Refused,
     ServiceIPs,
@@ -467,16 +469,18 @@ class Rest:
         services: ServiceIPs,
         quota: QuotaAdmission | None = None,
         validating: Sequence[ValidatingAdmission] = (),
+        mutating: MutatingAdmission | None = None,
     ) -> None:
         """``strategy`` defaults and validates each kind, ``services`` allocates Service
-        IPs and node ports, ``quota`` and ``validating`` are the admission chain
-        (``apiserver.registry.strategy.new_rest`` wires the built-in ones)."""
+        IPs and node ports, ``quota``, ``validating`` and ``mutating`` are the admission
+        chain (``apiserver.registry.strategy.new_rest`` wires the built-in ones)."""
         self.storage = storage
         self.registry = registry
         self.strategy = strategy
         self._services = services
         self.quota = quota
         self._validating = tuple(validating)
+        self.mutating = mutating
         self.on_crd_change: list[Callable[[], None]] = []
         self._root_ca: rootca.RootCA | None = None  # made when first needed
         self._root_ca_lock = threading.Lock()
@@ -678,6 +682,88 @@ class Rest:
         )
         for plugin in self._validating:
             plugin.validate(attrs)
+
+    def _mutate_by_policies(
+        self,
+        served: ServedResource,
+        operation: str,
+        namespace: str | None,
+        obj: JsonDict,
+        old: JsonDict | None,
+        *,
+        directive: Directive | None,
+        dry_run: bool,
+    ) -> tuple[JsonDict, JsonDict | None]:
+        """MutatingAdmissionPolicy admission of a create or update: after decoding and the
+        built-in plugins' defaulting, before the registry's validation, as kube's chain
+        runs it. Returns the object and, when a policy applies, the object it was given
+        (what the field manager attributes to the writer: kube's runs before admission)."""
+        if self.mutating is None:
+            return obj, None
+        r = served.resource
+        attrs = Attributes(
+            operation=operation,
+            group=r.group,
+            version=r.version,
+            resource=r.plural,
+            kind=r.kind,
+            subresource="",
+            namespace=(namespace or "") if r.namespaced else "",
+            name=str((obj.get("metadata") or {}).get("name") or ""),
+            obj=obj,
+            old=old,
+            dry_run=dry_run,
+        )
+        if not self.mutating.wants(attrs):
+            return obj, None
+        given = self._policy_decode(served, obj, old, directive, plugins=True)
+        mutated = self.mutating.admit(
+            dataclasses.replace(attrs, obj=given),
+            lambda o: self._policy_decode(served, o, old, None, plugins=False),
+            self._type(served),
+        )
+        return mutated, given
+
+    def _policy_decode(
+        self,
+        served: ServedResource,
+        obj: JsonDict,
+        old: JsonDict | None,
+        directive: Directive | None,
+        *,
+        plugins: bool,
+    ) -> JsonDict:
+        """``obj`` as a mutating admission plugin sees it: decoded (a custom resource
+        pruned and defaulted by its schema, what pruning drops reported to
+        ``directive``; a built-in defaulted, ``plugins``: with the built-in admission
+        plugins that run before, but no Service IP allocation, which comes after)."""
+        r = served.resource
+        if served.custom:
+            crd = self.storage.get(
+                ("apiextensions.k8s.io/customresourcedefinitions", "", served.crd_name)
+            )
+            found = schema.version_schema(crd, r.version) if crd is not None else None
+            if found is None:
+                return obj
+            pruned: builtins.list[str] = []
+            decoded, _ = schema.apply_schema(
+                found, obj, kind=r.kind, status_subresource=r.has_status, pruned=pruned
+            )
+            if directive is not None:
+                directive.pending.extend(p for p in pruned if p not in directive.pending)
+            return decoded
+        if not self.strategy.defaults(r.kind, r.group):
+            return obj
+        service = r.kind == "Service" and not r.group
+        return self.strategy.default(
+            r.kind,
+            r.group,
+            obj,
+            allocate_cluster_ip=self._allocate_cluster_ip,
+            token_volume_suffix=self._token_suffix,
+            old=old,
+            plugins=plugins and not service,
+        )
 
     @staticmethod
     def _invalid(served: ServedResource, exc: AdmissionError, obj: JsonDict) -> StatusError:
@@ -1155,6 +1241,9 @@ class Rest:
                     token_volume_suffix=self._token_suffix,
                     plugins=False,
                 )
+            obj, given = self._mutate_by_policies(
+                served, "CREATE", namespace, obj, None, directive=directive, dry_run=dry_run
+            )
             obj = self._admit(served, obj, None, directive)
             self._check_policies(served, "CREATE", namespace, obj, None, dry_run=dry_run)
             meta = obj["metadata"]
@@ -1198,6 +1287,8 @@ class Rest:
                 meta["generation"] = 1
             if managed_fields is None:
                 attributed = obj if decoded is None else decoded
+                if decoded is None and given is not None:
+                    attributed = given  # the policies' changes are no one's
                 managed_fields = self._record(served, None, attributed, entries=[], manager=manager)
             if managed_fields:
                 meta["managedFields"] = managed_fields
@@ -1378,6 +1469,7 @@ class Rest:
                 meta["namespace"] = namespace or ""
             else:
                 meta.pop("namespace", None)
+            given: JsonDict | None = None
             if subresource is None:
                 for k in (
                     "uid",
@@ -1390,6 +1482,9 @@ class Rest:
                         meta[k] = cur_meta[k]
                     else:
                         meta.pop(k, None)
+                new, given = self._mutate_by_policies(
+                    served, "UPDATE", namespace, new, current, directive=directive, dry_run=dry_run
+                )
                 new = self._admit(served, new, current, directive)
                 meta = new["metadata"]
                 if cur_meta.get("deletionTimestamp"):
@@ -1421,8 +1516,14 @@ class Rest:
             if managed_fields is None:
                 if subresource is None and "managedFields" in meta_in:
                     entries = _supplied_managed_fields(meta_in.get("managedFields"), entries)
+                attributed = new if given is None else given  # the policies' changes: no one's
                 managed_fields = self._record(
-                    served, current, new, entries=entries, manager=manager, subresource=subresource
+                    served,
+                    current,
+                    attributed,
+                    entries=entries,
+                    manager=manager,
+                    subresource=subresource,
                 )
             if managed_fields:
                 meta["managedFields"] = managed_fields

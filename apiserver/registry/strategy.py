@@ -18,6 +18,7 @@ from apiserver.api.resources import ResourceRegistry
 from apiserver.machinery.rest import Rest
 from apiserver.registry import admissionpolicy, core, kinds, quota
 from apiserver.registry.allocator import ServiceAllocator
+from apiserver.registry.mutatingpolicy import MutatingPolicyAdmission
 from apiserver.storage.store import Storage
 
 __all__ = ["DEFAULTED", "BuiltinStrategy", "default", "new_rest", "validate"]
@@ -87,6 +88,7 @@ def new_rest(storage: Storage, registry: ResourceRegistry) -> Rest:
         strategy=BuiltinStrategy(),
         services=ServiceAllocator(lambda: storage.list("/services")),
         validating=[admissionpolicy.PolicyAdmission(storage, registry)],
+        mutating=MutatingPolicyAdmission(storage, registry),
     )
     rest.quota = functools.partial(quota.admit, rest)
     return rest
