@@ -27,6 +27,8 @@ Thread-safety: pure functions; safe to share between threads.
 
 from __future__ import annotations
 
+import base64
+import datetime as dt
 import json
 import re
 from typing import Any, Final
@@ -161,7 +163,7 @@ def _construct(name: str, fields: JsonDict) -> JsonDict:
                 raise ValueError(
                     f"unexpected type {_go_type(value)} for JSONPatchType '{key}' field"
                 )
-    return {TYPE_KEY: name, **fields}
+    return {TYPE_KEY: name, **_json(fields)}
 
 
 def _go_type(value: Any) -> str:
@@ -220,6 +222,23 @@ def plain(value: Any) -> Any:
         return {k: plain(v) for k, v in value.items() if k != TYPE_KEY}
     if isinstance(value, list):
         return [plain(v) for v in value]
+    return value
+
+
+def _json(value: Any) -> Any:
+    """A field's value as it goes into JSON (cel-expr-python takes no timestamp or
+    duration back from a function): timestamps as RFC 3339 text, durations as Go's
+    duration text in seconds, bytes base64."""
+    if isinstance(value, dict):
+        return {k: _json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json(v) for v in value]
+    if isinstance(value, dt.datetime):
+        return value.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+    if isinstance(value, dt.timedelta):
+        return f"{value.total_seconds():g}s"
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode()
     return value
 
 

@@ -334,3 +334,16 @@ def test_what_the_plugin_never_mutates() -> None:
     # a binding without its policy, a policy without a binding: nothing
     assert not _plugin([], [_binding("p")]).wants(_attrs())
     assert not _plugin([policy], []).wants(_attrs())
+
+
+def test_timestamps_and_bytes_become_json() -> None:
+    out = _admit(
+        _policy(
+            "p",
+            _apply(
+                "Object{metadata: Object.metadata{annotations: {"
+                "'at': timestamp('2024-01-02T03:04:05Z'), 'raw': b'xy'}}}"
+            ),
+        )
+    )
+    assert out["metadata"]["annotations"] == {"at": "2024-01-02T03:04:05Z", "raw": "eHk="}
