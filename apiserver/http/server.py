@@ -356,8 +356,6 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if verb in ("get", "list"):
                 answer = self._transform(route, verb, answer, query)
-            if verb in ("create", "update", "patch") and r.kind in _POLICY_KINDS:
-                self._warnings.append(_POLICY_WARNING)
             self._send_answer(code, answer)
         except StatusError as err:
             self._send_status(err)
@@ -1212,16 +1210,6 @@ class _Handler(BaseHTTPRequestHandler):
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
-
-
-# ValidatingAdmissionPolicies are enforced (admissionpolicy.py); mutating ones are stored
-# and served, never applied: every write of one says so in a Warning header, which
-# kubectl prints and clients can read.
-_POLICY_KINDS: Final = frozenset({"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"})
-_POLICY_WARNING: Final = (
-    "the local API server does not apply MutatingAdmissionPolicies: they are stored but "
-    "never enforced (see docs/local-apiserver.md)"
-)
 
 
 def _takes_json(accept: str) -> bool:

@@ -20,11 +20,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from apiserver.api.resources import ServedResource
+    from apiserver.machinery.typeinfo import TypeNode
 
 __all__ = [
     "Attributes",
     "ConversionFailed",
     "Converter",
+    "MutatingAdmission",
     "QuotaAdmission",
     "Refused",
     "RequestContext",
@@ -147,6 +149,28 @@ class QuotaAdmission(Protocol):
         self, served: ServedResource, namespace: str, obj: JsonDict, dry_run: bool
     ) -> None:
         """Raise :class:`Refused` when a quota does not allow ``obj``."""
+        ...
+
+
+class MutatingAdmission(Protocol):
+    """A mutating admission plugin (MutatingAdmissionPolicy), reinvocation included."""
+
+    def wants(self, attrs: Attributes) -> bool:
+        """Whether the plugin may change the write ``attrs`` (cheap: no CEL runs)."""
+        ...
+
+    def admit(
+        self,
+        attrs: Attributes,
+        decode: Callable[[JsonDict], JsonDict],
+        schema: TypeNode | None,
+    ) -> JsonDict:
+        """``attrs.obj`` (as decoded: defaulted) after the plugin; ``decode`` makes a
+        changed object what kube's decoding makes of it, ``schema`` is its type.
+
+        Raises:
+            StatusError: the plugin refused the write.
+        """
         ...
 
 

@@ -62,6 +62,7 @@ from apiserver.machinery.admission import (
     Attributes,
     ConversionFailed,
     Converter,
+    MutatingAdmission,
     QuotaAdmission,
     Refused,
     ServiceIPs,
@@ -549,12 +550,14 @@ class Rest:
         services: ServiceIPs,
         quota: QuotaAdmission | None = None,
         validating: Sequence[ValidatingAdmission] = (),
+        mutating: MutatingAdmission | None = None,
         webhooks: WebhookAdmission | None = None,
         converter: Converter | None = None,
     ) -> None:
         """``strategy`` defaults and validates each kind, ``services`` allocates Service
-        IPs and node ports, ``quota``, ``validating`` and ``webhooks`` are the admission
-        chain, ``converter`` converts custom resources between versions
+        IPs and node ports, ``quota``, ``validating``, ``mutating`` (the
+        MutatingAdmissionPolicy plugin) and ``webhooks`` are the admission chain,
+        ``converter`` converts custom resources between versions
         (``apiserver.registry.strategy.new_rest`` wires the built-in ones)."""
         self.storage = storage
         self.registry = registry
@@ -562,6 +565,7 @@ class Rest:
         self._services = services
         self.quota = quota
         self._validating = tuple(validating)
+        self.mutating = mutating
         self.webhooks = webhooks
         self.converter = converter
         # conversions for reads: (uid, resourceVersion, apiVersion) -> served object;
@@ -889,11 +893,18 @@ class Rest:
         attrs: Attributes,
         outermost: bool,
     ) -> tuple[JsonDict, JsonDict | None]:
-        """The built-in admission plugins' defaulting, then the mutating webhooks (the
-        lock released). Returns the object and, when webhooks ran, the object they were
-        given (what the field manager attributes to the writer); ``(obj, None)`` when no
-        webhook applies (validation does the defaulting)."""
-        if self.webhooks is None or not self.webhooks.wants(attrs, mutating=True):
+        """The built-in admission plugins' defaulting, then, in kube's plugin order,
+        the MutatingAdmissionPolicies (the lock held) and the mutating webhooks (the lock
+        released). Returns the object and, when a policy or webhook applies, the object
+        they were given (what the field manager attributes to the writer); ``(obj,
+        None)`` when none applies (validation does the defaulting)."""
+        policies = self.mutating
+        if policies is not None and (attrs.subresource or not policies.wants(attrs)):
+            policies = None  # (kube's plugin mutates subresources: not here)
+        webhooks = self.webhooks
+        if webhooks is not None and not webhooks.wants(attrs, mutating=True):
+            webhooks = None
+        if policies is None and webhooks is None:
             return obj, None
         r = served.resource
         _drop_empty_meta(obj)
@@ -917,9 +928,17 @@ class Rest:
         except AdmissionError as exc:
             raise self._invalid(served, exc, obj) from None
         given = obj
-        with self._unlocked(outermost):
-            mutated = self.webhooks.admit(_with_obj(attrs, obj), self._decoder(served, old))
-        return (mutated if mutated is not None else obj), given
+        if policies is not None:
+            obj = policies.admit(
+                _with_obj(attrs, obj),
+                lambda o: self._policy_decode(served, o, old),
+                self._type(served),
+            )
+        if webhooks is not None:
+            with self._unlocked(outermost):
+                mutated = webhooks.admit(_with_obj(attrs, obj), self._decoder(served, old))
+            obj = mutated if mutated is not None else obj
+        return obj, given
 
     def _validate_by_webhooks(self, attrs: Attributes, outermost: bool) -> bool:
         """Call the validating webhooks that apply (the lock released); whether any did."""
@@ -1054,6 +1073,36 @@ class Rest:
         Store)."""
         for plugin in self._validating:
             plugin.validate(attrs)
+
+    def _policy_decode(
+        self, served: ServedResource, obj: JsonDict, old: JsonDict | None
+    ) -> JsonDict:
+        """A MutatingAdmissionPolicy's result as decoded again: a custom resource pruned
+        and defaulted by its schema, a built-in defaulted (no admission plugin, no Service
+        IP allocation)."""
+        r = served.resource
+        if served.custom:
+            crd = self.storage.get(
+                ("apiextensions.k8s.io/customresourcedefinitions", "", served.crd_name)
+            )
+            found = schema.version_schema(crd, r.version) if crd is not None else None
+            if found is None:
+                return obj
+            decoded, _ = schema.apply_schema(
+                found, obj, kind=r.kind, status_subresource=r.has_status
+            )
+            return decoded
+        if not self.strategy.defaults(r.kind, r.group):
+            return obj
+        return self.strategy.default(
+            r.kind,
+            r.group,
+            obj,
+            allocate_cluster_ip=self._allocate_cluster_ip,
+            token_volume_suffix=self._token_suffix,
+            old=old,
+            plugins=False,
+        )
 
     @staticmethod
     def _invalid(served: ServedResource, exc: AdmissionError, obj: JsonDict) -> StatusError:
@@ -1641,10 +1690,12 @@ class Rest:
                 }
             meta = obj["metadata"]
             if managed_fields is None:
+                # the field manager runs before mutating admission (handlers/create.go):
+                # what the policies and webhooks change is no one's
                 if decoded is not None:
                     attributed = decoded
                 elif given is not None:
-                    attributed = {**given, "metadata": meta}  # webhooks' changes are no one's
+                    attributed = given
                 else:
                     attributed = obj
                 managed_fields = self._record(served, None, attributed, entries=[], manager=manager)
@@ -1964,7 +2015,7 @@ class Rest:
             if managed_fields is None:
                 if subresource is None and "managedFields" in meta_in:
                     entries = _supplied_managed_fields(meta_in.get("managedFields"), entries)
-                attributed = new if given is None else given  # webhooks' changes: no one's
+                attributed = new if given is None else given  # mutating admission's: no one's
                 managed_fields = self._record(
                     served,
                     current,

@@ -90,8 +90,9 @@ def _member(name: str, impl: Callable[..., Any], ret: Any, *params: Any) -> Any:
     )
 
 
-def _environment(names: Iterable[str]) -> Any:
-    """The CEL environment of admission expressions over the variables ``names``."""
+def _environment(names: Iterable[str], extra: Iterable[Any] = ()) -> Any:
+    """The CEL environment of admission expressions over the variables ``names``, with
+    the functions ``extra`` besides Kubernetes' libraries."""
     t = cel.Type
     dyn_list = t.List(t.DYN)
     functions = [
@@ -121,6 +122,7 @@ def _environment(names: Iterable[str]) -> Any:
         _member("sum", _sum, t.DYN, dyn_list),
         _member("min", _min, t.DYN, dyn_list),
         _member("max", _max, t.DYN, dyn_list),
+        *extra,
     ]
     return cel.NewEnv(
         variables={n: t.DYN for n in names},
@@ -169,8 +171,18 @@ def inner_error(error: str) -> str:
 class Cel:
     """Compiled expressions over one set of variables (cached) and their evaluation."""
 
-    def __init__(self, variables: Iterable[str] = POLICY_VARIABLES) -> None:
+    def __init__(
+        self,
+        variables: Iterable[str] = POLICY_VARIABLES,
+        *,
+        functions: Iterable[Any] = (),
+        rewrite: Callable[[str], str] | None = None,
+    ) -> None:
+        """``functions``: ``cel.FunctionDecl`` s added to the environment; ``rewrite``:
+        what an expression is compiled as (its errors still quote it as written)."""
         self._names = tuple(variables)
+        self._functions = tuple(functions)
+        self._rewrite = rewrite
         self._lock = threading.Lock()
         self._env: Any = None
         self._compiled: dict[str, tuple[Any, str]] = {}
@@ -179,9 +191,10 @@ class Cel:
         cached = self._compiled.get(expression)
         if cached is None:
             if self._env is None:
-                self._env = _environment(self._names)
+                self._env = _environment(self._names, self._functions)
             try:
-                cached = (self._env.compile(expression), "")
+                compiled = self._rewrite(expression) if self._rewrite else expression
+                cached = (self._env.compile(compiled), "")
             except Exception as exc:  # cel-cpp raises ValueError/RuntimeError by status
                 cached = (None, _STATUS_SUFFIX.sub("", _STATUS_PREFIX.sub("", str(exc).strip())))
             if len(self._compiled) > 4096:

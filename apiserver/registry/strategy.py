@@ -21,6 +21,7 @@ from apiserver.api.resources import ResourceRegistry
 from apiserver.machinery.rest import Rest
 from apiserver.registry import admissionpolicy, core, hpaconv, kinds, quota
 from apiserver.registry.allocator import ServiceAllocator
+from apiserver.registry.mutatingpolicy import MutatingPolicyAdmission
 from apiserver.registry.webhook.admission import WebhookDispatcher
 from apiserver.registry.webhook.client import WebhookClient
 from apiserver.registry.webhook.conversion import CrdConverter
@@ -119,6 +120,7 @@ def new_rest(storage: Storage, registry: ResourceRegistry) -> Rest:
         strategy=BuiltinStrategy(),
         services=ServiceAllocator(lambda: storage.list("/services")),
         validating=[admissionpolicy.PolicyAdmission(storage, registry)],
+        mutating=MutatingPolicyAdmission(storage, registry),
         converter=CrdConverter(storage, client),
     )
     rest.webhooks = WebhookDispatcher(storage, registry, client, _VersionConverter(rest, registry))
