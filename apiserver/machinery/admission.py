@@ -2,17 +2,21 @@
 
 :class:`~apiserver.machinery.rest.Rest` knows no kind: what a create or update does to a
 particular kind (defaulting, validation, a Service's IP allocation) and which admission
-plugins judge a write (ResourceQuota, ValidatingAdmissionPolicy, admission webhooks)
-come from the :class:`Strategy` and the plugins it is given, as kube-apiserver's generic
-``Store`` calls its ``RESTCreateStrategy`` and the admission chain
-(``apiserver/pkg/admission``). The registry layer implements them
+plugins judge a write (MutatingAdmissionPolicy, admission webhooks, ResourceQuota,
+ValidatingAdmissionPolicy) come from the :class:`Strategy` and the plugins it is given,
+as kube-apiserver's generic ``Store`` calls its ``RESTCreateStrategy`` and the admission
+chain (``apiserver/pkg/admission``). The registry layer implements them
 (``apiserver.registry.strategy`` wires one ``Rest``). Custom resources served at several
 versions are converted by a :class:`Converter` (a CRD's conversion webhook).
+
+The mutating plugins are one chain, run a second time when one of them changed the
+object (``admission/reinvocation.go``): each plugin runs in passes (``round``) and keeps
+its part of the chain's ``ReinvocationContext`` in a :class:`Reinvocation`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -29,6 +33,7 @@ __all__ = [
     "MutatingAdmission",
     "QuotaAdmission",
     "Refused",
+    "Reinvocation",
     "RequestContext",
     "ServiceIPs",
     "Strategy",
@@ -152,6 +157,26 @@ class QuotaAdmission(Protocol):
         ...
 
 
+@dataclass(slots=True)
+class Reinvocation:
+    """One mutating admission plugin's part of a write's ``ReinvocationContext``
+    (admission/reinvocation.go with the plugin's own ``*ReinvokeContext``): whether it
+    asks the chain to run a second pass, the object as it last left it, and which of its
+    ``reinvocationPolicy: IfNeeded`` policies or webhooks ran and which are due again.
+    The chain runs its second pass when any plugin's :attr:`should_reinvoke` is set.
+    Belongs to one write; not shared between threads."""
+
+    should_reinvoke: bool = False  # this plugin changed the object: the chain runs again
+    last_output: JsonDict | None = None  # the object as this plugin last left it
+    invoked: set[Hashable] = field(default_factory=set)  # IfNeeded, invoked, not yet due
+    due: set[Hashable] = field(default_factory=set)  # to run in the second pass
+
+    def require_reinvoking(self) -> None:
+        """``RequireReinvokingPreviouslyInvokedPlugins``: what ran so far is due again."""
+        self.due |= self.invoked
+        self.invoked = set()
+
+
 class MutatingAdmission(Protocol):
     """A mutating admission plugin (MutatingAdmissionPolicy), reinvocation included."""
 
@@ -165,12 +190,26 @@ class MutatingAdmission(Protocol):
         decode: Callable[[JsonDict], JsonDict],
         schema: TypeNode | None,
     ) -> JsonDict:
-        """``attrs.obj`` (as decoded: defaulted) after the plugin; ``decode`` makes a
-        changed object what kube's decoding makes of it, ``schema`` is its type.
+        """``attrs.obj`` (as decoded: defaulted) after the plugin, as a chain of its own
+        (both passes); ``decode`` makes a changed object what kube's decoding makes of
+        it, ``schema`` is its type.
 
         Raises:
             StatusError: the plugin refused the write.
         """
+        ...
+
+    def round(
+        self,
+        attrs: Attributes,
+        decode: Callable[[JsonDict], JsonDict],
+        schema: TypeNode | None,
+        state: Reinvocation,
+        *,
+        reinvoke: bool,
+    ) -> JsonDict:
+        """One pass of the plugin in a chain (``reinvoke``: the second), ``state`` its
+        part of the chain's reinvocation context; as :meth:`admit` otherwise."""
         ...
 
 
@@ -199,14 +238,27 @@ class WebhookAdmission(Protocol):
         ...
 
     def admit(self, attrs: Attributes, decode: Callable[[JsonDict], JsonDict]) -> JsonDict | None:
-        """``attrs.obj`` after every mutating webhook (None when there is no object);
-        ``decode`` makes a patched object what kube's decoder makes of it (unknown fields
-        dropped, defaults set).
+        """``attrs.obj`` after every mutating webhook (None when there is no object), as
+        a chain of its own (both passes); ``decode`` makes a patched object what kube's
+        decoder makes of it (unknown fields dropped, defaults set).
 
         Raises:
             StatusError: a webhook refused the write, or could not be called and its
                 failurePolicy is Fail.
         """
+        ...
+
+    def round(
+        self,
+        attrs: Attributes,
+        decode: Callable[[JsonDict], JsonDict],
+        state: Reinvocation,
+        *,
+        reinvoke: bool,
+    ) -> JsonDict | None:
+        """One pass of the mutating webhooks in a chain (``reinvoke``: the second),
+        ``state`` their part of the chain's reinvocation context; as :meth:`admit`
+        otherwise."""
         ...
 
     def validate(self, attrs: Attributes) -> None:

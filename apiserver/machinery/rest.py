@@ -33,6 +33,7 @@ import builtins
 import copy
 import dataclasses
 import datetime as dt
+import functools
 import itertools
 import random
 import secrets
@@ -65,6 +66,7 @@ from apiserver.machinery.admission import (
     MutatingAdmission,
     QuotaAdmission,
     Refused,
+    Reinvocation,
     ServiceIPs,
     Strategy,
     ValidatingAdmission,
@@ -893,11 +895,15 @@ class Rest:
         attrs: Attributes,
         outermost: bool,
     ) -> tuple[JsonDict, JsonDict | None]:
-        """The built-in admission plugins' defaulting, then, in kube's plugin order,
-        the MutatingAdmissionPolicies (the lock held) and the mutating webhooks (the lock
-        released). Returns the object and, when a policy or webhook applies, the object
-        they were given (what the field manager attributes to the writer); ``(obj,
-        None)`` when none applies (validation does the defaulting)."""
+        """The built-in admission plugins' defaulting, then the mutating chain in kube's
+        plugin order: the MutatingAdmissionPolicies (the lock held), then the mutating
+        webhooks (the lock released); then both once more, each as its reinvocation
+        state allows, when either changed the object (admission/reinvocation.go: a
+        webhook's change brings IfNeeded policies back, and their changes in that
+        second pass the IfNeeded webhooks). Returns the object and, when a policy or
+        webhook applies, the object they were given (what the field manager attributes
+        to the writer); ``(obj, None)`` when none applies (validation does the
+        defaulting)."""
         policies = self.mutating
         if policies is not None and (attrs.subresource or not policies.wants(attrs)):
             policies = None  # (kube's plugin mutates subresources: not here)
@@ -928,16 +934,27 @@ class Rest:
         except AdmissionError as exc:
             raise self._invalid(served, exc, obj) from None
         given = obj
-        if policies is not None:
-            obj = policies.admit(
-                _with_obj(attrs, obj),
-                lambda o: self._policy_decode(served, o, old),
-                self._type(served),
-            )
-        if webhooks is not None:
-            with self._unlocked(outermost):
-                mutated = webhooks.admit(_with_obj(attrs, obj), self._decoder(served, old))
-            obj = mutated if mutated is not None else obj
+        by_policies, by_webhooks = Reinvocation(), Reinvocation()  # the chain's context
+        decode_policy = functools.partial(self._policy_decode, served, old=old)
+        decode_webhook = self._decoder(served, old)
+        schema_type = self._type(served) if policies is not None else None
+        for reinvoke in (False, True):
+            if policies is not None:
+                obj = policies.round(
+                    _with_obj(attrs, obj),
+                    decode_policy,
+                    schema_type,
+                    by_policies,
+                    reinvoke=reinvoke,
+                )
+            if webhooks is not None:
+                with self._unlocked(outermost):
+                    mutated = webhooks.round(
+                        _with_obj(attrs, obj), decode_webhook, by_webhooks, reinvoke=reinvoke
+                    )
+                obj = mutated if mutated is not None else obj
+            if not (by_policies.should_reinvoke or by_webhooks.should_reinvoke):
+                break
         return obj, given
 
     def _validate_by_webhooks(self, attrs: Attributes, outermost: bool) -> bool:
@@ -1075,7 +1092,7 @@ class Rest:
             plugin.validate(attrs)
 
     def _policy_decode(
-        self, served: ServedResource, obj: JsonDict, old: JsonDict | None
+        self, served: ServedResource, obj: JsonDict, *, old: JsonDict | None
     ) -> JsonDict:
         """A MutatingAdmissionPolicy's result as decoded again: a custom resource pruned
         and defaulted by its schema, a built-in defaulted (no admission plugin, no Service

@@ -294,6 +294,125 @@ def test_mutating_webhooks_run_in_order_and_are_reinvoked_if_needed(
     ]
 
 
+SAW_WEBHOOK = """Object{metadata: Object.metadata{labels: {
+  "policy-saw": "webhook" in object.metadata.labels ? object.metadata.labels["webhook"] : "none"
+}}}"""
+
+
+@contextmanager
+def _mutating_policy(api_client: Any, namespace: str, spec: dict[str, Any]) -> Iterator[None]:
+    """A MutatingAdmissionPolicy and its binding to ``namespace``, deleted on exit; the
+    test is skipped where the server does not serve them (GA in Kubernetes 1.36)."""
+    listing = http(api_client, "GET", API)
+    served = {r.get("name") for r in (listing.body or {}).get("resources") or []}
+    if listing.status != 200 or "mutatingadmissionpolicies" not in served:
+        pytest.skip("the server does not serve admissionregistration.k8s.io/v1 policies")
+    name, binding = _unique("chain"), _unique("chainb")
+    policies, bindings = (
+        f"{API}/mutatingadmissionpolicies",
+        f"{API}/mutatingadmissionpolicybindings",
+    )
+    ok(http(api_client, "POST", policies, body={"metadata": {"name": name}, "spec": spec}), 201)
+    try:
+        binding_spec = {
+            "policyName": name,
+            "matchResources": {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+            },
+        }
+        body = {"metadata": {"name": binding}, "spec": binding_spec}
+        ok(http(api_client, "POST", bindings, body=body), 201)
+        try:
+            yield
+        finally:
+            http(api_client, "DELETE", f"{bindings}/{binding}")
+    finally:
+        http(api_client, "DELETE", f"{policies}/{name}")
+
+
+def test_policies_then_webhooks_one_chain_reinvoked_across_both(
+    api_client: Any, namespace: str, server: WebhookServer
+) -> None:
+    """MutatingAdmissionPolicies run before mutating webhooks (kube's plugin order) and
+    the two plugins are one chain (admission/reinvocation.go): the webhook's change
+    brings an IfNeeded policy back in the second pass, whose change brings the IfNeeded
+    webhook back in turn. Neither plugin's changes are the writer's in managedFields
+    (the field manager runs before mutating admission)."""
+    base = f"/api/v1/namespaces/{namespace}/configmaps"
+    selected = {"chain-test": _unique("c")}
+    seen: list[dict[str, str]] = []
+
+    def add_label(review: dict[str, Any]) -> dict[str, Any]:
+        labels = dict(review["request"]["object"]["metadata"].get("labels") or {})
+        seen.append(labels)
+        if "webhook" in labels:
+            return allow(review)
+        return patch(review, [{"op": "add", "path": "/metadata/labels/webhook", "value": "w"}])
+
+    server.route("/chain", add_label)
+    policy = {
+        "matchConstraints": {
+            "resourceRules": [
+                {
+                    "apiGroups": [""],
+                    "apiVersions": ["v1"],
+                    "operations": ["CREATE", "UPDATE"],
+                    "resources": ["configmaps"],
+                }
+            ],
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "objectSelector": {"matchLabels": selected},
+        },
+        "mutations": [
+            {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": SAW_WEBHOOK}}
+        ],
+        "reinvocationPolicy": "IfNeeded",
+    }
+    hook = _hook(
+        server,
+        "/chain",
+        namespace,
+        objectSelector={"matchLabels": selected},
+        reinvocationPolicy="IfNeeded",
+    )
+    with (
+        _mutating_policy(api_client, namespace, policy),
+        _configuration(api_client, "mutating", [hook]),
+    ):
+        _until(
+            lambda: http(
+                api_client,
+                "POST",
+                base,
+                query={"dryRun": "All"},
+                body=_cm("probe", meta={"labels": selected}),
+            ),
+            lambda a: (
+                {"policy-saw", "webhook"} <= set((a.body.get("metadata") or {}).get("labels") or {})
+            ),
+        )
+        seen.clear()
+        created = ok(
+            http(
+                api_client,
+                "POST",
+                base,
+                query={"fieldManager": "chain-writer"},
+                body=_cm("cm", meta={"labels": selected}, data={"k": "v"}),
+            ),
+            201,
+        )
+    assert created["metadata"]["labels"] == {**selected, "webhook": "w", "policy-saw": "w"}
+    # the webhook ran after the policy, then once more after the policy's second pass
+    assert seen == [
+        {**selected, "policy-saw": "none"},
+        {**selected, "webhook": "w", "policy-saw": "w"},
+    ]
+    (entry,) = created["metadata"]["managedFields"]
+    assert entry["manager"] == "chain-writer"
+    assert set(entry["fieldsV1"]["f:metadata"]["f:labels"]) - {"."} == {"f:chain-test"}
+
+
 def test_a_webhook_may_call_the_api_server_back(
     api_client: Any, namespace: str, server: WebhookServer
 ) -> None:

@@ -26,9 +26,10 @@ exempt):
 
 Admission webhooks are another plugin of the chain (after this one in kube's order:
 ``MutatingAdmissionPolicy``, ``MutatingAdmissionWebhook``); :meth:`MutatingPolicyAdmission.round`
-runs one pass of this plugin with a :class:`Reinvocation` the chain keeps, so a chain
-of several reinvocable plugins can share it; :meth:`MutatingPolicyAdmission.admit` is
-the chain of this plugin alone (both passes).
+runs one pass of this plugin with its :class:`~apiserver.machinery.admission.Reinvocation`
+(its part of the chain's context, which ``Rest`` keeps for the write), so the chain runs
+the policies then the webhooks, and both again when either changed the object;
+:meth:`MutatingPolicyAdmission.admit` is the chain of this plugin alone (both passes).
 
 Thread-safety: :class:`MutatingPolicyAdmission` may be called from any thread; compiled
 expressions are cached under a lock and evaluation is serialised.
@@ -38,12 +39,17 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from apiserver.api.errors import StatusError
 from apiserver.machinery import typeinfo
-from apiserver.machinery.admission import Attributes, RequestContext, current_request
+from apiserver.machinery.admission import (
+    Attributes,
+    Reinvocation,
+    RequestContext,
+    current_request,
+)
 from apiserver.machinery.typeinfo import TypeNode
 from apiserver.registry.cel import Cel
 from apiserver.registry.matching import is_exempt
@@ -74,22 +80,6 @@ POLICIES: Final = "admissionregistration.k8s.io/mutatingadmissionpolicies"
 BINDINGS: Final = "admissionregistration.k8s.io/mutatingadmissionpolicybindings"
 
 _Key = tuple[str, str, str, str]  # policy, binding, param namespace, param name
-
-
-@dataclass(slots=True)
-class Reinvocation:
-    """What a write's admission chain remembers between its passes: its reinvocation
-    flag (``ReinvocationContext``) and this plugin's ``policyReinvokeContext``."""
-
-    should_reinvoke: bool = False  # some plugin asks the chain to run once more
-    last_output: JsonDict | None = None  # the object as this plugin last left it
-    invoked: set[_Key] = field(default_factory=set)  # IfNeeded, invoked, not yet due
-    due: set[_Key] = field(default_factory=set)  # to run in the second pass
-
-    def require_reinvoking(self) -> None:
-        """``RequireReinvokingPreviouslyInvokedPlugins``."""
-        self.due |= self.invoked
-        self.invoked = set()
 
 
 @dataclass(frozen=True, slots=True)

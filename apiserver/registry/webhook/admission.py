@@ -18,7 +18,10 @@ A port of ``staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook``:
 * mutating webhooks run one after the other, each on the object the previous ones made
   (its ``JSONPatch`` applied, then decoded and defaulted as kube decodes it); when one
   changes the object, the earlier ones with ``reinvocationPolicy: IfNeeded`` are called
-  once more after the round (never a webhook the first round skipped);
+  once more after the round (never a webhook the first round skipped); the round is
+  one plugin of the mutating chain (:meth:`WebhookDispatcher.round`), after the
+  MutatingAdmissionPolicies: when a policy changes the object in the chain's second
+  pass, the IfNeeded webhooks called before are due again too;
 * validating webhooks run in parallel; the first error in their order is answered;
 * a dry run reaches only webhooks with ``sideEffects`` None or NoneOnDryRun (else kube's
   400 "does not support dry run");
@@ -41,14 +44,19 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 import orjson
 
 from apiserver.api.errors import StatusError
 from apiserver.machinery import patch as jsonpatch
-from apiserver.machinery.admission import Attributes, RequestContext, current_request
+from apiserver.machinery.admission import (
+    Attributes,
+    Reinvocation,
+    RequestContext,
+    current_request,
+)
 from apiserver.registry.cel import WEBHOOK_VARIABLES, Cel
 from apiserver.registry.matching import (
     Matched,
@@ -133,20 +141,6 @@ class _CallingFailed(Exception):
     def __init__(self, webhook: str, reason: str) -> None:
         self.text = f'failed calling webhook "{webhook}": {reason}'
         super().__init__(self.text)
-
-
-@dataclass(slots=True)
-class _Reinvocation:
-    """``webhookReinvokeContext`` and the chain's reinvocation flag."""
-
-    should_reinvoke: bool = False
-    last_output: JsonDict | None = None
-    invoked: set[str] = field(default_factory=set)  # reinvocable, called, not yet due
-    due: set[str] = field(default_factory=set)  # to call in the second round
-
-    def require_reinvoking(self) -> None:
-        self.due |= self.invoked
-        self.invoked = set()
 
 
 def _api_version(group: str, version: str) -> str:
@@ -367,26 +361,44 @@ class WebhookDispatcher:
     # -- mutating -----------------------------------------------------------------------------
 
     def admit(self, attrs: Attributes, decode: Callable[[JsonDict], JsonDict]) -> JsonDict | None:
+        """The mutating webhooks as a chain of their own: a round, and a second one
+        when a webhook changed the object (admission/reinvocation.go)."""
+        state = Reinvocation()
+        obj = self.round(attrs, decode, state, reinvoke=False)
+        if state.should_reinvoke:
+            obj = self.round(dataclasses.replace(attrs, obj=obj), decode, state, reinvoke=True)
+        return obj
+
+    def round(
+        self,
+        attrs: Attributes,
+        decode: Callable[[JsonDict], JsonDict],
+        state: Reinvocation,
+        *,
+        reinvoke: bool,
+    ) -> JsonDict | None:
+        """One pass of the mutating webhooks (mutating/dispatcher.go ``Dispatch``) in a
+        chain whose reinvocation context holds ``state``: ``attrs.obj`` after them.
+
+        Raises:
+            StatusError: a webhook refused the write, or could not be called and its
+                failurePolicy is Fail.
+        """
         if is_exempt(attrs):
             return attrs.obj
         hooks = self._hooks(MUTATING)
         if not hooks:
             return attrs.obj
-        state = _Reinvocation()
-        context = current_request()
-        obj = self._mutating_round(attrs, hooks, decode, state, context, reinvoke=False)
-        if state.should_reinvoke:
-            # the chain runs once more (admission/reinvocation.go)
-            attrs = dataclasses.replace(attrs, obj=obj)
-            obj = self._mutating_round(attrs, hooks, decode, state, context, reinvoke=True)
-        return obj
+        return self._mutating_round(
+            attrs, hooks, decode, state, current_request(), reinvoke=reinvoke
+        )
 
     def _mutating_round(
         self,
         attrs: Attributes,
         hooks: list[_Hook],
         decode: Callable[[JsonDict], JsonDict],
-        state: _Reinvocation,
+        state: Reinvocation,
         context: RequestContext,
         *,
         reinvoke: bool,

@@ -509,6 +509,9 @@ class _Intruder:
             write()
         return attrs.obj
 
+    def round(self, attrs: Attributes, decode: Any, state: Any, *, reinvoke: bool) -> Any:
+        return self.admit(attrs, decode)
+
     def validate(self, attrs: Attributes) -> None:
         pass
 
