@@ -33,7 +33,6 @@ import builtins
 import copy
 import dataclasses
 import datetime as dt
-import functools
 import itertools
 import random
 import secrets
@@ -852,8 +851,10 @@ class Rest:
     def _decoder(
         self, served: ServedResource, old: JsonDict | None
     ) -> Callable[[JsonDict], JsonDict]:
-        """What kube's decoder makes of a patched object: a built-in one without unknown
-        fields (a wrong type is a 500), scheme-defaulted; a custom one defaulted."""
+        """What kube's decoder makes of an object a mutating admission plugin changed
+        (a webhook's patch, a MutatingAdmissionPolicy's mutation): a built-in one without
+        unknown fields, its quantities canonical (a wrong type is a 500),
+        scheme-defaulted; a custom one pruned and defaulted."""
         r = served.resource
 
         def decode(obj: JsonDict) -> JsonDict:
@@ -935,14 +936,13 @@ class Rest:
             raise self._invalid(served, exc, obj) from None
         given = obj
         by_policies, by_webhooks = Reinvocation(), Reinvocation()  # the chain's context
-        decode_policy = functools.partial(self._policy_decode, served, old=old)
-        decode_webhook = self._decoder(served, old)
+        decode = self._decoder(served, old)  # what each mutation leaves, decoded again
         schema_type = self._type(served) if policies is not None else None
         for reinvoke in (False, True):
             if policies is not None:
                 obj = policies.round(
                     _with_obj(attrs, obj),
-                    decode_policy,
+                    decode,
                     schema_type,
                     by_policies,
                     reinvoke=reinvoke,
@@ -950,7 +950,7 @@ class Rest:
             if webhooks is not None:
                 with self._unlocked(outermost):
                     mutated = webhooks.round(
-                        _with_obj(attrs, obj), decode_webhook, by_webhooks, reinvoke=reinvoke
+                        _with_obj(attrs, obj), decode, by_webhooks, reinvoke=reinvoke
                     )
                 obj = mutated if mutated is not None else obj
             if not (by_policies.should_reinvoke or by_webhooks.should_reinvoke):
@@ -1090,36 +1090,6 @@ class Rest:
         Store)."""
         for plugin in self._validating:
             plugin.validate(attrs)
-
-    def _policy_decode(
-        self, served: ServedResource, obj: JsonDict, *, old: JsonDict | None
-    ) -> JsonDict:
-        """A MutatingAdmissionPolicy's result as decoded again: a custom resource pruned
-        and defaulted by its schema, a built-in defaulted (no admission plugin, no Service
-        IP allocation)."""
-        r = served.resource
-        if served.custom:
-            crd = self.storage.get(
-                ("apiextensions.k8s.io/customresourcedefinitions", "", served.crd_name)
-            )
-            found = schema.version_schema(crd, r.version) if crd is not None else None
-            if found is None:
-                return obj
-            decoded, _ = schema.apply_schema(
-                found, obj, kind=r.kind, status_subresource=r.has_status
-            )
-            return decoded
-        if not self.strategy.defaults(r.kind, r.group):
-            return obj
-        return self.strategy.default(
-            r.kind,
-            r.group,
-            obj,
-            allocate_cluster_ip=self._allocate_cluster_ip,
-            token_volume_suffix=self._token_suffix,
-            old=old,
-            plugins=False,
-        )
 
     @staticmethod
     def _invalid(served: ServedResource, exc: AdmissionError, obj: JsonDict) -> StatusError:

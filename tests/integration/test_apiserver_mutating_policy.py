@@ -216,6 +216,37 @@ def test_an_apply_configuration_merges_into_a_deployment(api_client: Any, namesp
         assert containers[1]["terminationMessagePath"] == "/dev/termination-log"
 
 
+REQUESTS = """Object{spec: Object.spec{template: Object.spec.template{
+  spec: Object.spec.template.spec{containers: [Object.spec.template.spec.containers{
+    name: "main",
+    resources: Object.spec.template.spec.containers.resources{
+      requests: {"cpu": "0.5", "memory": "1024Mi"}
+    }
+  }]}
+}}}"""
+
+
+def test_quantities_a_policy_sets_are_decoded_as_kube_writes_them(
+    api_client: Any, namespace: str
+) -> None:
+    """The mutated object is decoded again into the typed object, so a quantity a
+    policy writes comes out canonical (``0.5`` is ``500m``, ``1024Mi`` is ``1Gi``), as
+    any quantity a client sends does."""
+    base = f"/apis/apps/v1/namespaces/{namespace}/deployments"
+    spec = _spec(namespace, "deployments", _apply(REQUESTS), group="apps")
+    with _policy(api_client, namespace, spec):
+        mutated = _until(
+            lambda: http(api_client, "POST", base, query=DRY, body=_deployment("q")),
+            lambda a: (
+                a.status != 201
+                or "resources" in a.body["spec"]["template"]["spec"]["containers"][0]
+            ),
+        )
+        assert mutated.status == 201, mutated.body
+        (container,) = mutated.body["spec"]["template"]["spec"]["containers"]
+        assert container["resources"] == {"requests": {"cpu": "500m", "memory": "1Gi"}}
+
+
 JSON_PATCHES = """[
   JSONPatch{op: "add", path: "/metadata/labels/" + jsonpatch.escapeKey("example.com/patched"),
             value: "yes"},
