@@ -54,7 +54,7 @@ from apiserver.machinery.authorizer import (
     forbidden,
     request_name,
 )
-from apiserver.machinery.fieldvalidation import Directive, warning_header
+from apiserver.machinery.fieldvalidation import Directive, warning_headers
 from apiserver.machinery.rest import (
     DeleteOptions,
     ListOptions,
@@ -204,8 +204,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Cache-Control", "no-cache, private")
         for k, v in (headers or {}).items():
             self.send_header(k, v)
-        for text in getattr(self, "_warnings", ()):
-            self.send_header("Warning", warning_header(text))
+        for value in warning_headers(getattr(self, "_warnings", ())):
+            self.send_header("Warning", value)
         self._finish(data)
 
     def _finish(self, data: bytes) -> None:
@@ -252,8 +252,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache, private")
         for k, v in (headers or {}).items():
             self.send_header(k, v)
-        for text in getattr(self, "_warnings", ()):
-            self.send_header("Warning", warning_header(text))
+        for value in warning_headers(getattr(self, "_warnings", ())):
+            self.send_header("Warning", value)
         self._finish(data)
 
     def _send_status(self, err: StatusError) -> None:
@@ -356,8 +356,6 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if verb in ("get", "list"):
                 answer = self._transform(route, verb, answer, query)
-            if verb in ("create", "update", "patch") and r.kind in _POLICY_KINDS:
-                self._warnings.append(_POLICY_WARNING)
             self._send_answer(code, answer)
         except StatusError as err:
             self._send_status(err)
@@ -1130,7 +1128,8 @@ class _Handler(BaseHTTPRequestHandler):
         row per event; column definitions on the first only, as the watch server's
         Fixup sets NoHeaders) or for PartialObjectMetadata; None for plain objects."""
         target = self._accepted.target
-        render = _renderer(route.served, _watch_decoder(self.server.owner.rest, route.served))
+        rest = self.server.owner.rest
+        render = _renderer(route.served, rest, _watch_decoder(rest, route.served))
         if target.as_kind == "PartialObjectMetadata":
             api_version = f"meta.k8s.io/{target.version}"
             return lambda _t, obj: partial_metadata(render(obj), api_version, listed=False)
@@ -1167,7 +1166,7 @@ class _Handler(BaseHTTPRequestHandler):
         interval = owner.bookmark_interval
         next_bookmark = time.monotonic() + interval
         render = transform or _event_renderer(
-            watcher.served, _watch_decoder(owner.rest, watcher.served)
+            watcher.served, owner.rest, _watch_decoder(owner.rest, watcher.served)
         )
 
         try:
@@ -1199,22 +1198,18 @@ class _Handler(BaseHTTPRequestHandler):
             self._chunk(b"")
         except (BrokenPipeError, ConnectionResetError, OSError):
             pass
+        except StatusError as exc:  # a conversion webhook failed: the stream ends there
+            logger.warning(
+                "watch ended: an event could not be converted", extra={"error": exc.message}
+            )
+            with contextlib.suppress(OSError):
+                self._chunk(b"")
         finally:
             watcher.close()
 
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
-
-
-# ValidatingAdmissionPolicies are enforced (admissionpolicy.py); mutating ones are stored
-# and served, never applied: every write of one says so in a Warning header, which
-# kubectl prints and clients can read.
-_POLICY_KINDS: Final = frozenset({"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"})
-_POLICY_WARNING: Final = (
-    "the local API server does not apply MutatingAdmissionPolicies: they are stored but "
-    "never enforced (see docs/local-apiserver.md)"
-)
 
 
 def _takes_json(accept: str) -> bool:
@@ -1285,22 +1280,26 @@ _VIEWS: Final = {
 
 
 def _event_renderer(
-    served: ServedResource, decode: Callable[[JsonDict], JsonDict] | None = None
+    served: ServedResource, rest: Rest, decode: Callable[[JsonDict], JsonDict] | None = None
 ) -> Callable[[str, JsonDict], JsonDict]:
     """``_renderer`` taking the event type too (one call per event on the hot path); a
     bookmark is the watch cache's own object, never decoded."""
     if not served.custom and served.resource.api_version not in _VIEWS:
         return lambda _t, obj: obj
-    plain = _renderer(served)
+    plain = _renderer(served, rest)
     if not served.custom or decode is None:
         return lambda _t, obj: plain(obj)
-    decoded = _renderer(served, decode)
+    decoded = _renderer(served, rest, decode)
     return lambda t, obj: plain(obj) if t in ("BOOKMARK", "ERROR") else decoded(obj)
 
 
-def _renderer(served: ServedResource, decode: Callable[[JsonDict], JsonDict] | None = None) -> Any:
+def _renderer(
+    served: ServedResource, rest: Rest, decode: Callable[[JsonDict], JsonDict] | None = None
+) -> Any:
     """An object of ``served`` as answered: a view's shape, or a custom resource at the
-    served version, ``decode``d first as storage decodes it (``Rest.decoder``)."""
+    served version, ``decode``d first as storage decodes it (``Rest.decoder``), then
+    converted (``Rest.served_form``: by the CRD's conversion webhook, or only the
+    apiVersion)."""
     if served.resource.api_version in _VIEWS:
         return _VIEWS[served.resource.api_version].to_view
     if not served.custom:
@@ -1312,7 +1311,8 @@ def _renderer(served: ServedResource, decode: Callable[[JsonDict], JsonDict] | N
             obj = decode(obj)
         if obj.get("apiVersion") in (api_version, None):
             return obj
-        return {**obj, "apiVersion": api_version}
+        # at the version watched: by the CRD's conversion webhook, or only the apiVersion
+        return rest.served_form(served, obj)
 
     return render
 

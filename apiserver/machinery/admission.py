@@ -2,15 +2,21 @@
 
 :class:`~apiserver.machinery.rest.Rest` knows no kind: what a create or update does to a
 particular kind (defaulting, validation, a Service's IP allocation) and which admission
-plugins judge a write (ResourceQuota, ValidatingAdmissionPolicy) come from the
-:class:`Strategy` and the plugins it is given, as kube-apiserver's generic ``Store`` calls
-its ``RESTCreateStrategy`` and the admission chain (``apiserver/pkg/admission``). The
-registry layer implements them (``apiserver.registry.strategy`` wires one ``Rest``).
+plugins judge a write (MutatingAdmissionPolicy, admission webhooks, ResourceQuota,
+ValidatingAdmissionPolicy) come from the :class:`Strategy` and the plugins it is given,
+as kube-apiserver's generic ``Store`` calls its ``RESTCreateStrategy`` and the admission
+chain (``apiserver/pkg/admission``). The registry layer implements them
+(``apiserver.registry.strategy`` wires one ``Rest``). Custom resources served at several
+versions are converted by a :class:`Converter` (a CRD's conversion webhook).
+
+The mutating plugins are one chain, run a second time when one of them changed the
+object (``admission/reinvocation.go``): each plugin runs in passes (``round``) and keeps
+its part of the chain's ``ReinvocationContext`` in a :class:`Reinvocation`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -18,15 +24,21 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from apiserver.api.resources import ServedResource
+    from apiserver.machinery.typeinfo import TypeNode
 
 __all__ = [
     "Attributes",
+    "ConversionFailed",
+    "Converter",
+    "MutatingAdmission",
     "QuotaAdmission",
     "Refused",
+    "Reinvocation",
     "RequestContext",
     "ServiceIPs",
     "Strategy",
     "ValidatingAdmission",
+    "WebhookAdmission",
     "current_request",
     "request_context",
 ]
@@ -49,6 +61,8 @@ class Attributes:
     obj: JsonDict | None  # null on DELETE
     old: JsonDict | None  # null on CREATE
     dry_run: bool = False
+    # CreateOptions, UpdateOptions or DeleteOptions of the request (webhooks are sent them)
+    options: JsonDict | None = None
 
 
 @dataclass(slots=True)
@@ -143,9 +157,131 @@ class QuotaAdmission(Protocol):
         ...
 
 
+@dataclass(slots=True)
+class Reinvocation:
+    """One mutating admission plugin's part of a write's ``ReinvocationContext``
+    (admission/reinvocation.go with the plugin's own ``*ReinvokeContext``): whether it
+    asks the chain to run a second pass, the object as it last left it, and which of its
+    ``reinvocationPolicy: IfNeeded`` policies or webhooks ran and which are due again.
+    The chain runs its second pass when any plugin's :attr:`should_reinvoke` is set.
+    Belongs to one write; not shared between threads."""
+
+    should_reinvoke: bool = False  # this plugin changed the object: the chain runs again
+    last_output: JsonDict | None = None  # the object as this plugin last left it
+    invoked: set[Hashable] = field(default_factory=set)  # IfNeeded, invoked, not yet due
+    due: set[Hashable] = field(default_factory=set)  # to run in the second pass
+
+    def require_reinvoking(self) -> None:
+        """``RequireReinvokingPreviouslyInvokedPlugins``: what ran so far is due again."""
+        self.due |= self.invoked
+        self.invoked = set()
+
+
+class MutatingAdmission(Protocol):
+    """A mutating admission plugin (MutatingAdmissionPolicy), reinvocation included."""
+
+    def wants(self, attrs: Attributes) -> bool:
+        """Whether the plugin may change the write ``attrs`` (cheap: no CEL runs)."""
+        ...
+
+    def admit(
+        self,
+        attrs: Attributes,
+        decode: Callable[[JsonDict], JsonDict],
+        schema: TypeNode | None,
+    ) -> JsonDict:
+        """``attrs.obj`` (as decoded: defaulted) after the plugin, as a chain of its own
+        (both passes); ``decode`` makes a changed object what kube's decoding makes of
+        it, ``schema`` is its type.
+
+        Raises:
+            StatusError: the plugin refused the write.
+        """
+        ...
+
+    def round(
+        self,
+        attrs: Attributes,
+        decode: Callable[[JsonDict], JsonDict],
+        schema: TypeNode | None,
+        state: Reinvocation,
+        *,
+        reinvoke: bool,
+    ) -> JsonDict:
+        """One pass of the plugin in a chain (``reinvoke``: the second), ``state`` its
+        part of the chain's reinvocation context; as :meth:`admit` otherwise."""
+        ...
+
+
 class ValidatingAdmission(Protocol):
     """A validating admission plugin (ValidatingAdmissionPolicy)."""
 
     def validate(self, attrs: Attributes) -> None:
         """Raise :class:`~apiserver.api.errors.StatusError` to refuse the write."""
+        ...
+
+
+class WebhookAdmission(Protocol):
+    """Admission webhooks: the mutating ones (with reinvocation) and the validating ones.
+
+    The verbs release the storage lock while webhooks are called (a webhook may call the
+    API server back): :meth:`wants` says, cheaply and under the lock, whether any webhook
+    of the kind may apply to a write.
+    """
+
+    def configured(self) -> bool:
+        """Whether any webhook configuration exists (a cheap first check)."""
+        ...
+
+    def wants(self, attrs: Attributes, *, mutating: bool) -> bool:
+        """Whether some mutating (validating) webhook's rules match ``attrs``."""
+        ...
+
+    def admit(self, attrs: Attributes, decode: Callable[[JsonDict], JsonDict]) -> JsonDict | None:
+        """``attrs.obj`` after every mutating webhook (None when there is no object), as
+        a chain of its own (both passes); ``decode`` makes a patched object what kube's
+        decoder makes of it (unknown fields dropped, defaults set).
+
+        Raises:
+            StatusError: a webhook refused the write, or could not be called and its
+                failurePolicy is Fail.
+        """
+        ...
+
+    def round(
+        self,
+        attrs: Attributes,
+        decode: Callable[[JsonDict], JsonDict],
+        state: Reinvocation,
+        *,
+        reinvoke: bool,
+    ) -> JsonDict | None:
+        """One pass of the mutating webhooks in a chain (``reinvoke``: the second),
+        ``state`` their part of the chain's reinvocation context; as :meth:`admit`
+        otherwise."""
+        ...
+
+    def validate(self, attrs: Attributes) -> None:
+        """Call the validating webhooks (in parallel).
+
+        Raises:
+            StatusError: as :meth:`admit`.
+        """
+        ...
+
+
+class ConversionFailed(Exception):
+    """A conversion webhook failed; the text says why, as kube words it."""
+
+
+class Converter(Protocol):
+    """Converts custom resources between the versions of their CRD (the conversion
+    webhook of ``spec.conversion.strategy: Webhook``; else the apiVersion is set)."""
+
+    def convert(self, crd_name: str, objects: list[JsonDict], api_version: str) -> list[JsonDict]:
+        """``objects`` at ``api_version`` (those already there come back unchanged).
+
+        Raises:
+            ConversionFailed: the webhook could not be called or answered wrongly.
+        """
         ...

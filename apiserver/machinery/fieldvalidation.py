@@ -52,6 +52,7 @@ __all__ = [
     "json_patch_issues",
     "plain",
     "warning_header",
+    "warning_headers",
 ]
 
 MODES: Final = ("Strict", "Warn", "Ignore")
@@ -419,6 +420,41 @@ def decode_yaml(body: bytes) -> tuple[Any, list[str]]:
 def warning_header(text: str) -> str:
     """One ``Warning`` header value: ``299 - "<text, quoted as Go's strconv.Quote>"``."""
     return f"299 - {json.dumps(text, ensure_ascii=False)}"
+
+
+_TRUNCATE_AT_TOTAL: Final = 4 * 1024  # runes of warning text in one answer
+_TRUNCATE_ITEM: Final = 256
+
+
+def warning_headers(texts: Iterable[str]) -> list[str]:
+    """The ``Warning`` header values of one answer, as kube's warning recorder
+    (endpoints/filters/warning.go) writes them: empty and repeated texts dropped, texts
+    with control characters refused, and once the texts pass 4096 characters in all,
+    every one cut to 256 characters and those past the limit left out."""
+    seen: set[str] = set()
+    kept: list[str] = []
+    for text in texts:
+        if not text or text in seen:
+            continue
+        seen.add(text)
+        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
+            continue
+        kept.append(text)
+    out: list[str] = []
+    written, truncating = 0, False
+    for i, whole in enumerate(kept):
+        if truncating and written >= _TRUNCATE_AT_TOTAL:
+            break
+        text = whole[:_TRUNCATE_ITEM] if truncating else whole
+        if written + len(text) <= _TRUNCATE_AT_TOTAL or truncating:
+            written += len(text)
+            out.append(warning_header(text))
+            continue
+        # over the limit: from now on every text is cut, those written so far too
+        truncating = True
+        out = [warning_header(t[:_TRUNCATE_ITEM]) for t in kept[: i + 1]]
+        written = sum(len(t[:_TRUNCATE_ITEM]) for t in kept[: i + 1])
+    return out
 
 
 @dataclass(slots=True)

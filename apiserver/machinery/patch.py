@@ -32,6 +32,7 @@ from apiserver.storage.store import copy_json
 __all__ = [
     "STRATEGIC_KINDS",
     "PatchError",
+    "PatchTestFailed",
     "json_merge_patch",
     "json_patch",
     "strategic_merge_patch",
@@ -74,12 +75,27 @@ class PatchError(Exception):
         super().__init__(message if message == self.detail else f"{message}: {self.detail}")
 
 
+class PatchTestFailed(PatchError):
+    """A JSON patch ``test`` operation that failed (evanphx/json-patch's
+    ``ErrTestFailed``): a MutatingAdmissionPolicy leaves the object as it was."""
+
+
 def _bad_request(message: str) -> PatchError:
     return PatchError(400, "BadRequest", message)
 
 
 def _invalid(detail: str) -> PatchError:
     return PatchError(422, "Invalid", _INVALID_MESSAGE, detail=detail, details={})
+
+
+def _test_failed(path: str) -> PatchTestFailed:
+    return PatchTestFailed(
+        422,
+        "Invalid",
+        _INVALID_MESSAGE,
+        detail=f"testing value {path} failed: test failed",
+        details={},
+    )
 
 
 def _go_type(value: Any) -> str:
@@ -292,9 +308,9 @@ def json_patch(target: dict[str, Any], ops: Any) -> dict[str, Any]:
             except PatchError:
                 if expected is None:
                     continue  # a missing value tests equal to null, as evanphx/json-patch does
-                raise _invalid(f"testing value {path} failed: test failed") from None
+                raise _test_failed(path) from None
             if not _json_equal(actual, expected):
-                raise _invalid(f"testing value {path} failed: test failed")
+                raise _test_failed(path)
         else:
             raise _invalid(f"Unexpected kind: {kind if isinstance(kind, str) else 'unknown'}")
     if not isinstance(doc, dict):

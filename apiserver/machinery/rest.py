@@ -13,7 +13,17 @@ status subresource split, finalizers and deletionTimestamp, DELETE answers per r
 no-op updates that do not bump the resourceVersion, list options and reads at a future
 resourceVersion, graceful pod deletion, Service IP and node port allocation.
 
-Thread-safe: every read-modify-write holds the storage lock.
+Admission runs where kube-apiserver runs it: the built-in plugins' defaulting, then the
+mutating admission webhooks, then validation, then ValidatingAdmissionPolicies and the
+validating admission webhooks, then ResourceQuota. Custom resources of a CRD whose
+conversion strategy is ``Webhook`` are stored at the CRD's storage version and served at
+the version asked for through the conversion webhook.
+
+Thread-safe: every read-modify-write holds the storage lock, except while a webhook is
+called: a verb that took the lock itself releases it around the call (kube holds no lock
+while it calls webhooks, and a webhook may call the API server back), then checks that
+what it read is unchanged, else starts over (as kube's ``GuaranteedUpdate`` does). A verb
+called with the lock already held (the server's own controllers) keeps it.
 """
 
 from __future__ import annotations
@@ -21,12 +31,14 @@ from __future__ import annotations
 import base64
 import builtins
 import copy
+import dataclasses
 import datetime as dt
 import itertools
 import random
 import secrets
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -48,11 +60,16 @@ from apiserver.machinery import (
 )
 from apiserver.machinery.admission import (
     Attributes,
+    ConversionFailed,
+    Converter,
+    MutatingAdmission,
     QuotaAdmission,
     Refused,
+    Reinvocation,
     ServiceIPs,
     Strategy,
     ValidatingAdmission,
+    WebhookAdmission,
 )
 from apiserver.machinery.fieldvalidation import Directive
 from apiserver.storage.selectors import FieldSelector, object_fields
@@ -135,6 +152,59 @@ def _patch_invalid(value: str, detail: str) -> StatusError:
 
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Stale(StatusError):
+    """An update's resourceVersion is not the stored one (409 Conflict)."""
+
+
+class _Changed(Exception):
+    """What a verb read changed while the storage lock was released: start over."""
+
+
+def _held(lock: Any) -> bool:
+    """Whether this thread holds the storage lock (an RLock). ``threading.Condition``
+    asks the same ``_is_owned``."""
+    return bool(lock._is_owned())
+
+
+def _pins_resource_version(kind: str, doc: Any) -> bool:
+    """Whether a patch names a resourceVersion (a precondition: no retry on conflict)."""
+    if kind == "json":
+        return isinstance(doc, list) and any(
+            isinstance(op, dict) and op.get("path") == "/metadata/resourceVersion" for op in doc
+        )
+    meta = doc.get("metadata") if isinstance(doc, dict) else None
+    return isinstance(meta, dict) and bool(meta.get("resourceVersion"))
+
+
+def _with_obj(attrs: Attributes, obj: JsonDict | None) -> Attributes:
+    """``attrs`` of another object (the constructor: ``dataclasses.replace`` costs more)."""
+    return Attributes(
+        attrs.operation,
+        attrs.group,
+        attrs.version,
+        attrs.resource,
+        attrs.kind,
+        attrs.subresource,
+        attrs.namespace,
+        attrs.name,
+        obj,
+        attrs.old,
+        attrs.dry_run,
+        attrs.options,
+    )
+
+
+def _options(kind: str, dry_run: bool) -> JsonDict:
+    """The request's options as admission webhooks are sent them."""
+    out: JsonDict = {"kind": kind, "apiVersion": "meta.k8s.io/v1"}
+    if dry_run:
+        out["dryRun"] = ["All"]
+    return out
+
+
+_RETRIES: Final = 32  # starting over after a concurrent write (GuaranteedUpdate retries too)
 
 
 _OPTIONS_KIND: Final = {
@@ -242,6 +312,20 @@ class DeleteOptions:
     preconditions: JsonDict = field(default_factory=dict)
     grace_period_seconds: int | None = None
     dry_run: bool = False
+
+
+def _delete_options_object(options: DeleteOptions) -> JsonDict:
+    """The DeleteOptions admission webhooks are sent."""
+    out = _options("DeleteOptions", options.dry_run)
+    if options.grace_period_seconds is not None:
+        out["gracePeriodSeconds"] = options.grace_period_seconds
+    if options.preconditions:
+        out["preconditions"] = dict(options.preconditions)
+    if options.orphan_dependents is not None:
+        out["orphanDependents"] = options.orphan_dependents
+    if options.propagation_policy:
+        out["propagationPolicy"] = options.propagation_policy
+    return out
 
 
 def _invalid_delete_options(options: DeleteOptions) -> StatusError | None:
@@ -467,9 +551,14 @@ class Rest:
         services: ServiceIPs,
         quota: QuotaAdmission | None = None,
         validating: Sequence[ValidatingAdmission] = (),
+        mutating: MutatingAdmission | None = None,
+        webhooks: WebhookAdmission | None = None,
+        converter: Converter | None = None,
     ) -> None:
         """``strategy`` defaults and validates each kind, ``services`` allocates Service
-        IPs and node ports, ``quota`` and ``validating`` are the admission chain
+        IPs and node ports, ``quota``, ``validating``, ``mutating`` (the
+        MutatingAdmissionPolicy plugin) and ``webhooks`` are the admission chain,
+        ``converter`` converts custom resources between versions
         (``apiserver.registry.strategy.new_rest`` wires the built-in ones)."""
         self.storage = storage
         self.registry = registry
@@ -477,7 +566,14 @@ class Rest:
         self._services = services
         self.quota = quota
         self._validating = tuple(validating)
-        self.on_crd_change: list[Callable[[], None]] = []
+        self.mutating = mutating
+        self.webhooks = webhooks
+        self.converter = converter
+        # conversions for reads: (uid, resourceVersion, apiVersion) -> served object;
+        # forgotten when a CRD changes (kube's per-version watch caches are rebuilt then)
+        self._conversions: dict[tuple[str, str, str], JsonDict] = {}
+        self._conversions_lock = threading.Lock()
+        self.on_crd_change: list[Callable[[], None]] = [self._forget_conversions]
         self._root_ca: rootca.RootCA | None = None  # made when first needed
         self._root_ca_lock = threading.Lock()
         # Where each custom resource's watch cache begins: kube's cacher lists when the
@@ -543,12 +639,352 @@ class Rest:
         decode: Callable[[JsonDict], JsonDict] | None = None,
     ) -> JsonDict:
         """The object as served at ``served``'s version (custom resources share storage),
-        decoded as storage decodes it (an answer is what the write stored, read back)."""
+        decoded as storage decodes it (an answer is what the write stored, read back).
+        Objects of a CRD converted by webhook are left at the version they are stored at:
+        :meth:`served_form` converts them, outside the storage lock."""
         if served.custom:
             obj = (decode or self.decoder(served))(obj)
             if obj.get("apiVersion") != served.resource.api_version:
+                if self._converts_by_webhook(served):
+                    return obj
                 obj = {**obj, "apiVersion": served.resource.api_version}
         return obj
+
+    # -- conversion of custom resources ------------------------------------------------
+
+    def _crd(self, served: ServedResource) -> JsonDict | None:
+        return self.storage.get(
+            ("apiextensions.k8s.io/customresourcedefinitions", "", served.crd_name)
+        )
+
+    def _converts_by_webhook(self, served: ServedResource) -> bool:
+        if not served.custom or self.converter is None:
+            return False
+        crd = self._crd(served) or {}
+        conversion = (crd.get("spec") or {}).get("conversion") or {}
+        return conversion.get("strategy") == "Webhook"
+
+    def _version(self, served: ServedResource, version: str) -> ServedResource:
+        for other in self.registry.by_crd(served.crd_name):
+            if other.resource.version == version:
+                return other
+        return served
+
+    def _storage_version(self, served: ServedResource) -> ServedResource:
+        """The CRD's storage version (where its objects are kept)."""
+        crd = self._crd(served) or {}
+        for version in (crd.get("spec") or {}).get("versions") or []:
+            if version.get("storage"):
+                return self._version(served, str(version.get("name")))
+        return served
+
+    def _forget_conversions(self) -> None:
+        with self._conversions_lock:
+            self._conversions.clear()
+
+    def convert_to(self, served: ServedResource, objects: list[JsonDict]) -> list[JsonDict]:
+        """Custom objects at ``served``'s version: by the CRD's conversion webhook, then
+        defaulted and pruned by that version's schema, as kube decodes what it converted.
+        What is converted of a stored revision is remembered (per uid, resourceVersion
+        and version); a written object that is not stored (admission, a dry run) is not.
+
+        Raises:
+            StatusError: the conversion webhook failed (500, kube's message).
+        """
+        target = served.resource.api_version
+        out: list[JsonDict | None] = []
+        todo: list[tuple[int, JsonDict, tuple[str, str, str] | None]] = []
+        for obj in objects:
+            if obj.get("apiVersion") == target:
+                out.append(obj)
+                continue
+            key = self._conversion_key(served, obj, target)
+            with self._conversions_lock:
+                cached = self._conversions.get(key) if key is not None else None
+            if cached is not None:
+                out.append(cached)
+                continue
+            todo.append((len(out), obj, key))
+            out.append(None)
+        if todo:
+            if self.converter is None:
+                converted = [{**o, "apiVersion": target} for _, o, _ in todo]
+            else:
+                try:
+                    converted = self.converter.convert(
+                        served.crd_name, [o for _, o, _ in todo], target
+                    )
+                except ConversionFailed as exc:
+                    raise StatusError(500, "", str(exc)) from None
+            for (i, _, key), got in zip(todo, converted, strict=True):
+                obj = self._crd_defaults(served, got)
+                out[i] = obj
+                if key is not None:
+                    with self._conversions_lock:
+                        if len(self._conversions) > 8192:
+                            self._conversions.clear()
+                        self._conversions[key] = obj
+        return [o for o in out if o is not None]
+
+    def _conversion_key(
+        self, served: ServedResource, obj: JsonDict, target: str
+    ) -> tuple[str, str, str] | None:
+        """Where a conversion of ``obj`` is remembered: only the revision storage holds
+        (the very object: never a copy a write is working on) is."""
+        meta = obj.get("metadata") or {}
+        uid, rv = str(meta.get("uid") or ""), str(meta.get("resourceVersion") or "")
+        if not uid or not rv:
+            return None
+        stored = self.storage.get(
+            self._key(served, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        )
+        if stored is not obj:
+            return None
+        return (uid, rv, target)
+
+    def served_form(self, served: ServedResource, obj: JsonDict) -> JsonDict:
+        """``obj`` as read from storage (decoded: :meth:`decoder`, :meth:`_render`) at the
+        version ``served`` serves."""
+        if not served.custom or obj.get("apiVersion") == served.resource.api_version:
+            return obj
+        if not self._converts_by_webhook(served):
+            return {**obj, "apiVersion": served.resource.api_version}
+        return self.convert_to(served, [obj])[0]
+
+    def _served_list(self, served: ServedResource, listed: JsonDict) -> JsonDict:
+        items = listed.get("items") or []
+        if not served.custom or all(
+            i.get("apiVersion") == served.resource.api_version for i in items
+        ):
+            return listed
+        return {**listed, "items": self.convert_to(served, items)}
+
+    def _stored_form(self, served: ServedResource, obj: JsonDict, outermost: bool) -> JsonDict:
+        """A custom object written at ``served``'s version, at the storage version when
+        its CRD converts by webhook (the lock released for the call)."""
+        if not self._converts_by_webhook(served):
+            return obj
+        storage = self._storage_version(served)
+        if storage.resource.version == served.resource.version:
+            return obj
+        with self._unlocked(outermost):
+            return self.convert_to(storage, [obj])[0]
+
+    def _crd_defaults(
+        self, served: ServedResource, obj: JsonDict, directive: Directive | None = None
+    ) -> JsonDict:
+        """A custom object defaulted and pruned by its version's schema (what kube's
+        decoder does), its validation left for later."""
+        crd = self._crd(served)
+        found = schema.version_schema(crd, served.resource.version) if crd is not None else None
+        if found is None:
+            return obj
+        pruned: list[str] = []
+        result, _ = schema.apply_schema(
+            found,
+            obj,
+            kind=served.resource.kind,
+            status_subresource=served.resource.has_status,
+            pruned=pruned,
+        )
+        if directive is not None:
+            directive.add_sorted_unknown([*directive.pending, *pruned])
+            directive.pending = []
+            refused = directive.finish()
+            if refused is not None:
+                raise _strict_refusal(directive, refused)
+        return dict(result)
+
+    # -- admission around webhooks -----------------------------------------------------
+
+    @contextmanager
+    def _unlocked(self, outermost: bool) -> Iterator[None]:
+        """The storage lock released for a webhook call, when the verb took it itself."""
+        if not outermost:
+            yield
+            return
+        self.storage.lock.release()
+        try:
+            yield
+        finally:
+            self.storage.lock.acquire()
+
+    def _attributes(
+        self,
+        served: ServedResource,
+        operation: str,
+        namespace: str | None,
+        obj: JsonDict | None,
+        old: JsonDict | None,
+        *,
+        subresource: str | None = None,
+        dry_run: bool = False,
+        name: str | None = None,
+    ) -> Attributes:
+        r = served.resource
+        meta = (obj or old or {}).get("metadata") or {}
+        kind = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions"}.get(
+            operation, "DeleteOptions"
+        )
+        name = str(meta.get("name") or "") if name is None else name
+        if r.namespaced:
+            namespace = namespace or ""
+        elif (r.group, r.plural) == ("", "namespaces") and operation != "CREATE":
+            namespace = name  # RequestInfo: a namespace's path names it as its own
+        else:
+            namespace = ""
+        return Attributes(
+            operation=operation,
+            group=r.group,
+            version=r.version,
+            resource=r.plural,
+            kind=r.kind,
+            subresource=subresource or "",
+            namespace=namespace,
+            name=name,
+            obj=obj,
+            old=old,
+            dry_run=dry_run,
+            options=_options(kind, dry_run),
+        )
+
+    def _decoder(
+        self, served: ServedResource, old: JsonDict | None
+    ) -> Callable[[JsonDict], JsonDict]:
+        """What kube's decoder makes of an object a mutating admission plugin changed
+        (a webhook's patch, a MutatingAdmissionPolicy's mutation): a built-in one without
+        unknown fields, its quantities canonical (a wrong type is a 500),
+        scheme-defaulted; a custom one pruned and defaulted."""
+        r = served.resource
+
+        def decode(obj: JsonDict) -> JsonDict:
+            if served.custom:
+                return self._crd_defaults(served, {**obj, "apiVersion": r.api_version})
+            t = self._type(served)
+            if t is not None:
+                try:
+                    obj = dict(fieldvalidation.check_typed(obj, t, issues=None, unknown=[]))
+                except fieldvalidation.TypeError_ as exc:
+                    raise StatusError(
+                        500,
+                        "InternalError",
+                        f"Internal error occurred: {exc}",
+                        {"causes": [{"message": str(exc)}]},
+                    ) from None
+            obj = {**obj, "apiVersion": r.api_version, "kind": r.kind}
+            if self.strategy.defaults(r.kind, r.group):
+                obj = self.strategy.default(
+                    r.kind,
+                    r.group,
+                    obj,
+                    allocate_cluster_ip=self._allocate_cluster_ip,
+                    token_volume_suffix=self._token_suffix,
+                    old=old,
+                    plugins=False,
+                )
+            return obj
+
+        return decode
+
+    def _mutate(
+        self,
+        served: ServedResource,
+        obj: JsonDict,
+        old: JsonDict | None,
+        directive: Directive | None,
+        *,
+        attrs: Attributes,
+        outermost: bool,
+    ) -> tuple[JsonDict, JsonDict | None]:
+        """The built-in admission plugins' defaulting, then the mutating chain in kube's
+        plugin order: the MutatingAdmissionPolicies (the lock held), then the mutating
+        webhooks (the lock released); then both once more, each as its reinvocation
+        state allows, when either changed the object (admission/reinvocation.go: a
+        webhook's change brings IfNeeded policies back, and their changes in that
+        second pass the IfNeeded webhooks). Returns the object and, when a policy or
+        webhook applies, the object they were given (what the field manager attributes
+        to the writer); ``(obj, None)`` when none applies (validation does the
+        defaulting)."""
+        policies = self.mutating
+        if policies is not None and (attrs.subresource or not policies.wants(attrs)):
+            policies = None  # (kube's plugin mutates subresources: not here)
+        webhooks = self.webhooks
+        if webhooks is not None and not webhooks.wants(attrs, mutating=True):
+            webhooks = None
+        if policies is None and webhooks is None:
+            return obj, None
+        r = served.resource
+        _drop_empty_meta(obj)
+        try:
+            if served.custom:
+                obj = self._crd_defaults(served, obj, directive)
+            else:
+                service = r.kind == "Service" and not r.group
+                if old is not None and service:
+                    obj = self.strategy.prepare_update(r.kind, r.group, old, obj)
+                if self.strategy.defaults(r.kind, r.group):
+                    obj = self.strategy.default(
+                        r.kind,
+                        r.group,
+                        obj,
+                        allocate_cluster_ip=self._allocate_cluster_ip,
+                        token_volume_suffix=self._token_suffix,
+                        old=old,
+                        plugins=not service,  # a Service's IPs come after admission
+                    )
+        except AdmissionError as exc:
+            raise self._invalid(served, exc, obj) from None
+        given = obj
+        by_policies, by_webhooks = Reinvocation(), Reinvocation()  # the chain's context
+        decode = self._decoder(served, old)  # what each mutation leaves, decoded again
+        schema_type = self._type(served) if policies is not None else None
+        for reinvoke in (False, True):
+            if policies is not None:
+                obj = policies.round(
+                    _with_obj(attrs, obj),
+                    decode,
+                    schema_type,
+                    by_policies,
+                    reinvoke=reinvoke,
+                )
+            if webhooks is not None:
+                with self._unlocked(outermost):
+                    mutated = webhooks.round(
+                        _with_obj(attrs, obj), decode, by_webhooks, reinvoke=reinvoke
+                    )
+                obj = mutated if mutated is not None else obj
+            if not (by_policies.should_reinvoke or by_webhooks.should_reinvoke):
+                break
+        return obj, given
+
+    def _validate_by_webhooks(self, attrs: Attributes, outermost: bool) -> bool:
+        """Call the validating webhooks that apply (the lock released); whether any did."""
+        if self.webhooks is None or not self.webhooks.wants(attrs, mutating=False):
+            return False
+        with self._unlocked(outermost):
+            self.webhooks.validate(attrs)
+        return True
+
+    def _read_form(
+        self, served: ServedResource, key: ObjectKey, current: JsonDict, outermost: bool
+    ) -> JsonDict:
+        """A stored custom object, decoded (:meth:`decoder`), at ``served``'s version, for
+        a write to work on (by webhook: the lock released, then the object checked
+        unchanged)."""
+        if not self._converts_by_webhook(served):
+            return self.served_form(served, current)
+        with self._unlocked(outermost):
+            converted = self.served_form(served, current)
+        self._unchanged(key, current)
+        return converted
+
+    def _unchanged(self, key: ObjectKey, current: JsonDict) -> None:
+        """Raise :class:`_Changed` if the stored object is no longer ``current``."""
+        now = self.storage.get(key)
+        if now is None or now["metadata"].get("resourceVersion") != current["metadata"].get(
+            "resourceVersion"
+        ):
+            raise _Changed
 
     def _check_namespace(
         self, served: ServedResource, namespace: str | None, *, creating: bool, name: str = ""
@@ -648,34 +1084,10 @@ class Rest:
             raise self._invalid(served, exc, obj) from None
         return obj
 
-    def _check_policies(
-        self,
-        served: ServedResource,
-        operation: str,
-        namespace: str | None,
-        obj: JsonDict | None,
-        old: JsonDict | None,
-        *,
-        subresource: str | None = None,
-        dry_run: bool = False,
-    ) -> None:
+    def _check_policies(self, attrs: Attributes) -> None:
         """ValidatingAdmissionPolicy admission of one write (after defaulting and the
-        registry's validation, before storage, as in kube's Store)."""
-        r = served.resource
-        meta = (obj or old or {}).get("metadata") or {}
-        attrs = Attributes(
-            operation=operation,
-            group=r.group,
-            version=r.version,
-            resource=r.plural,
-            kind=r.kind,
-            subresource=subresource or "",
-            namespace=(namespace or "") if r.namespaced else "",
-            name=str(meta.get("name") or ""),
-            obj=obj,
-            old=old,
-            dry_run=dry_run,
-        )
+        registry's validation, before the validating webhooks and storage, as in kube's
+        Store)."""
         for plugin in self._validating:
             plugin.validate(attrs)
 
@@ -901,7 +1313,7 @@ class Rest:
         obj = self.storage.get(self._key(served, namespace, name))
         if obj is None:
             raise not_found(served, name)
-        return self._render(served, obj)
+        return self.served_form(served, self._render(served, obj))
 
     def parse_selectors(
         self, served: ServedResource, opts: ListOptions
@@ -1030,12 +1442,15 @@ class Rest:
         if shards is not None:
             meta["shardInfo"] = {"selector": shards.string()}
         decode = self.decoder(served)
-        return {
-            "kind": f"{r.kind}List",
-            "apiVersion": r.api_version,
-            "metadata": meta,
-            "items": [self._list_item(served, o, decode) for o in items],
-        }
+        return self._served_list(
+            served,
+            {
+                "kind": f"{r.kind}List",
+                "apiVersion": r.api_version,
+                "metadata": meta,
+                "items": [self._list_item(served, o, decode) for o in items],
+            },
+        )
 
     def _list_item(
         self, served: ServedResource, obj: JsonDict, decode: Callable[[JsonDict], JsonDict]
@@ -1121,6 +1536,30 @@ class Rest:
         """Create an object; ``managed_fields`` (server-side apply) replaces the Update
         entry a create otherwise records for ``manager``. ``owned``: ``body`` is the
         caller's to give away (freshly decoded), so it is stored without a copy."""
+        created = self._create(
+            served,
+            namespace,
+            body,
+            manager=manager,
+            dry_run=dry_run,
+            managed_fields=managed_fields,
+            directive=directive,
+            owned=owned,
+        )
+        return self.served_form(served, created)
+
+    def _create(
+        self,
+        served: ServedResource,
+        namespace: str | None,
+        body: Any,
+        *,
+        manager: str,
+        dry_run: bool,
+        managed_fields: builtins.list[JsonDict] | None,
+        directive: Directive | None,
+        owned: bool,
+    ) -> JsonDict:
         checked = self._check_body_type(served, body)
         obj = checked if owned else copy_json(checked)
         r = served.resource
@@ -1141,10 +1580,7 @@ class Rest:
                 500, "InternalError", "resourceVersion should not be set on objects to be created"
             )
         admitted_name = str(meta.get("name") or meta.get("generateName") or "Unknown")
-        if not meta.get("name") and meta.get("generateName"):
-            suffix = "".join(secrets.choice(_NAME_ALPHABET) for _ in range(5))
-            # SimpleNameGenerator: the base is cut so the name stays within 63 characters.
-            meta["name"] = f"{str(meta['generateName'])[:58]}{suffix}"
+        request_name = str(meta.get("name") or "")  # admission's name: "" before generation
         for k in (
             "uid",
             "creationTimestamp",
@@ -1164,6 +1600,7 @@ class Rest:
                 pass  # nodeStrategy.PrepareForCreate: a node may be created with its status
             else:
                 obj["status"] = {}
+        outermost = not _held(self.storage.lock)
         with self.storage.lock:
             self._check_namespace(served, namespace, creating=True, name=admitted_name)
             decoded = None
@@ -1176,10 +1613,35 @@ class Rest:
                     token_volume_suffix=self._token_suffix,
                     plugins=False,
                 )
+            attrs = self._attributes(
+                served, "CREATE", namespace, obj, None, dry_run=dry_run, name=request_name
+            )
+            obj, given = self._mutate(
+                served, obj, None, directive, attrs=attrs, outermost=outermost
+            )
+            if given is not None:  # the lock was released: the namespace may be going
+                self._check_namespace(served, namespace, creating=True, name=admitted_name)
+                if served.custom:
+                    directive = None  # its unknown fields were reported before the webhooks
+            meta = obj.setdefault("metadata", {})
+            if not meta.get("name") and meta.get("generateName"):
+                suffix = "".join(secrets.choice(_NAME_ALPHABET) for _ in range(5))
+                # SimpleNameGenerator: the base is cut so the name stays within 63 characters.
+                meta["name"] = f"{str(meta['generateName'])[:58]}{suffix}"
             obj = self._admit(served, obj, None, directive)
-            self._check_policies(served, "CREATE", namespace, obj, None, dry_run=dry_run)
             meta = obj["metadata"]
             name = meta.get("name", "")
+            # BeforeCreate: the object is complete before the validating admission
+            meta["uid"] = meta.get("uid") or new_uid()  # a Job's selector names it
+            meta["creationTimestamp"] = _now()
+            if served.generation is not Generation.NONE:
+                meta["generation"] = 1
+            attrs = _with_obj(attrs, obj)
+            self._check_policies(attrs)
+            hooked = self._validate_by_webhooks(attrs, outermost)
+            stored = self._stored_form(served, obj, outermost)
+            if hooked or stored is not obj:
+                self._check_namespace(served, namespace, creating=True, name=admitted_name)
             key = self._key(served, namespace, name)
             if self.storage.get(key) is not None:
                 raise StatusError(
@@ -1201,6 +1663,7 @@ class Rest:
                         f'{r.group_resource} "{name}" is forbidden: {exc}',
                         _details(served, name),
                     ) from None
+            obj = stored
             crd_status: JsonDict | None = None
             if r.kind == "CustomResourceDefinition":
                 obj = self._crd_accept(obj)
@@ -1213,12 +1676,15 @@ class Rest:
                     "storedVersions": crd_status["storedVersions"],
                 }
             meta = obj["metadata"]
-            meta["uid"] = meta.get("uid") or new_uid()  # a Job's selector names it
-            meta["creationTimestamp"] = _now()
-            if served.generation is not Generation.NONE:
-                meta["generation"] = 1
             if managed_fields is None:
-                attributed = obj if decoded is None else decoded
+                # the field manager runs before mutating admission (handlers/create.go):
+                # what the policies and webhooks change is no one's
+                if decoded is not None:
+                    attributed = decoded
+                elif given is not None:
+                    attributed = given
+                else:
+                    attributed = obj
                 managed_fields = self._record(served, None, attributed, entries=[], manager=manager)
             if managed_fields:
                 meta["managedFields"] = managed_fields
@@ -1324,6 +1790,26 @@ class Rest:
 
     # -- update ----------------------------------------------------------------------
 
+    def _may_release(
+        self,
+        served: ServedResource,
+        operation: str,
+        namespace: str | None,
+        subresource: str | None = None,
+    ) -> bool:
+        """Whether a write may call webhooks (and so release the lock and start over):
+        an admission webhook's rules match it, or its CRD converts by webhook."""
+        if self._converts_by_webhook(served):
+            return True
+        if self.webhooks is None or not self.webhooks.configured():
+            return False
+        probe = self._attributes(
+            served, operation, namespace, None, None, subresource=subresource, name=""
+        )
+        return self.webhooks.wants(probe, mutating=True) or self.webhooks.wants(
+            probe, mutating=False
+        )
+
     def update(
         self,
         served: ServedResource,
@@ -1345,6 +1831,45 @@ class Rest:
         away (freshly decoded or patched), so it is stored without a copy.
         """
         body = self._check_body_type(served, body)
+        outermost = not _held(self.storage.lock)
+        retryable = outermost and self._may_release(served, "UPDATE", namespace, subresource)
+        pristine = copy_json(body) if retryable else body
+        for attempt in range(_RETRIES):
+            sent = copy_json(pristine) if retryable and attempt else body
+            try:
+                out = self._update(
+                    served,
+                    namespace,
+                    name,
+                    sent,
+                    subresource=subresource,
+                    manager=manager,
+                    dry_run=dry_run,
+                    managed_fields=managed_fields,
+                    directive=directive,
+                    owned=owned or (retryable and attempt > 0),
+                    outermost=outermost,
+                )
+            except _Changed:
+                continue
+            return self.served_form(served, out)
+        raise self._conflict(served, name)
+
+    def _update(
+        self,
+        served: ServedResource,
+        namespace: str | None,
+        name: str,
+        body: JsonDict,
+        *,
+        subresource: str | None,
+        manager: str,
+        dry_run: bool,
+        managed_fields: builtins.list[JsonDict] | None,
+        directive: Directive | None,
+        owned: bool,
+        outermost: bool,
+    ) -> JsonDict:
         r = served.resource
         meta_in = body.get("metadata") or {}
         if meta_in.get("name") and meta_in["name"] != name:
@@ -1363,7 +1888,8 @@ class Rest:
             if stored is None:
                 raise not_found(served, name)
             # the old object as storage decodes it (defaulted): what the write compares
-            # with and builds on; the bytes stored are what a no-op write is told by
+            # with and builds on (at the version served, below); the bytes stored are
+            # what a no-op write is told by
             current = self.decoder(served)(stored)
             cur_meta = current["metadata"]
             if meta_in.get("uid") and meta_in["uid"] != cur_meta.get("uid"):
@@ -1371,6 +1897,10 @@ class Rest:
             rv = str(meta_in.get("resourceVersion") or "")
             if rv and rv != cur_meta["resourceVersion"]:
                 raise self._conflict(served, name)
+            original = stored  # the bytes stored: what a no-op write is told by
+            if served.custom and current.get("apiVersion") != r.api_version:
+                current = self._read_form(served, key, current, outermost)
+                cur_meta = current["metadata"]
             if subresource == "status":
                 new = self._status_update(served, current, body)
                 if served.custom:
@@ -1399,6 +1929,10 @@ class Rest:
                 meta["namespace"] = namespace or ""
             else:
                 meta.pop("namespace", None)
+            attrs = self._attributes(
+                served, "UPDATE", namespace, new, current, subresource=subresource, dry_run=dry_run
+            )
+            given: JsonDict | None = None
             if subresource is None:
                 for k in (
                     "uid",
@@ -1411,6 +1945,18 @@ class Rest:
                         meta[k] = cur_meta[k]
                     else:
                         meta.pop(k, None)
+                new, given = self._mutate(
+                    served, new, current, directive, attrs=attrs, outermost=outermost
+                )
+                if given is not None:
+                    self._unchanged(key, current)
+                    if r.has_status:  # PrepareForUpdate runs after admission: status kept
+                        if "status" in current:
+                            new["status"] = copy.deepcopy(current["status"])
+                        else:
+                            new.pop("status", None)
+                    if served.custom:
+                        directive = None  # its unknown fields were reported already
                 new = self._admit(served, new, current, directive)
                 meta = new["metadata"]
                 if cur_meta.get("deletionTimestamp"):
@@ -1437,32 +1983,52 @@ class Rest:
                     meta["generation"] = int(cur_meta["generation"]) + 1
                 if r.kind == "CustomResourceDefinition":
                     new["status"] = current.get("status", {})
+            elif subresource == "status":
+                mutated, given = self._mutate(
+                    served, new, current, None, attrs=attrs, outermost=outermost
+                )
+                if given is not None:
+                    self._unchanged(key, current)
+                    # the status strategy runs after admission: only status changes stay
+                    new = self._status_update(served, current, mutated)
+                    if served.custom:
+                        try:
+                            new = self._apply_crd_schema(served, new, None)
+                        except AdmissionError as exc:
+                            raise self._invalid(served, exc, new) from None
+                    meta = new.setdefault("metadata", {})
             meta["resourceVersion"] = cur_meta["resourceVersion"]
             entries = list(cur_meta.get("managedFields") or [])
             if managed_fields is None:
                 if subresource is None and "managedFields" in meta_in:
                     entries = _supplied_managed_fields(meta_in.get("managedFields"), entries)
+                attributed = new if given is None else given  # mutating admission's: no one's
                 managed_fields = self._record(
-                    served, current, new, entries=entries, manager=manager, subresource=subresource
+                    served,
+                    current,
+                    attributed,
+                    entries=entries,
+                    manager=manager,
+                    subresource=subresource,
                 )
             if managed_fields:
                 meta["managedFields"] = managed_fields
             else:
                 meta.pop("managedFields", None)
             if subresource != "finalize":
-                self._check_policies(
-                    served,
-                    "UPDATE",
-                    namespace,
-                    new,
-                    current,
-                    subresource=subresource,
-                    dry_run=dry_run,
-                )
-            if _strip_for_compare(new) == _strip_for_compare(stored) and managed_fields == list(
+                attrs = _with_obj(attrs, new)
+                self._check_policies(attrs)
+                if self._validate_by_webhooks(attrs, outermost):
+                    self._unchanged(key, current)
+            at_storage = self._stored_form(served, new, outermost)
+            if at_storage is not new:
+                self._unchanged(key, current)
+                new = at_storage
+                meta = new["metadata"]
+            if _strip_for_compare(new) == _strip_for_compare(original) and managed_fields == list(
                 cur_meta.get("managedFields") or []
             ):
-                return self._render(served, current)
+                return self._render(served, original)
             if dry_run:
                 return self._render(served, new)
             meta["resourceVersion"] = str(self.storage.next_revision())
@@ -1500,7 +2066,7 @@ class Rest:
         )
 
     def _conflict(self, served: ServedResource, name: str) -> StatusError:
-        return StatusError(
+        return Stale(
             409,
             "Conflict",
             f"Operation cannot be fulfilled on {served.resource.group_resource} "
@@ -1608,70 +2174,88 @@ class Rest:
                 directive=directive,
                 viewed=viewed,
             )
-        with self.storage.lock:
-            current = self._stored(served, self._key(served, namespace, name))
-            if current is not None and view is not None:
-                current = view(current)
-            if current is None:
-                raise not_found(served, name)
-            try:
-                if kind == "merge":
-                    new = patch.json_merge_patch(current, doc)
-                elif kind == "json":
-                    new = patch.json_patch(current, doc)
-                elif not served.strategic_merge:
-                    raise patch.PatchError(
-                        415,
-                        "UnsupportedMediaType",
-                        "the body of the request was in an unknown format - accepted media "
-                        "types include: application/json-patch+json, "
-                        "application/merge-patch+json, application/apply-patch+yaml",
+        outermost = not _held(self.storage.lock)
+        for _ in range(_RETRIES):
+            with self.storage.lock:
+                key = self._key(served, namespace, name)
+                current = self._stored(served, key)
+                if current is not None and view is not None:
+                    current = view(current)
+                if current is None:
+                    raise not_found(served, name)
+                if served.custom and current.get("apiVersion") != served.resource.api_version:
+                    try:
+                        current = self._read_form(served, key, current, outermost)
+                    except _Changed:
+                        continue
+                try:
+                    if kind == "merge":
+                        new = patch.json_merge_patch(current, doc)
+                    elif kind == "json":
+                        new = patch.json_patch(current, doc)
+                    elif not served.strategic_merge:
+                        raise patch.PatchError(
+                            415,
+                            "UnsupportedMediaType",
+                            "the body of the request was in an unknown format - accepted media "
+                            "types include: application/json-patch+json, "
+                            "application/merge-patch+json, application/apply-patch+yaml",
+                        )
+                    else:
+                        if not isinstance(doc, dict):
+                            raise patch.PatchError(400, "BadRequest", "patch must be an object")
+                        new = patch.strategic_merge_patch(current, doc, served.resource.kind)
+                except patch.PatchError as exc:
+                    raise StatusError(exc.status, exc.reason, exc.message, exc.details) from None
+                if not isinstance(new, dict):
+                    raise _bad_request("the patched object is not an object")
+                if directive is not None:
+                    # what patch.go shows as the bad value of a Strict refusal: the patched
+                    # object's JSON (merge and JSON patch), or the patch map (strategic)
+                    shown = go_v(doc) if kind == "strategic" else go_json(new)
+                    directive.patch_value = quote(shown)
+                new = self._validate_fields(served, new, directive)
+                new_meta = new.get("metadata") or {}
+                if not isinstance(new_meta, dict):
+                    raise _bad_request("metadata: expected an object")
+                patched_rv = new_meta.get("resourceVersion")
+                if patched_rv and patched_rv != current["metadata"]["resourceVersion"]:
+                    raise self._conflict(served, name)
+                if new_meta.get("uid") and new_meta["uid"] != current["metadata"].get("uid"):
+                    # patch.go gives the store no precondition (DefaultUpdatedObjectInfo(nil)):
+                    # a patched uid reaches rest.BeforeUpdate's ValidateObjectMetaUpdate, a 422
+                    cause = invalid_field("metadata.uid", new_meta["uid"], "field is immutable")
+                    refused = AdmissionError(
+                        served.resource.kind, served.resource.group, name, [cause.cause()]
                     )
-                else:
-                    if not isinstance(doc, dict):
-                        raise patch.PatchError(400, "BadRequest", "patch must be an object")
-                    new = patch.strategic_merge_patch(current, doc, served.resource.kind)
-            except patch.PatchError as exc:
-                raise StatusError(exc.status, exc.reason, exc.message, exc.details) from None
-            if not isinstance(new, dict):
-                raise _bad_request("the patched object is not an object")
-            if directive is not None:
-                # what patch.go shows as the bad value of a Strict refusal: the patched
-                # object's JSON (merge and JSON patch), or the patch map (strategic)
-                shown = go_v(doc) if kind == "strategic" else go_json(new)
-                directive.patch_value = quote(shown)
-            new = self._validate_fields(served, new, directive)
-            new_meta = new.get("metadata") or {}
-            if not isinstance(new_meta, dict):
-                raise _bad_request("metadata: expected an object")
-            patched_rv = new_meta.get("resourceVersion")
-            if patched_rv and patched_rv != current["metadata"]["resourceVersion"]:
-                raise self._conflict(served, name)
-            if new_meta.get("uid") and new_meta["uid"] != current["metadata"].get("uid"):
-                # patch.go gives the store no precondition (DefaultUpdatedObjectInfo(nil)):
-                # a patched uid reaches rest.BeforeUpdate's ValidateObjectMetaUpdate, a 422
-                cause = invalid_field("metadata.uid", new_meta["uid"], "field is immutable")
-                refused = AdmissionError(
-                    served.resource.kind, served.resource.group, name, [cause.cause()]
+                    raise self._invalid(served, refused, new)
+                new = {
+                    **new,
+                    "metadata": {
+                        **new_meta,
+                        "resourceVersion": current["metadata"]["resourceVersion"],
+                    },
+                }
+                if unview is not None:
+                    new = unview(new)
+            try:
+                return 200, self.update(
+                    served,
+                    namespace,
+                    name,
+                    new,
+                    subresource=subresource,
+                    manager=manager,
+                    dry_run=dry_run,
+                    directive=directive,
+                    owned=True,
                 )
-                raise self._invalid(served, refused, new)
-            new = {
-                **new,
-                "metadata": {**new_meta, "resourceVersion": current["metadata"]["resourceVersion"]},
-            }
-            if unview is not None:
-                new = unview(new)
-            return 200, self.update(
-                served,
-                namespace,
-                name,
-                new,
-                subresource=subresource,
-                manager=manager,
-                dry_run=dry_run,
-                directive=directive,
-                owned=True,
-            )
+            except Stale:
+                if _pins_resource_version(kind, doc):  # the patch's own precondition
+                    raise
+                # a write came between the read and the update: patch the new object
+                # (patch.go's GuaranteedUpdate retries the same way)
+        raise self._conflict(served, name)
 
     def _apply(
         self,
@@ -1727,76 +2311,98 @@ class Rest:
             raise StatusError(500, "", f"failed to create typed patch object ({where}): {text}")
         if r.namespaced:
             config["metadata"]["namespace"] = namespace or ""
-        with self.storage.lock:
-            current = self._stored(served, self._key(served, namespace, name))
-            if current is not None and view is not None:
-                current = view(current)
-            if current is None and subresource is not None:
-                raise not_found(served, name)
-            entries = list(((current or {}).get("metadata") or {}).get("managedFields") or [])
-            try:
-                merged, managed = managedfields.apply(
-                    current,
-                    config,
-                    entries,
-                    manager=manager,
-                    api_version=r.api_version,
-                    t=self._type(shown),
-                    force=force,
-                    subresource=subresource,
-                    has_status=r.has_status,
-                    sent=doc,
-                )
-            except managedfields.ConflictError as exc:
-                raise StatusError(
-                    409,
-                    "Conflict",
-                    exc.message(),
-                    {
-                        "causes": [
-                            {
-                                "reason": "FieldManagerConflict",
-                                "message": f"conflict with {c.manager}",
-                                "field": c.path,
-                            }
-                            for c in exc.conflicts
-                        ]
-                    },
-                ) from None
-            merged = self._decode_applied(shown, merged, where)
-            if current is None:
-                merged["metadata"].pop("resourceVersion", None)
+        outermost = not _held(self.storage.lock)
+        for _ in range(_RETRIES):
+            with self.storage.lock:
+                key = self._key(served, namespace, name)
+                current = self._stored(served, key)
+                if current is not None and view is not None:
+                    current = view(current)
+                if current is None and subresource is not None:
+                    raise not_found(served, name)
+                if (
+                    current is not None
+                    and served.custom
+                    and current.get("apiVersion") != served.resource.api_version
+                ):
+                    try:
+                        current = self._read_form(served, key, current, outermost)
+                    except _Changed:
+                        continue
+                entries = list(((current or {}).get("metadata") or {}).get("managedFields") or [])
+                try:
+                    merged, managed = managedfields.apply(
+                        current,
+                        config,
+                        entries,
+                        manager=manager,
+                        api_version=r.api_version,
+                        t=self._type(shown),
+                        force=force,
+                        subresource=subresource,
+                        has_status=r.has_status,
+                        sent=doc,
+                    )
+                except managedfields.ConflictError as exc:
+                    raise StatusError(
+                        409,
+                        "Conflict",
+                        exc.message(),
+                        {
+                            "causes": [
+                                {
+                                    "reason": "FieldManagerConflict",
+                                    "message": f"conflict with {c.manager}",
+                                    "field": c.path,
+                                }
+                                for c in exc.conflicts
+                            ]
+                        },
+                    ) from None
+                merged = self._decode_applied(shown, merged, where)
+                applied_rv = meta.get("resourceVersion")
+                if current is None:
+                    merged["metadata"].pop("resourceVersion", None)
+                else:
+                    if applied_rv and str(applied_rv) != current["metadata"]["resourceVersion"]:
+                        raise self._conflict(served, name)
+                    merged["metadata"] = {
+                        **merged["metadata"],
+                        "resourceVersion": current["metadata"]["resourceVersion"],
+                    }
                 if unview is not None:
                     merged = unview(merged)
-                created = self.create(
+            if current is None:
+                try:
+                    created = self.create(
+                        served,
+                        namespace,
+                        merged,
+                        manager=manager,
+                        dry_run=dry_run,
+                        managed_fields=managed,
+                    )
+                except StatusError as exc:
+                    if exc.reason != "AlreadyExists":
+                        raise
+                    continue  # created meanwhile: apply to it
+                return 201, created
+            try:
+                return 200, self.update(
                     served,
                     namespace,
+                    name,
                     merged,
+                    subresource=subresource,
                     manager=manager,
                     dry_run=dry_run,
                     managed_fields=managed,
+                    directive=directive,
                 )
-                return 201, created
-            applied_rv = meta.get("resourceVersion")
-            if applied_rv and str(applied_rv) != current["metadata"]["resourceVersion"]:
-                raise self._conflict(served, name)
-            merged["metadata"] = {
-                **merged["metadata"],
-                "resourceVersion": current["metadata"]["resourceVersion"],
-            }
-            if unview is not None:
-                merged = unview(merged)
-            return 200, self.update(
-                served,
-                namespace,
-                name,
-                merged,
-                subresource=subresource,
-                manager=manager,
-                dry_run=dry_run,
-                managed_fields=managed,
-                directive=directive,
-            )
+            except Stale:
+                if applied_rv:
+                    raise
+        raise self._conflict(served, name)
 
     # -- delete ----------------------------------------------------------------------
 
@@ -1814,10 +2420,28 @@ class Rest:
         Returns:
             ``(gone, object)``: whether the object is gone now, and its last state.
         """
-        r = served.resource
         invalid = _invalid_delete_options(options)  # the handler's check, before any lookup
         if invalid is not None:
             raise invalid
+        outermost = not _held(self.storage.lock)
+        for _ in range(_RETRIES):
+            try:
+                gone, last = self._delete(served, namespace, name, options, outermost=outermost)
+            except _Changed:
+                continue
+            return gone, self.served_form(served, last)
+        raise self._conflict(served, name)
+
+    def _delete(
+        self,
+        served: ServedResource,
+        namespace: str | None,
+        name: str,
+        options: DeleteOptions,
+        *,
+        outermost: bool,
+    ) -> tuple[bool, JsonDict]:
+        r = served.resource
         with self.storage.lock:
             key = self._key(served, namespace, name)
             current = self._stored(served, key)
@@ -1829,9 +2453,20 @@ class Rest:
             if not policy and options.orphan_dependents is not None:
                 policy = "Orphan" if options.orphan_dependents else "Background"
             policy = policy or served.default_propagation  # the strategy's default
-            self._check_policies(
-                served, "DELETE", namespace, None, current, dry_run=options.dry_run
+            old = current
+            if served.custom and current.get("apiVersion") != r.api_version:
+                old = self._read_form(served, key, current, outermost)
+            attrs = self._attributes(
+                served, "DELETE", namespace, None, old, dry_run=options.dry_run
             )
+            attrs = dataclasses.replace(attrs, options=_delete_options_object(options))
+            if self.webhooks is not None and self.webhooks.wants(attrs, mutating=True):
+                with self._unlocked(outermost):  # they may refuse; there is nothing to patch
+                    self.webhooks.admit(attrs, self._decoder(served, current))
+                self._unchanged(key, current)
+            self._check_policies(attrs)
+            if self._validate_by_webhooks(attrs, outermost):
+                self._unchanged(key, current)
             finalizers = list(cur_meta.get("finalizers") or [])
             is_crd = r.kind == "CustomResourceDefinition"
             crd_first_delete = is_crd and not cur_meta.get("deletionTimestamp")

@@ -22,11 +22,9 @@ A port of ``staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/validating`
    denied request: ...``, its ``reason`` and code, 422 Invalid by default), ``Warn`` adds a
    ``Warning`` header, ``Audit`` has nowhere to go here (no audit log) and is accepted.
 
-CEL is Google's cel-cpp through ``cel-expr-python`` (the standard library, the strings
-and optional extensions), plus part of Kubernetes' own libraries (the regex and list
-extensions below). What it lacks is listed in docs/local-apiserver.md; an expression that
-uses it fails to compile, which is evaluated as kube evaluates a compile error (an error,
-handled by the ``failurePolicy``).
+Steps 1 to 3 are :mod:`apiserver.registry.policyinvocation`, shared with
+MutatingAdmissionPolicies; CEL is :mod:`apiserver.registry.cel`; the rule and selector
+matching is :mod:`apiserver.registry.matching`, shared with admission webhooks.
 
 Thread-safety: :class:`PolicyAdmission` may be called from any thread; compiled
 expressions are cached under a lock and evaluation is serialised.
@@ -34,19 +32,24 @@ expressions are cached under a lock and evaluation is serialised.
 
 from __future__ import annotations
 
-import itertools
-import re
-import threading
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any, Final, Protocol
-
-from cel_expr_python import cel
-from cel_expr_python.ext import ext_optional, ext_strings
+from collections.abc import Mapping
+from typing import Any, Final
 
 from apiserver.api.errors import StatusError
 from apiserver.machinery.admission import Attributes, RequestContext, current_request
-from manager.labels import SelectorError, label_selector_from_dict
+from apiserver.registry.cel import Cel, syntax_error
+from apiserver.registry.matching import is_exempt
+from apiserver.registry.policyinvocation import (
+    ConfigError,
+    Invocation,
+    PolicySource,
+    ResourceTable,
+    Storage,
+    evaluate_variables,
+    fails,
+    match_conditions,
+    name_of,
+)
 
 __all__ = [
     "PolicyAdmission",
@@ -59,32 +62,7 @@ JsonDict = dict[str, Any]
 POLICIES: Final = "admissionregistration.k8s.io/validatingadmissionpolicies"
 BINDINGS: Final = "admissionregistration.k8s.io/validatingadmissionpolicybindings"
 
-# rules.IsExemptAdmissionConfigurationResource: admission never checks its own config.
-_EXEMPT: Final = frozenset(
-    {
-        "validatingwebhookconfigurations",
-        "mutatingwebhookconfigurations",
-        "validatingadmissionpolicies",
-        "validatingadmissionpolicybindings",
-        "mutatingadmissionpolicies",
-        "mutatingadmissionpolicybindings",
-    }
-)
 _MAX_MESSAGE: Final = 5 * 1024  # celconfig.MaxEvaluatedMessageExpressionSizeBytes
-
-
-class Storage(Protocol):
-    """What the plugin reads: policies, bindings, params and namespaces."""
-
-    def list(self, key: str, namespace: str | None = None) -> list[JsonDict]: ...
-
-    def get(self, key: tuple[str, str, str]) -> JsonDict | None: ...
-
-
-class ResourceTable(Protocol):
-    """The served resources, to find a paramKind's resource and equivalent versions."""
-
-    def __iter__(self) -> Iterator[Any]: ...
 
 
 class PolicyDenied(StatusError):
@@ -94,227 +72,12 @@ class PolicyDenied(StatusError):
         super().__init__(code, reason, message, details)
 
 
-# -- CEL -----------------------------------------------------------------------------------
-
-
-def _find(s: str, pattern: str) -> str:
-    match = re.search(pattern, s)
-    return match.group(0) if match else ""
-
-
-def _find_all(s: str, pattern: str) -> list[str]:
-    return [m.group(0) for m in re.finditer(pattern, s)]
-
-
-def _find_all_n(s: str, pattern: str, n: int) -> list[str]:
-    found = _find_all(s, pattern)
-    return found if n < 0 else found[:n]
-
-
-def _is_sorted(items: list[Any]) -> bool:
-    return all(a <= b for a, b in itertools.pairwise(items))
-
-
-def _sum(items: list[Any]) -> Any:
-    return sum(items)
-
-
-def _min(items: list[Any]) -> Any:
-    if not items:
-        raise ValueError("min called on empty list")
-    return min(items)
-
-
-def _max(items: list[Any]) -> Any:
-    if not items:
-        raise ValueError("max called on empty list")
-    return max(items)
-
-
-def _member(name: str, impl: Callable[..., Any], ret: Any, *params: Any) -> Any:
-    return cel.FunctionDecl(
-        name,
-        [cel.Overload(f"k8s_{name}_{len(params)}", ret, list(params), is_member=True, impl=impl)],
-    )
-
-
-def _environment() -> Any:
-    """The CEL environment of admission expressions (every variable dynamic: there is no
-    schema-typed checking here)."""
-    t = cel.Type
-    dyn_list = t.List(t.DYN)
-    functions = [
-        # k8s regex library
-        _member("find", _find, t.STRING, t.STRING, t.STRING),
-        cel.FunctionDecl(
-            "findAll",
-            [
-                cel.Overload(
-                    "k8s_findAll_2",
-                    t.List(t.STRING),
-                    [t.STRING, t.STRING],
-                    is_member=True,
-                    impl=_find_all,
-                ),
-                cel.Overload(
-                    "k8s_findAll_3",
-                    t.List(t.STRING),
-                    [t.STRING, t.STRING, t.INT],
-                    is_member=True,
-                    impl=_find_all_n,
-                ),
-            ],
-        ),
-        # k8s lists library
-        _member("isSorted", _is_sorted, t.BOOL, dyn_list),
-        _member("sum", _sum, t.DYN, dyn_list),
-        _member("min", _min, t.DYN, dyn_list),
-        _member("max", _max, t.DYN, dyn_list),
-    ]
-    names = ("object", "oldObject", "request", "params", "namespaceObject", "variables")
-    return cel.NewEnv(
-        variables={n: t.DYN for n in names},
-        extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional()],
-        functions=functions,
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class _Outcome:
-    """One evaluation: a value, or the error kube would report for it."""
-
-    value: Any = None
-    error: str = ""
-
-
-_NOT_FOUND: Final = re.compile(r'^NOT_FOUND: Key not found in map : "?(.*?)"?$')
-_STATUS_PREFIX: Final = re.compile(r"^[A-Z_]+: ")
-
-
-def _go_error(text: str) -> str:
-    """A cel-cpp error as cel-go words the common ones."""
-    match = _NOT_FOUND.match(text)
-    if match:
-        return f"no such key: {match.group(1)}"
-    text = _STATUS_PREFIX.sub("", text)
-    if text == "divide by zero":
-        return "division by zero"
-    if text.startswith("No matching overloads found"):
-        return "no such overload"
-    return text
-
-
-class _Cel:
-    """Compiled expressions (cached) and their evaluation."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._env: Any = None
-        self._compiled: dict[str, tuple[Any, str]] = {}
-
-    def _program(self, expression: str) -> tuple[Any, str]:
-        cached = self._compiled.get(expression)
-        if cached is None:
-            if self._env is None:
-                self._env = _environment()
-            try:
-                cached = (self._env.compile(expression), "")
-            except Exception as exc:  # cel-cpp raises ValueError/RuntimeError by status
-                cached = (None, _STATUS_SUFFIX.sub("", _STATUS_PREFIX.sub("", str(exc).strip())))
-            if len(self._compiled) > 4096:
-                self._compiled.clear()
-            self._compiled[expression] = cached
-        return cached
-
-    def evaluate(self, expression: str, data: Mapping[str, Any]) -> _Outcome:
-        """The value of ``expression``; errors worded as kube's CEL filter words them."""
-        with self._lock:
-            program, compile_error = self._program(expression)
-            if program is None:
-                return _Outcome(error=f"compilation error: {compile_error}")
-            try:
-                value = program.eval(data=dict(data))
-            except Exception as exc:
-                return _Outcome(error=_resulted(expression, _go_error(str(exc))))
-            if value.type() == cel.Type.ERROR:
-                return _Outcome(error=_resulted(expression, _go_error(str(value.value()))))
-            return _Outcome(value=value.plain_value())
-
-
-_PARSER: list[Any] = []  # the environment, built on first use
-_PARSER_LOCK = threading.Lock()
-
-
-def syntax_error(expression: str) -> str:
-    """The parse error of ``expression`` as cel-go words it (``ERROR: <input>:1:23:
-    Syntax error: ...``), or "" when it parses. Names and types are not checked."""
-    with _PARSER_LOCK:
-        if not _PARSER:
-            _PARSER.append(_environment())
-        try:
-            _PARSER[0].compile(expression, disable_check=True)
-        except Exception as exc:
-            return _STATUS_SUFFIX.sub("", _STATUS_PREFIX.sub("", str(exc).strip()))
-    return ""
-
-
-_STATUS_SUFFIX: Final = re.compile(r" \[[A-Z_]+\]$")
-
-
-def _resulted(expression: str, error: str) -> str:
-    return f"expression '{expression}' resulted in error: {error}"
-
-
-# -- matching ------------------------------------------------------------------------------
-
-
-def _rule_matches(
-    rule: JsonDict, attrs: Attributes, group: str, version: str, resource: str
-) -> bool:
-    """``rules.Matcher.Matches`` for one RuleWithOperations."""
-
-    def has(values: Any, value: str) -> bool:
-        values = values or []
-        return "*" in values or value in values
-
-    if not has(rule.get("operations"), attrs.operation):
-        return False
-    if not has(rule.get("apiGroups"), group) or not has(rule.get("apiVersions"), version):
-        return False
-    matched = False
-    for text in rule.get("resources") or []:
-        res, _, sub = str(text).partition("/")
-        if res in ("*", resource) and sub in ("*", attrs.subresource):
-            matched = True
-            break
-    if not matched:
-        return False
-    scope = rule.get("scope") or "*"
-    namespace_object = (group, resource) == ("", "namespaces")
-    if scope == "Namespaced":
-        return not namespace_object and attrs.namespace != ""
-    if scope == "Cluster":
-        return namespace_object or attrs.namespace == ""
-    return scope == "*"
-
-
-@dataclass(frozen=True, slots=True)
-class _Matched:
-    group: str
-    version: str
-    resource: str
-    kind: str
-
-
 class PolicyAdmission:
     """The ValidatingAdmissionPolicy admission plugin over a storage and resource table."""
 
     def __init__(self, storage: Storage, resources: ResourceTable) -> None:
-        self._storage = storage
-        self._resources = resources
-        self._cel = _Cel()
-
-    # -- entry -------------------------------------------------------------------------
+        self._source = PolicySource(storage, resources, policies=POLICIES, bindings=BINDINGS)
+        self._cel = Cel()
 
     def validate(self, attrs: Attributes) -> None:
         """Run every policy that applies to the write ``attrs``.
@@ -323,88 +86,40 @@ class PolicyAdmission:
             PolicyDenied: a Deny binding's validation failed, or a policy could not be
                 evaluated and its failurePolicy is Fail.
         """
-        if attrs.group == "admissionregistration.k8s.io" and attrs.resource in _EXEMPT:
+        if is_exempt(attrs):
             return
-        policies = self._storage.list(POLICIES)
-        if not policies:
-            return
-        bindings = sorted(
-            self._storage.list(BINDINGS), key=lambda b: str(b.get("metadata", {}).get("name"))
-        )
         context = current_request()
         denied: list[
             tuple[JsonDict, JsonDict | None, str, str]
         ] = []  # policy, binding, msg, reason
-        for policy in sorted(policies, key=lambda p: str(p.get("metadata", {}).get("name"))):
-            self._dispatch(policy, bindings, attrs, context, denied)
+        for found in self._source.dispatch(attrs):
+            if isinstance(found, ConfigError):
+                if fails(found.policy):
+                    denied.append((found.policy, found.binding, found.message, ""))
+                continue
+            self._invoke(found, attrs, context, denied)
         if denied:
             raise self._denial(attrs, *denied[0])
 
-    def _dispatch(
+    def _invoke(
         self,
-        policy: JsonDict,
-        bindings: list[JsonDict],
+        invocation: Invocation,
         attrs: Attributes,
         context: RequestContext,
         denied: list[tuple[JsonDict, JsonDict | None, str, str]],
     ) -> None:
-        spec = policy.get("spec") or {}
-        name = str((policy.get("metadata") or {}).get("name", ""))
-        fail = (spec.get("failurePolicy") or "Fail") != "Ignore"
-
-        def config_error(error: str, binding: JsonDict | None) -> None:
-            if not fail:
-                return
-            what = "policy" if binding is None else "binding"
-            denied.append((policy, binding, f"failed to configure {what}: {error}", ""))
-
-        try:
-            matched = self._matches(spec.get("matchConstraints"), attrs, required=True)
-        except SelectorError as exc:
-            config_error(str(exc), None)
-            return
-        if matched is None:
-            return
-        param_kind = spec.get("paramKind")
-        param_resource = None
-        if param_kind:
-            param_resource = self._param_resource(param_kind)
-            if param_resource is None:
-                gvk = f"{param_kind.get('apiVersion', '')}, Kind={param_kind.get('kind', '')}"
-                config_error(f"failed to find resource referenced by paramKind: '{gvk}'", None)
-                return
-        for binding in bindings:
-            bspec = binding.get("spec") or {}
-            if bspec.get("policyName") != name:
-                continue
-            try:
-                if bspec.get("matchResources") is not None and (
-                    self._matches(bspec["matchResources"], attrs, required=False) is None
-                ):
-                    continue
-            except SelectorError as exc:
-                config_error(str(exc), binding)
-                continue
-            try:
-                params = self._params(param_kind, param_resource, bspec.get("paramRef"), attrs)
-            except ValueError as exc:
-                config_error(str(exc), binding)
-                continue
-            actions = list(bspec.get("validationActions") or [])
-            bname = str((binding.get("metadata") or {}).get("name", ""))
-            for param in params:
-                for message, reason in self._validate(
-                    spec, fail=fail, matched=matched, attrs=attrs, param=param, context=context
-                ):
-                    for action in actions:
-                        if action == "Deny":
-                            denied.append((policy, binding, message, reason))
-                        elif action == "Warn":
-                            context.warnings.append(
-                                f"Validation failed for ValidatingAdmissionPolicy '{name}' "
-                                f"with binding '{bname}': {message}"
-                            )
-                        # Audit: an audit annotation, and there is no audit log here
+        policy, binding = invocation.policy, invocation.binding
+        actions = list((binding.get("spec") or {}).get("validationActions") or [])
+        for message, reason in self._validate(invocation, attrs, context):
+            for action in actions:
+                if action == "Deny":
+                    denied.append((policy, binding, message, reason))
+                elif action == "Warn":
+                    context.warnings.append(
+                        f"Validation failed for ValidatingAdmissionPolicy '{name_of(policy)}' "
+                        f"with binding '{name_of(binding)}': {message}"
+                    )
+                # Audit: an audit annotation, and there is no audit log here
 
     @staticmethod
     def _denial(
@@ -434,200 +149,34 @@ class PolicyAdmission:
         details["causes"] = [{"message": text}]
         return PolicyDenied(code, reason, f'{qualified} "{name}" is forbidden: {text}', details)
 
-    # -- matching ----------------------------------------------------------------------
-
-    def _matches(self, constraints: Any, attrs: Attributes, *, required: bool) -> _Matched | None:
-        """The resource the request matched as (None: no match). A policy without
-        constraints matches nothing; empty resourceRules match every resource.
-
-        Raises:
-            SelectorError: a namespace or object selector does not parse.
-        """
-        if not isinstance(constraints, dict):
-            return None if required else self._as_is(attrs)
-        if not self._namespace_matches(constraints.get("namespaceSelector"), attrs):
-            return None
-        if not self._object_matches(constraints.get("objectSelector"), attrs):
-            return None
-        policy = constraints.get("matchPolicy") or "Equivalent"  # the API's default
-        if self._rules_match(constraints.get("excludeResourceRules"), attrs, policy) is not None:
-            return None
-        rules = constraints.get("resourceRules")
-        if not rules:
-            return self._as_is(attrs)
-        return self._rules_match(rules, attrs, policy)
-
-    @staticmethod
-    def _as_is(attrs: Attributes) -> _Matched:
-        return _Matched(attrs.group, attrs.version, attrs.resource, attrs.kind)
-
-    def _rules_match(self, rules: Any, attrs: Attributes, policy: str) -> _Matched | None:
-        """``matchesResourceRules``: the request's own resource first, then (Equivalent)
-        the other versions serving the same objects."""
-        rules = [r for r in rules or [] if isinstance(r, dict)]
-        for rule in rules:
-            if _rule_matches(rule, attrs, attrs.group, attrs.version, attrs.resource):
-                names = rule.get("resourceNames") or []
-                if not names or attrs.name in names:
-                    return self._as_is(attrs)
-        if policy != "Equivalent":
-            return None
-        equivalents = [
-            s.resource
-            for s in self._resources
-            if s.resource.group == attrs.group
-            and s.resource.plural == attrs.resource
-            and s.resource.version != attrs.version
-        ]
-        for rule in rules:
-            for r in equivalents:
-                if _rule_matches(rule, attrs, r.group, r.version, r.plural):
-                    return _Matched(r.group, r.version, r.plural, r.kind)
-        return None
-
-    def _namespace_matches(self, selector: Any, attrs: Attributes) -> bool:
-        namespace_object = (attrs.group, attrs.resource) == ("", "namespaces")
-        if not attrs.namespace and not namespace_object:
-            return True  # cluster-scoped objects are never exempted
-        parsed = label_selector_from_dict(selector or {})
-        if parsed.empty():
-            return True
-        if namespace_object:
-            labels = ((attrs.obj or attrs.old or {}).get("metadata") or {}).get("labels") or {}
-        else:
-            ns = self._storage.get(("/namespaces", "", attrs.namespace)) or {}
-            labels = (ns.get("metadata") or {}).get("labels") or {}
-        return parsed.matches(labels)
-
-    @staticmethod
-    def _object_matches(selector: Any, attrs: Attributes) -> bool:
-        parsed = label_selector_from_dict(selector or {})
-        if parsed.empty():
-            return True
-        for obj in (attrs.obj, attrs.old):
-            if obj is not None and parsed.matches((obj.get("metadata") or {}).get("labels") or {}):
-                return True
-        return False
-
-    # -- params --------------------------------------------------------------------------
-
-    def _param_resource(self, kind: JsonDict) -> Any:
-        group, _, version = str(kind.get("apiVersion") or "").rpartition("/")
-        for served in self._resources:
-            r = served.resource
-            if (r.group, r.version, r.kind) == (
-                group,
-                version,
-                kind.get("kind"),
-            ) and "list" in served.verbs:
-                return served
-        return None
-
-    def _params(self, kind: Any, served: Any, ref: Any, attrs: Attributes) -> list[JsonDict | None]:
-        """``generic.CollectParams``.
-
-        Raises:
-            ValueError: the paramRef cannot be resolved, or names nothing and says Deny.
-        """
-        if not kind or not isinstance(ref, dict):
-            return [None]  # no paramKind, or a binding that uses none: validate without
-        namespaced = served.resource.namespaced
-        namespace = ""
-        if namespaced:
-            namespace = str(ref.get("namespace") or attrs.namespace)
-            if not namespace:
-                raise ValueError(
-                    "cannot use namespaced paramRef in policy binding that matches "
-                    "cluster-scoped resources"
-                )
-        elif ref.get("namespace"):
-            raise ValueError(
-                "paramRef.namespace must not be provided for a cluster-scoped `paramKind`"
-            )
-        params: list[JsonDict | None]
-        if ref.get("name"):
-            if ref.get("selector") is not None:
-                raise ValueError("paramRef.name and paramRef.selector are mutually exclusive")
-            found = self._storage.get((served.key, namespace, str(ref["name"])))
-            params = [found] if found is not None else []
-        elif ref.get("selector") is not None:
-            selector = label_selector_from_dict(ref["selector"])
-            params = [
-                p
-                for p in self._storage.list(served.key, namespace or None)
-                if selector.matches((p.get("metadata") or {}).get("labels") or {})
-            ]
-        else:
-            raise ValueError("one of name or selector must be provided")
-        if not params and ref.get("parameterNotFoundAction") == "Deny":
-            raise ValueError(
-                "no params found for policy binding with `Deny` parameterNotFoundAction"
-            )
-        return params
-
     # -- validation ----------------------------------------------------------------------
 
     def _validate(
-        self,
-        spec: JsonDict,
-        *,
-        fail: bool,
-        matched: _Matched,
-        attrs: Attributes,
-        param: JsonDict | None,
-        context: RequestContext,
+        self, invocation: Invocation, attrs: Attributes, context: RequestContext
     ) -> list[tuple[str, str]]:
         """``validator.Validate``: the (message, reason) of every failed validation, and
         of every error when the failurePolicy is Fail."""
-        data: dict[str, Any] = {
-            "object": attrs.obj,
-            "oldObject": attrs.old,
-            "params": param,
-            "request": self._request(matched, attrs, context),
-            "namespaceObject": self._namespace_object(attrs),
-        }
-        errors: list[str] = []
-        for condition in spec.get("matchConditions") or []:
-            outcome = self._cel.evaluate(
-                str(condition.get("expression", "")), {**data, "variables": {}}
-            )
-            if outcome.error:
-                errors.append(outcome.error)
-            elif outcome.value is False:
-                return []
+        spec = invocation.policy.get("spec") or {}
+        fail = fails(invocation.policy)
+        data = self._source.activation(invocation, attrs, context)
+        matches, errors = match_conditions(self._cel, spec.get("matchConditions"), data)
+        if not matches:
+            return []
         if errors:
             return (
                 [("[" + ", ".join(errors) + "]" if len(errors) > 1 else errors[0], "")]
                 if fail
                 else []
             )
-        variables: dict[str, Any] = {}
-        broken: dict[str, str] = {}
-        for variable in spec.get("variables") or []:
-            vname = str(variable.get("name", ""))
-            used = [
-                n
-                for n in broken
-                if re.search(rf"\bvariables\.{re.escape(n)}\b", variable.get("expression", ""))
-            ]
-            if used:
-                broken[vname] = broken[used[0]]
-                continue
-            outcome = self._cel.evaluate(
-                str(variable.get("expression", "")), {**data, "variables": variables}
-            )
-            if outcome.error:
-                broken[vname] = outcome.error
-            else:
-                variables[vname] = outcome.value
-        data["variables"] = variables
+        variables = evaluate_variables(self._cel, spec.get("variables"), data)
+        data["variables"] = variables.values
         out: list[tuple[str, str]] = []
         for validation in spec.get("validations") or []:
             expression = str(validation.get("expression", ""))
-            used = [n for n in broken if re.search(rf"\bvariables\.{re.escape(n)}\b", expression)]
-            if used:
+            error = variables.error_in(expression)
+            if error:
                 if fail:
-                    out.append((_resulted(expression, _inner(broken[used[0]])), ""))
+                    out.append((error, ""))
                 continue
             outcome = self._cel.evaluate(expression, data)
             if outcome.error:
@@ -654,68 +203,3 @@ class PolicyAdmission:
         if not message:
             message = f"failed expression: {str(validation.get('expression', '')).strip()}"
         return message
-
-    @staticmethod
-    def _request(matched: _Matched, attrs: Attributes, context: RequestContext) -> JsonDict:
-        """``cel.CreateAdmissionRequest``: the AdmissionRequest an expression sees."""
-        kind = {"group": matched.group, "version": matched.version, "kind": matched.kind}
-        resource = {
-            "group": matched.group,
-            "version": matched.version,
-            "resource": matched.resource,
-        }
-        request: JsonDict = {
-            "kind": kind,
-            "resource": resource,
-            "subResource": attrs.subresource,
-            "requestKind": {"group": attrs.group, "version": attrs.version, "kind": attrs.kind},
-            "requestResource": {
-                "group": attrs.group,
-                "version": attrs.version,
-                "resource": attrs.resource,
-            },
-            "requestSubResource": attrs.subresource,
-            "name": attrs.name,
-            "namespace": attrs.namespace,
-            "operation": attrs.operation,
-            "userInfo": {
-                "username": context.user,
-                **({"uid": context.uid} if context.uid else {}),
-                "groups": list(context.groups),
-            },
-            "dryRun": attrs.dry_run,
-        }
-        return request
-
-    def _namespace_object(self, attrs: Attributes) -> JsonDict | None:
-        """``cel.CreateNamespaceObject``: the request's namespace, metadata trimmed."""
-        if not attrs.namespace or (attrs.group, attrs.resource) == ("", "namespaces"):
-            return None
-        ns = self._storage.get(("/namespaces", "", attrs.namespace))
-        if ns is None:
-            return None
-        meta = ns.get("metadata") or {}
-        kept = (
-            "name",
-            "generateName",
-            "namespace",
-            "uid",
-            "resourceVersion",
-            "generation",
-            "creationTimestamp",
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-            "labels",
-            "annotations",
-        )
-        return {
-            "metadata": {k: meta[k] for k in kept if k in meta},
-            "spec": ns.get("spec") or {},
-            "status": ns.get("status") or {},
-        }
-
-
-def _inner(error: str) -> str:
-    """The cause of an ``expression '...' resulted in error: cause`` message."""
-    _, sep, cause = error.partition(" resulted in error: ")
-    return cause if sep else error

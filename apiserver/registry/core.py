@@ -86,7 +86,9 @@ __all__ = [
     "is_dns1123_subdomain",
     "service_update_keeps",
     "validate",
+    "validate_annotations",
     "validate_events_v1_create",
+    "validate_labels",
 ]
 
 JsonDict = dict[str, Any]
@@ -266,6 +268,16 @@ def _annotations(annotations: Any, path: str) -> list[FieldError]:
             FieldError("TooLong", path, detail=f"may not be more than {_ANNOTATIONS_LIMIT} bytes")
         )
     return errs
+
+
+def validate_labels(labels: Any, path: str) -> list[FieldError]:
+    """``ValidateLabels``: every key a qualified name, every value a label value."""
+    return _labels(labels, path)
+
+
+def validate_annotations(annotations: Any, path: str) -> list[FieldError]:
+    """``ValidateAnnotations``: qualified keys (lower-cased), 256 KiB in all."""
+    return _annotations(annotations, path)
 
 
 def _object_meta(kind: str, meta: Mapping[str, Any], path: str = "metadata") -> list[FieldError]:

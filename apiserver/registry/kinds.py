@@ -20,6 +20,7 @@ import re
 import uuid
 from collections.abc import Mapping
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 from apiserver.api.field import (
     FieldError,
@@ -34,8 +35,9 @@ from apiserver.api.field import (
     str_map,
 )
 from apiserver.api.gofmt import go_json
-from apiserver.registry import admissionpolicy, resourcelist
 from apiserver.registry import core as a
+from apiserver.registry import resourcelist
+from apiserver.registry.cel import syntax_error
 
 __all__ = ["default", "validate"]
 
@@ -784,11 +786,152 @@ def _webhooks(obj: Mapping[str, Any]) -> list[FieldError]:
             errs.append(required(f"{path}.sideEffects", "must specify one of None, NoneOnDryRun"))
         elif side not in allowed:
             errs.append(not_supported(f"{path}.sideEffects", side, allowed))
+        errs.extend(_webhook_fields(hook, path))
         client = a._map(hook.get("clientConfig"))
         if bool(client.get("url")) == bool(client.get("service")):
             errs.append(
                 required(f"{path}.clientConfig", "exactly one of url or service is required")
             )
+        elif client.get("url"):
+            errs.extend(_webhook_url(f"{path}.clientConfig.url", str(client["url"])))
+        else:
+            errs.extend(_webhook_service(f"{path}.clientConfig.service", a._map(client["service"])))
+    return errs
+
+
+_OPERATIONS: Final = ["*", "CONNECT", "CREATE", "DELETE", "UPDATE"]
+_SCOPES: Final = ["*", "Cluster", "Namespaced"]
+_URL_FORM: Final = "; desired format: https://host[/path]"
+
+
+def _webhook_fields(hook: Mapping[str, Any], path: str) -> list[FieldError]:
+    """``validateValidatingWebhook``/``validateMutatingWebhook`` beyond the name, side
+    effects and client config: rules, policies, timeout, selectors, match conditions."""
+    errs: list[FieldError] = []
+    for i, raw in enumerate(hook.get("rules") or []):
+        rule, at = a._map(raw), f"{path}.rules[{i}]"
+        operations = list(rule.get("operations") or [])
+        if not operations:
+            errs.append(required(f"{at}.operations"))
+        elif len(operations) > 1 and "*" in operations:
+            errs.append(
+                invalid(
+                    f"{at}.operations",
+                    operations,
+                    "if '*' is present, must not specify other operations",
+                )
+            )
+        errs.extend(
+            not_supported(f"{at}.operations[{j}]", op, _OPERATIONS)
+            for j, op in enumerate(operations)
+            if op not in _OPERATIONS
+        )
+        for member in ("apiGroups", "apiVersions", "resources"):
+            if not rule.get(member):
+                errs.append(required(f"{at}.{member}"))
+        scope = rule.get("scope")
+        if scope is not None and scope not in _SCOPES:
+            errs.append(not_supported(f"{at}.scope", scope, _SCOPES))
+    for member, supported in (
+        ("failurePolicy", ["Fail", "Ignore"]),
+        ("matchPolicy", ["Equivalent", "Exact"]),
+        ("reinvocationPolicy", ["IfNeeded", "Never"]),
+    ):
+        value = hook.get(member)
+        if value is not None and value not in supported:
+            errs.append(not_supported(f"{path}.{member}", value, supported))
+    timeout = hook.get("timeoutSeconds")
+    if isinstance(timeout, int) and not 1 <= timeout <= 30:
+        errs.append(
+            invalid(
+                f"{path}.timeoutSeconds",
+                timeout,
+                "the timeout value must be between 1 and 30 seconds",
+            )
+        )
+    versions = list(hook.get("admissionReviewVersions") or [])
+    if versions and not any(v in ("v1", "v1beta1") for v in versions):
+        errs.append(
+            invalid(
+                f"{path}.admissionReviewVersions",
+                versions,
+                "must include at least one of v1, v1beta1",
+            )
+        )
+    names: set[str] = set()
+    for i, raw in enumerate(hook.get("matchConditions") or []):
+        condition, at = a._map(raw), f"{path}.matchConditions[{i}]"
+        name = str(condition.get("name") or "")
+        if not name:
+            errs.append(required(f"{at}.name"))
+        elif name in names:
+            errs.append(duplicate(f"{at}.name", name))
+        names.add(name)
+        expression = condition.get("expression")
+        if not isinstance(expression, str) or not expression.strip():
+            errs.append(required(f"{at}.expression"))
+            continue
+        error = syntax_error(expression.strip())
+        if error:
+            errs.append(invalid(f"{at}.expression", expression, f"compilation failed: {error}"))
+    return errs
+
+
+def _webhook_url(path: str, url: str) -> list[FieldError]:
+    """``webhook.ValidateWebhookURL`` (https only)."""
+    try:
+        split = urlsplit(url)
+        split.port  # noqa: B018 (a bad port raises)
+    except ValueError as exc:
+        return [required(path, f"url must be a valid URL: {exc}{_URL_FORM}")]
+    errs: list[FieldError] = []
+    if split.scheme != "https":
+        errs.append(
+            invalid(path, split.scheme, f"'https' is the only allowed URL scheme{_URL_FORM}")
+        )
+    if not split.netloc.rpartition("@")[2]:
+        errs.append(invalid(path, "", f"host must be specified{_URL_FORM}"))
+    if "@" in split.netloc:
+        user = split.netloc.rpartition("@")[0]
+        errs.append(invalid(path, user, "user information is not permitted in the URL"))
+    if split.fragment:
+        errs.append(invalid(path, split.fragment, "fragments are not permitted in the URL"))
+    if split.query:
+        errs.append(invalid(path, split.query, "query parameters are not permitted in the URL"))
+    return errs
+
+
+def _webhook_service(path: str, service: Mapping[str, Any]) -> list[FieldError]:
+    """``webhook.ValidateWebhookService``."""
+    errs: list[FieldError] = []
+    if not service.get("name"):
+        errs.append(required(f"{path}.name"))
+    if not service.get("namespace"):
+        errs.append(required(f"{path}.namespace"))
+    port = service.get("port", 443)
+    if not isinstance(port, int) or not 1 <= port <= 65535:
+        errs.append(
+            invalid(
+                f"{path}.port", port, "port is not valid: must be between 1 and 65535, inclusive"
+            )
+        )
+    url_path = service.get("path")
+    if not isinstance(url_path, str) or url_path in ("", "/"):
+        return errs
+    if url_path == "//":
+        return [*errs, invalid(f"{path}.path", url_path, "segment[0] may not be empty")]
+    if not url_path.startswith("/"):
+        errs.append(invalid(f"{path}.path", url_path, "must start with a '/'"))
+    steps = url_path[1:]
+    steps = steps.removesuffix("/")
+    for i, step in enumerate(steps.split("/")):
+        if not step:
+            errs.append(invalid(f"{path}.path", url_path, f"segment[{i}] may not be empty"))
+            continue
+        errs.extend(
+            invalid(f"{path}.path", url_path, f"segment[{i}]: {m}")
+            for m in a.is_dns1123_subdomain(step)
+        )
     return errs
 
 
@@ -812,7 +955,7 @@ def _validating_policy(obj: Mapping[str, Any]) -> list[FieldError]:
                 if member in ("expression", "valueExpression"):
                     errs.append(required(path, f"{member} is not specified"))
                 continue
-            error = admissionpolicy.syntax_error(expression.strip())
+            error = syntax_error(expression.strip())
             if error:
                 errs.append(invalid(path, expression, f"compilation failed: {error}"))
     return errs

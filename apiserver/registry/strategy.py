@@ -3,9 +3,11 @@
 :mod:`apiserver.registry.core` defaults and validates the core kinds and every object's
 metadata; :mod:`apiserver.registry.kinds` the other built-in kinds (it builds on the core
 validators, which therefore never call it: this module chains the two). :func:`new_rest`
-gives the REST verbs this strategy, the Service allocator and the admission chain
-(ResourceQuota, then ValidatingAdmissionPolicy), as kube-apiserver's generic store gets
-its strategies and admission plugins.
+gives the REST verbs this strategy, the Service allocator, the admission chain (the
+mutating admission webhooks; ValidatingAdmissionPolicy, then the validating admission
+webhooks; ResourceQuota last, kube-apiserver's order) and the conversion of custom
+resources by their CRD's webhook, as kube-apiserver's generic store gets its strategies
+and admission plugins.
 """
 
 from __future__ import annotations
@@ -14,10 +16,15 @@ import functools
 from collections.abc import Callable
 from typing import Any, Final
 
+from apiserver.api.errors import StatusError
 from apiserver.api.resources import ResourceRegistry
 from apiserver.machinery.rest import Rest
-from apiserver.registry import admissionpolicy, core, kinds, quota
+from apiserver.registry import admissionpolicy, core, hpaconv, kinds, quota
 from apiserver.registry.allocator import ServiceAllocator
+from apiserver.registry.mutatingpolicy import MutatingPolicyAdmission
+from apiserver.registry.webhook.admission import WebhookDispatcher
+from apiserver.registry.webhook.client import WebhookClient
+from apiserver.registry.webhook.conversion import CrdConverter
 from apiserver.storage.store import Storage
 
 __all__ = ["DEFAULTED", "BuiltinStrategy", "default", "new_rest", "validate"]
@@ -79,14 +86,43 @@ class BuiltinStrategy:
         core.validate_events_v1_create(core_event)
 
 
+class _VersionConverter:
+    """Moves an object between the served versions of its resource, for webhooks that
+    match another version (``matchPolicy: Equivalent``): custom resources through their
+    CRD, ``autoscaling/v1`` HorizontalPodAutoscalers through the v2 view."""
+
+    def __init__(self, rest: Rest, registry: ResourceRegistry) -> None:
+        self._rest = rest
+        self._registry = registry
+
+    def __call__(self, obj: JsonDict, group: str, resource: str, api_version: str) -> JsonDict:
+        version = api_version.rpartition("/")[2]
+        served = self._registry.lookup(group, version, resource)
+        if served is None:
+            raise StatusError(
+                500,
+                "InternalError",
+                f"Internal error occurred: unable to convert to {api_version}: unknown kind",
+            )
+        if served.custom:
+            return self._rest.convert_to(served, [obj])[0]
+        if (group, resource) == ("autoscaling", "horizontalpodautoscalers"):
+            return hpaconv.v2_to_v1(obj) if version == "v1" else hpaconv.v1_to_v2(obj)
+        return {**obj, "apiVersion": api_version}
+
+
 def new_rest(storage: Storage, registry: ResourceRegistry) -> Rest:
     """The REST verbs over ``storage`` with the built-in strategy and admission chain."""
+    client = WebhookClient(storage)
     rest = Rest(
         storage,
         registry,
         strategy=BuiltinStrategy(),
         services=ServiceAllocator(lambda: storage.list("/services")),
         validating=[admissionpolicy.PolicyAdmission(storage, registry)],
+        mutating=MutatingPolicyAdmission(storage, registry),
+        converter=CrdConverter(storage, client),
     )
+    rest.webhooks = WebhookDispatcher(storage, registry, client, _VersionConverter(rest, registry))
     rest.quota = functools.partial(quota.admit, rest)
     return rest

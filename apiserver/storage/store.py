@@ -122,6 +122,11 @@ class Storage:
         with self.lock:
             return self._objects.get(key[0], {}).get((key[1], key[2]))
 
+    def has_any(self, resource_key: str) -> bool:
+        """Whether any object of one resource is stored (cheaper than a list)."""
+        with self.lock:
+            return bool(self._objects.get(resource_key))
+
     def list(self, resource_key: str, namespace: str | None = None) -> builtins.list[JsonDict]:
         """Every stored object of one resource (one namespace when given), sorted by key."""
         with self.lock:

@@ -8,7 +8,6 @@ The group-versions and resources are those kube-apiserver 1.36 enables by defaul
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
@@ -142,45 +141,3 @@ def test_component_statuses_are_listed(api_client: Any) -> None:
         ).status
         == 405
     )
-
-
-POLICIES = "/apis/admissionregistration.k8s.io/v1"
-
-
-@pytest.mark.local_only
-def test_mutating_admission_policies_say_they_are_not_enforced(api_client: Any) -> None:
-    """The local server does not apply MutatingAdmissionPolicies: a policy or binding
-    write answers a Warning saying so (kubectl prints it), instead of pretending to."""
-    name = "t-" + os.urandom(4).hex()
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingAdmissionPolicy",
-        "metadata": {"name": name},
-        "spec": {
-            "matchConstraints": {
-                "resourceRules": [
-                    {
-                        "apiGroups": [""],
-                        "apiVersions": ["v1"],
-                        "operations": ["CREATE"],
-                        "resources": ["configmaps"],
-                    }
-                ]
-            },
-            "reinvocationPolicy": "Never",
-            "mutations": [
-                {
-                    "patchType": "ApplyConfiguration",
-                    "applyConfiguration": {
-                        "expression": 'Object{metadata: Object.metadata{labels: {"x": "y"}}}'
-                    },
-                }
-            ],
-        },
-    }
-    answer = http(api_client, "POST", f"{POLICIES}/mutatingadmissionpolicies", body=policy)
-    try:
-        assert answer.status == 201, answer.body
-        assert "does not apply MutatingAdmissionPolicies" in answer.headers.get("Warning", "")
-    finally:
-        http(api_client, "DELETE", f"{POLICIES}/mutatingadmissionpolicies/{name}")
