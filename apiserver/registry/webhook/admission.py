@@ -425,7 +425,9 @@ class WebhookDispatcher:
                 failure, patched = exc, None
             if patched is not None:
                 back = patched
-                if sent.version != attrs.version or sent.group != attrs.group:
+                # the webhook saw (and patched) the object at the version it matched
+                matched = invocation.matched
+                if (matched.group, matched.version) != (attrs.group, attrs.version):
                     back = self._convert(
                         patched,
                         attrs.group,
