@@ -137,6 +137,39 @@ def _env(project: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(project), str(ROOT)])}
 
 
+def _own_tests(project: Path) -> str:
+    """pytest in the project's directory (the kit's fixtures come from the installed
+    pytest plugin; OVERSEER_TEST_KUBECONFIG, when set, is inherited): its output."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        capture_output=True,
+        text=True,
+        cwd=project,
+        env=_env(project),
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def _mypy_strict(project: Path, package: str, tmp_path: Path) -> None:
+    """mypy --strict on the project with no MYPYPATH, not from Overseer's directory:
+    ``manager`` comes from the install."""
+    env = {k: v for k, v in _env(project).items() if k not in ("MYPYPATH", "PYTHONPATH")}
+    cache = str(tmp_path / "mypy-cache")
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--cache-dir", cache, package, "tests"],
+        capture_output=True,
+        text=True,
+        cwd=project,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_the_readme_has_the_plugin_files() -> None:
     assert set(readme_files()) == FILES
     assert set(readme_files(FAN_OUT)) == MIRROR_FILES
@@ -164,44 +197,12 @@ def test_discovered_configured_and_declaring_its_rbac(project: Path) -> None:
 
 @pytest.mark.slow
 def test_its_own_tests_pass_with_the_kit(project: Path) -> None:
-    """pytest in the project's directory: the kit's fixtures come from the installed
-    pytest plugin; OVERSEER_TEST_KUBECONFIG, when set, is inherited."""
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-        capture_output=True,
-        text=True,
-        cwd=project,
-        env=_env(project),
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "2 passed" in result.stdout
+    assert "2 passed" in _own_tests(project)
 
 
 @pytest.mark.slow
 def test_mypy_finds_manager_from_the_plugins_directory(project: Path, tmp_path: Path) -> None:
-    """No MYPYPATH, not from Overseer's directory: ``manager`` comes from the install."""
-    env = {k: v for k, v in _env(project).items() if k not in ("MYPYPATH", "PYTHONPATH")}
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mypy",
-            "--strict",
-            "--cache-dir",
-            str(tmp_path / "mypy-cache"),
-            "overseer_teaminfo",
-            "tests",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=project,
-        env=env,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    _mypy_strict(project, "overseer_teaminfo", tmp_path)
 
 
 @pytest.mark.slow
@@ -341,41 +342,12 @@ def test_the_mirror_is_discovered_configured_and_declares_its_rbac(mirror: Path)
 def test_the_mirrors_own_tests_pass_with_the_kit(mirror: Path) -> None:
     """As printed: under the RBAC ``overseer rbac`` generates for it (the kit's default),
     against this suite's API server, without watch_namespace."""
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-        capture_output=True,
-        text=True,
-        cwd=mirror,
-        env=_env(mirror),
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 passed" in result.stdout
+    assert "1 passed" in _own_tests(mirror)
 
 
 @pytest.mark.slow
 def test_mypy_checks_the_mirror(mirror: Path, tmp_path: Path) -> None:
-    env = {k: v for k, v in _env(mirror).items() if k not in ("MYPYPATH", "PYTHONPATH")}
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mypy",
-            "--strict",
-            "--cache-dir",
-            str(tmp_path / "mypy-cache"),
-            "overseer_secretmirror",
-            "tests",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=mirror,
-        env=env,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    _mypy_strict(mirror, "overseer_secretmirror", tmp_path)
 
 
 # -- the third example: webhooks (Widgets) --------------------------------------------------
@@ -389,38 +361,9 @@ def test_the_widgets_example_has_its_files() -> None:
 def test_the_widgets_own_tests_pass_with_the_kit(widgets: Path) -> None:
     """As printed: the handlers alone, and the API server calling them (the kit installs
     the webhooks and the conversion for the run)."""
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-        capture_output=True,
-        text=True,
-        cwd=widgets,
-        env=_env(widgets),
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "2 passed" in result.stdout
+    assert "2 passed" in _own_tests(widgets)
 
 
 @pytest.mark.slow
 def test_mypy_checks_the_widgets(widgets: Path, tmp_path: Path) -> None:
-    env = {k: v for k, v in _env(widgets).items() if k not in ("MYPYPATH", "PYTHONPATH")}
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mypy",
-            "--strict",
-            "--cache-dir",
-            str(tmp_path / "mypy-cache"),
-            "overseer_widgets",
-            "tests",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=widgets,
-        env=env,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    _mypy_strict(widgets, "overseer_widgets", tmp_path)
