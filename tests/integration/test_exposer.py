@@ -955,10 +955,14 @@ def test_a_sharded_exposer_conflicts_with_a_foreign_object_carrying_its_label(
         namespace,
     )
     monkeypatch.setattr(exposer_plugin, "LABELLED_FOREIGN_RETRY", 0.5)  # 30 s by default
-    start_exposer(sharded=True)
+    mgr = start_exposer(sharded=True)
+    shards = mgr.shards
+    assert shards is not None
+    eventually(lambda: shards.ready_reason() is None)  # its ring published
+    time.sleep(1.0)  # and settled: no ring change requeues every key from here on
     client.create(DEPLOYMENTS, deployment("web"), namespace)
     assert "Service web" in wait_event(client, namespace, "web", "ExposeConflict")["message"]
     now = client.get(SERVICES, "web", namespace)
     assert now["metadata"]["resourceVersion"] == foreign["metadata"]["resourceVersion"]
     client.delete(SERVICES, "web", namespace)
-    wait_exposed(client, namespace, "web")
+    wait_exposed(client, namespace, "web", timeout=3.0)  # the retry, not a watch, finds it
