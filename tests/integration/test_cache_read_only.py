@@ -161,7 +161,8 @@ def test_a_reconcile_that_changes_a_cached_object_fails_is_retried_and_can_write
 ) -> None:
     caplog.set_level(logging.ERROR, logger="manager.controller")
     mgr = Manager(kube, _options(namespace))
-    lister = mgr.lister(CM, namespace=namespace)
+    # the cache for_() fills (same scope): a reconcile never reads one behind its event
+    lister = mgr.lister(CM, label_selector=SELECTOR)
     lock = threading.Lock()
     predicate_changes: list[list[str]] = []
     attempts: list[str] = []
