@@ -1685,6 +1685,8 @@ class LocalApiServer:
         if self._http is None:
             return
         self._close_http()
+        if self.rest.webhooks is not None:
+            self.rest.webhooks.close()
         self.gc.stop()
         self.quota.stop()
         self.compactor.stop()

@@ -233,6 +233,10 @@ class WebhookAdmission(Protocol):
         """Whether any webhook configuration exists (a cheap first check)."""
         ...
 
+    def close(self) -> None:
+        """Close the connections kept alive to webhooks (the server stops)."""
+        ...
+
     def wants(self, attrs: Attributes, *, mutating: bool) -> bool:
         """Whether some mutating (validating) webhook's rules match ``attrs``."""
         ...

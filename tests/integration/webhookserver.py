@@ -18,13 +18,16 @@ server may call several webhooks at once.
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import json
 import shutil
+import socket
 import ssl
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -42,6 +45,7 @@ class Reply:
     status: int = 200
     body: bytes = b""
     delay: float = 0.0
+    close: bool = False  # answer with Connection: close (and close it)
 
 
 Script = Callable[[JsonDict], "JsonDict | Reply"]
@@ -127,18 +131,36 @@ class WebhookServer:
     Use as a context manager; :meth:`close` stops it and joins its threads.
     """
 
-    def __init__(self, service_names: Iterable[str] = ()) -> None:
+    def __init__(
+        self, service_names: Iterable[str] = (), *, certificates_of: WebhookServer | None = None
+    ) -> None:
         names = tuple(service_names)
-        self._certs = make_certificates(names) if names else _shared_certificates()
+        if certificates_of is not None:  # two endpoints of one Service: one caBundle
+            self._certs = certificates_of._certs
+        else:
+            self._certs = make_certificates(names) if names else _shared_certificates()
         self._lock = threading.Lock()
         self._scripts: dict[str, Script] = {}
         self._calls: list[Call] = []
         self._closing = threading.Event()
+        self._open: set[socket.socket] = set()
+        self.connections = 0  # connections accepted so far (kept alive: HTTP/1.1)
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
             disable_nagle_algorithm = True  # headers and body go out at once
+
+            def setup(self) -> None:
+                super().setup()
+                with owner._lock:
+                    owner.connections += 1
+                    owner._open.add(self.connection)
+
+            def finish(self) -> None:
+                with owner._lock:
+                    owner._open.discard(self.connection)
+                super().finish()
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -188,6 +210,21 @@ class WebhookServer:
         with self._lock:
             self._calls.clear()
 
+    def drop_connections(self) -> None:
+        """Close every open connection (as a webhook that restarts closes them), and wait
+        until their threads have seen it."""
+        with self._lock:
+            open_ = list(self._open)
+        for sock in open_:
+            with contextlib.suppress(OSError):
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._open & set(open_):
+                    return
+            time.sleep(0.01)
+
     # -- serving -----------------------------------------------------------------------
 
     def _serve(self, handler: BaseHTTPRequestHandler) -> None:
@@ -211,20 +248,28 @@ class WebhookServer:
             if answer.delay and self._closing.wait(answer.delay):
                 return
             status, body, ctype = answer.status, answer.body, "text/plain"
+            if answer.close:
+                handler.close_connection = True
+                ctype = "application/json"
         else:
             status, body, ctype = 200, json.dumps(answer).encode(), "application/json"
         try:
             handler.send_response(status)
             handler.send_header("Content-Type", ctype)
             handler.send_header("Content-Length", str(len(body)))
+            if handler.close_connection:
+                handler.send_header("Connection", "close")
             handler.end_headers()
             handler.wfile.write(body)
         except OSError:  # the API server gave up (a timeout): nobody listens
             handler.close_connection = True
 
     def close(self) -> None:
+        """Stop: API servers keep connections alive (kube-apiserver for 90 s), so the
+        open ones are closed rather than waited for."""
         self._closing.set()
         self._httpd.shutdown()
+        self.drop_connections()
         self._httpd.server_close()
         self._thread.join()
 

@@ -168,6 +168,10 @@ class WebhookDispatcher:
 
     # -- configurations --------------------------------------------------------------------
 
+    def close(self) -> None:
+        """Close the kept-alive connections to webhooks."""
+        self._client.close()
+
     def _hooks(self, key: str) -> list[_Hook]:
         configurations = sorted(
             self._storage.list(key), key=lambda c: str((c.get("metadata") or {}).get("name"))

@@ -8,20 +8,32 @@ client words a failed POST, so that kube's error messages come out the same:
   ``Request.Timeout``), which the webhook may read.
 * ``service`` (namespace, name, path, port 443 by default): the TLS server name is
   ``<name>.<namespace>.svc`` and the URL shown in errors ``https://<name>.<namespace>.svc:
-  <port><path>``, as kube's. Where the connection goes: there is no kube-proxy here, so a
-  ClusterIP, NodePort or LoadBalancer Service is resolved to one ready endpoint of its
-  EndpointSlices (the port named as the Service port numbered ``port``), as
-  kube-apiserver resolves it with ``--enable-aggregator-routing``; an ExternalName
-  Service to its ``externalName`` at ``port``, as kube's default resolver does.
+  <port><path>``, as kube's. Where a connection goes: kube-apiserver (without
+  ``--enable-aggregator-routing``) dials the Service's ClusterIP and kube-proxy sends each
+  new connection to one ready endpoint; there is no kube-proxy here, so a ClusterIP,
+  NodePort or LoadBalancer Service's new connection goes to one ready endpoint of its
+  EndpointSlices, chosen at random (the port named as the Service port numbered
+  ``port``), and stays there while it is kept alive; an ExternalName Service is dialed
+  at its ``externalName`` and ``port``, as kube's default resolver does.
 * TLS: the ``caBundle`` (PEM, base64 in the API) verifies the webhook's certificate
   (the system's roots without one), HTTP/1.1 only.
+* **Connections are kept alive**, as client-go's transport (Go's ``http.Transport``)
+  keeps them: a review goes on the most recently used idle connection to the same
+  URL host (or Service) and CA, else on a new one; at most 25 idle connections per
+  host (client-go's ``MaxIdleConnsPerHost``), each closed after 90 s idle. A connection
+  the webhook has closed is never reused (Go's read loop sees the close and drops it),
+  an answer with ``Connection: close`` closes it, and a review whose connection breaks
+  before any of it was sent on a reused connection goes again on a new one (Go's
+  ``nothingWrittenError`` retry). Nothing else is retried: a review sent, then answered
+  by a closed connection, fails (``EOF``), as a POST does in Go.
 
 Failures raise :class:`CallError` with Go's text: ``Post "<url>": dial tcp
 127.0.0.1:1: connect: connection refused``, ``... context deadline exceeded``,
 ``... tls: failed to verify certificate: x509: certificate signed by unknown authority``;
 an answer that is not 2xx becomes the Status client-go makes of it (its message alone).
 
-Thread-safety: TLS contexts are cached under a lock; every call has its own connection.
+Thread-safety: TLS contexts and idle connections are kept under a lock; a connection
+is used by one call at a time.
 """
 
 from __future__ import annotations
@@ -30,6 +42,7 @@ import base64
 import binascii
 import http.client
 import random
+import select
 import socket
 import ssl
 import threading
@@ -58,6 +71,8 @@ ENDPOINT_SLICES: Final = "discovery.k8s.io/endpointslices"
 _SERVICE_NAME_LABEL: Final = "kubernetes.io/service-name"
 _MAX_TEXT: Final = 2048  # client-go's maxUnstructuredResponseTextBytes
 _USER_AGENT: Final = "kube-apiserver-admission"
+MAX_IDLE_PER_HOST: Final = 25  # client-go's transport (utilnet.SetTransportDefaults)
+IDLE_TIMEOUT: Final = 90.0  # seconds: Go's DefaultTransport.IdleConnTimeout
 
 
 class Storage(Protocol):
@@ -131,6 +146,28 @@ class _Target:
     request_path: str  # path and query sent
 
 
+class _Idle:
+    """A kept-alive connection waiting for its next review."""
+
+    __slots__ = ("conn", "since")
+
+    def __init__(self, conn: http.client.HTTPConnection) -> None:
+        self.conn = conn
+        self.since = time.monotonic()
+
+    def usable(self) -> bool:
+        """Not idle too long, and not closed by the webhook: an idle connection has
+        nothing to read unless its peer closed it (or sent what nobody asked for)."""
+        sock = self.conn.sock
+        if sock is None or time.monotonic() - self.since > IDLE_TIMEOUT:
+            return False
+        try:
+            readable, _, _ = select.select([sock], [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return not readable
+
+
 class _Deadline:
     def __init__(self, timeout: float) -> None:
         self.end = time.monotonic() + timeout
@@ -149,6 +186,15 @@ class WebhookClient:
         self._storage = storage
         self._lock = threading.Lock()
         self._contexts: dict[bytes, ssl.SSLContext] = {}
+        self._idle: dict[tuple[Any, ...], list[_Idle]] = {}
+
+    def close(self) -> None:
+        """Close every idle connection."""
+        with self._lock:
+            idle, self._idle = self._idle, {}
+        for waiting in idle.values():
+            for entry in waiting:
+                entry.conn.close()
 
     def post(self, config: ClientConfig, body: bytes, *, timeout: float, query: bool) -> bytes:
         """POST ``body`` (JSON); the body of a 2xx answer. ``query``: tell the webhook
@@ -246,9 +292,44 @@ class WebhookClient:
                 self._contexts[ca] = context
             return context
 
-    def _post(
-        self, config: ClientConfig, target: _Target, body: bytes, deadline: _Deadline
-    ) -> bytes:
+    @staticmethod
+    def _pool_key(config: ClientConfig, target: _Target) -> tuple[Any, ...]:
+        svc = config.service
+        where: tuple[Any, ...] = (
+            ("service", svc.namespace, svc.name, svc.port)
+            if svc is not None
+            else ("url", target.server_name, target.port)
+        )
+        return (*where, config.ca_bundle)
+
+    def _take(self, key: tuple[Any, ...]) -> http.client.HTTPConnection | None:
+        """The most recently used idle connection for ``key`` that is still usable."""
+        stale: list[_Idle] = []
+        found = None
+        with self._lock:
+            waiting = self._idle.get(key)
+            while waiting:
+                entry = waiting.pop()
+                if entry.usable():
+                    found = entry.conn
+                    break
+                stale.append(entry)
+        for entry in stale:
+            entry.conn.close()
+        return found
+
+    def _give_back(self, key: tuple[Any, ...], conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            waiting = self._idle.setdefault(key, [])
+            waiting.append(_Idle(conn))
+            extra = waiting[:-MAX_IDLE_PER_HOST] if len(waiting) > MAX_IDLE_PER_HOST else []
+            del waiting[: len(extra)]
+        for entry in extra:
+            entry.conn.close()
+
+    def _connect(
+        self, config: ClientConfig, target: _Target, deadline: _Deadline
+    ) -> http.client.HTTPConnection:
         shown = target.shown
         try:
             host, port = self._resolve(config, target)
@@ -257,44 +338,74 @@ class WebhookClient:
             raise CallError(f'Post "{shown}": {exc}') from None
         try:
             sock.settimeout(deadline.left())
+            tls = self._context(config.ca_bundle).wrap_socket(
+                sock, server_hostname=target.server_name
+            )
+        except ssl.SSLCertVerificationError as exc:
+            sock.close()
+            raise CallError(
+                f'Post "{shown}": tls: failed to verify certificate: '
+                f"{_x509(exc, target.server_name)}"
+            ) from None
+        except ssl.SSLError as exc:
+            sock.close()
+            raise CallError(f'Post "{shown}": remote error: tls: {exc.reason or exc}') from None
+        except BaseException:
+            sock.close()
+            raise
+        # plain HTTPConnection over the TLS socket made above (HTTPSConnection would
+        # load the system's CAs on every call)
+        conn = http.client.HTTPConnection(target.server_name, target.port)
+        conn.sock = tls
+        return conn
+
+    def _post(
+        self, config: ClientConfig, target: _Target, body: bytes, deadline: _Deadline
+    ) -> bytes:
+        shown = target.shown
+        key = self._pool_key(config, target)
+        while True:
+            conn = self._take(key)
+            reused = conn is not None
+            if conn is None:
+                conn = self._connect(config, target, deadline)
+            assert conn.sock is not None
             try:
-                tls = self._context(config.ca_bundle).wrap_socket(
-                    sock, server_hostname=target.server_name
-                )
-            except ssl.SSLCertVerificationError as exc:
-                raise CallError(
-                    f'Post "{shown}": tls: failed to verify certificate: '
-                    f"{_x509(exc, target.server_name)}"
-                ) from None
-            except ssl.SSLError as exc:
-                raise CallError(f'Post "{shown}": remote error: tls: {exc.reason or exc}') from None
-            # plain HTTPConnection over the TLS socket made above (HTTPSConnection would
-            # load the system's CAs on every call)
-            conn = http.client.HTTPConnection(target.server_name, target.port)
-            conn.sock = tls
-            try:
-                tls.settimeout(deadline.left())
-                conn.request(
-                    "POST",
-                    target.request_path,
-                    body=body,
-                    headers={
-                        "Content-Type": "application/json",
-                        "Accept": "application/json, */*",
-                        "User-Agent": _USER_AGENT,
-                    },
-                )
-                tls.settimeout(deadline.left())
+                conn.sock.settimeout(deadline.left())
+                try:
+                    conn.request(
+                        "POST",
+                        target.request_path,
+                        body=body,
+                        headers={
+                            "Content-Type": "application/json",
+                            "Accept": "application/json, */*",
+                            "User-Agent": _USER_AGENT,
+                        },
+                    )
+                except (ConnectionError, OSError):
+                    if reused:  # broken before the review went out: again, on a new one
+                        conn.close()
+                        continue
+                    raise
+                assert conn.sock is not None
+                conn.sock.settimeout(deadline.left())
                 resp = conn.getresponse()
                 data = resp.read()
             except TimeoutError:
+                conn.close()
                 raise TimeoutError from None
             except (http.client.HTTPException, ConnectionError, OSError) as exc:
-                raise CallError(f'Post "{shown}": {_go_io_error(exc)}') from None
-            finally:
                 conn.close()
-        finally:
-            sock.close()
+                raise CallError(f'Post "{shown}": {_go_io_error(exc)}') from None
+            except BaseException:
+                conn.close()
+                raise
+            if resp.will_close or conn.sock is None:
+                conn.close()
+            else:
+                self._give_back(key, conn)
+            break
         if 200 <= resp.status <= 206:
             return data
         raise _status_error(resp.status, resp.getheader("Content-Type") or "", data)

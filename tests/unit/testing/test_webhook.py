@@ -4,6 +4,7 @@ rules, the client's errors and service resolution, the CRD converter."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import socket
 from typing import Any
 
@@ -17,7 +18,7 @@ from apiserver.registry.webhook import review
 from apiserver.registry.webhook.admission import MUTATING, VALIDATING, WebhookDispatcher
 from apiserver.registry.webhook.client import CallError, ClientConfig, Service, WebhookClient
 from apiserver.registry.webhook.conversion import CRDS, CrdConverter
-from tests.integration.webhookserver import WebhookServer, allow
+from tests.integration.webhookserver import Reply, WebhookServer, allow
 
 JsonDict = dict[str, Any]
 
@@ -317,7 +318,7 @@ def test_the_client_words_transport_failures_as_go_does() -> None:
         f'Post "https://127.0.0.1:{port}/x?timeout=5s": dial tcp 127.0.0.1:{port}: connect: '
         "connection refused"
     )
-    with WebhookServer() as server:
+    with contextlib.closing(client), WebhookServer() as server:
         server.route("/x", allow)
         with pytest.raises(CallError) as untrusted:
             client.post(ClientConfig(url=server.url("/x")), b"{}", timeout=5, query=False)
@@ -378,6 +379,83 @@ def test_a_service_is_called_through_its_endpoint_slices() -> None:
             client.post(
                 ClientConfig(service=Service("ns", "gone", "", 443)), b"{}", timeout=5, query=False
             )
+        client.close()
+
+
+def _connections(server: WebhookServer) -> int:
+    return server.connections
+
+
+def test_the_client_keeps_connections_alive_as_kube_apiservers_transport_does() -> None:
+    """kube-apiserver's webhook client (client-go's transport, Go's ``http.Transport``)
+    sends each review on an idle kept-alive connection when one is there, opens one
+    otherwise, and never reuses a connection the webhook has closed: a review is not
+    lost to a connection that went away while idle."""
+    client = WebhookClient(_Storage())
+    with contextlib.closing(client), WebhookServer() as server:
+        server.route("/x", allow)
+        config = ClientConfig.from_api(server.client_config("/x"))
+        for _ in range(5):
+            client.post(config, b'{"request": {"uid": "u"}}', timeout=5, query=True)
+        assert len(server.calls("/x")) == 5
+        assert _connections(server) == 1  # one TLS handshake for five reviews
+        server.drop_connections()  # the webhook closes its idle connections (a restart)
+        client.post(config, b'{"request": {"uid": "u"}}', timeout=5, query=True)
+        assert len(server.calls("/x")) == 6
+        assert _connections(server) == 2
+        # an answer that closes its connection (HTTP/1.1 Connection: close) is not reused
+        server.route("/close", lambda r: Reply(200, orjson.dumps(allow(r)), close=True))
+        closing = ClientConfig.from_api(server.client_config("/close"))
+        for _ in range(2):  # the first on the kept-alive one, the second on a new one
+            client.post(closing, b'{"request": {"uid": "u"}}', timeout=5, query=True)
+        assert _connections(server) == 3
+        client.post(config, b'{"request": {"uid": "u"}}', timeout=5, query=True)
+        assert _connections(server) == 4
+
+
+def test_a_service_connection_goes_to_one_ready_endpoint_and_stays_there() -> None:
+    """Through a Service, each new connection goes to one ready endpoint (kube-proxy's
+    choice per connection, kube-apiserver's default routing): kept-alive connections
+    stay with the endpoint they reached, an endpoint that is not ready gets no new one."""
+    with contextlib.ExitStack() as stack:
+        a = stack.enter_context(WebhookServer(service_names=["hooks.ns.svc"]))
+        b = stack.enter_context(WebhookServer(service_names=["hooks.ns.svc"], certificates_of=a))
+        for s in (a, b):
+            s.route("/admit", allow)
+        storage = _Storage()
+        storage.objects[("/services", "ns", "hooks")] = {
+            "spec": {"ports": [{"name": "https", "port": 443}]}
+        }
+
+        def slices(ready_a: bool, ready_b: bool) -> None:
+            storage.lists["discovery.k8s.io/endpointslices"] = [
+                {
+                    "metadata": {
+                        "namespace": "ns",
+                        "labels": {"kubernetes.io/service-name": "hooks"},
+                    },
+                    "ports": [{"name": "https", "port": s.port}],
+                    "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": r}}],
+                }
+                for s, r in ((a, ready_a), (b, ready_b))
+            ]
+
+        slices(False, True)
+        client = WebhookClient(storage)
+        config = ClientConfig(
+            ca_bundle=base64.b64decode(a.ca_bundle), service=Service("ns", "hooks", "/admit", 443)
+        )
+        stack.enter_context(contextlib.closing(client))
+        for _ in range(3):
+            client.post(config, b'{"request": {"uid": "u"}}', timeout=5, query=True)
+        assert (len(a.calls()), len(b.calls()), b.connections) == (0, 3, 1)
+        slices(True, True)  # the kept-alive connection to b is used while it is idle
+        client.post(config, b'{"request": {"uid": "u"}}', timeout=5, query=True)
+        assert (len(a.calls()), len(b.calls())) == (0, 4)
+        b.drop_connections()
+        slices(True, False)
+        client.post(config, b'{"request": {"uid": "u"}}', timeout=5, query=True)
+        assert (len(a.calls()), len(b.calls())) == (1, 4)
 
 
 # -- conversion ---------------------------------------------------------------------------
