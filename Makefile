@@ -95,6 +95,8 @@ clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info build
 
 # The chaos scenarios (leader and sharding), three runs each and one more with the write
-# fence switched off (the proof that a scenario tests the fence), and their tables.
+# fence switched off (the proof that a scenario tests the fence), and their tables; then
+# the webhook scenarios, three runs each and one more with their test-only switch.
 chaos: $(STAMP)
 	$(BIN)/python -m e2e.chaos --runs 3 --fence-off-runs 1 --report e2e/CHAOS.md
+	$(BIN)/python -m e2e.webhookchaos --runs 3 --leader-only-runs 1 --one-shot-runs 1

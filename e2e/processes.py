@@ -64,11 +64,14 @@ class Replica:
         *,
         fence: bool = True,
         resending: bool = False,
+        module: str = "",
     ) -> None:
-        if resending and not fence:
-            raise ValueError("one test-only switch at a time: fence off or resending")
+        if sum((resending, not fence, bool(module))) > 1:
+            raise ValueError("one test-only switch at a time: fence off, resending or module")
         self.name = name
         self.log = logdir / f"{name}.log"
+        if not module:
+            module = "e2e.unfenced" if not fence else "e2e.resending" if resending else "manager"
         env = {
             **os.environ,
             "POD_NAME": name,
@@ -79,8 +82,9 @@ class Replica:
                 [
                     sys.executable,
                     "-m",
-                    # the test-only switches: e2e/unfenced.py, e2e/resending.py
-                    "e2e.unfenced" if not fence else "e2e.resending" if resending else "manager",
+                    # the test-only switches: e2e/unfenced.py, e2e/resending.py, or
+                    # another module that runs manager.cli.main (e2e/leaderonly.py, ...)
+                    module,
                     "run",
                     "--config",
                     str(config),

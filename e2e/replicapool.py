@@ -65,6 +65,8 @@ class ReplicaPool(ABC):
         fence: False runs them with the write fence switched off (``e2e.unfenced``).
         resending: True runs them with the client's old resend of a write whose
             connection broke after it was sent (``e2e.resending``).
+        module: another test-only switch: the module run instead of ``manager`` (it
+            runs ``manager.cli.main``; ``e2e.leaderonly``, ``e2e.oneshotrotation``).
     """
 
     def __init__(
@@ -75,12 +77,14 @@ class ReplicaPool(ABC):
         target: int,
         fence: bool = True,
         resending: bool = False,
+        module: str = "",
     ) -> None:
         self.server = server
         self.workdir = workdir
         self.target = target
         self.fence = fence
         self.resending = resending
+        self.module = module
         self.exits: list[Exit] = []
         self._lock = threading.Lock()
         self._procs: dict[str, _Proc] = {}
@@ -210,6 +214,7 @@ class ReplicaPool(ABC):
             plugins=self._plugins(),
             fence=self.fence,
             resending=self.resending,
+            module=self.module,
         )
         with self._lock:
             self._procs[name] = _Proc(replica, proxy, health_port)

@@ -322,7 +322,7 @@ class WebhookClient:
         with self._lock:
             waiting = self._idle.setdefault(key, [])
             waiting.append(_Idle(conn))
-            extra = waiting[:-MAX_IDLE_PER_HOST] if len(waiting) > MAX_IDLE_PER_HOST else []
+            extra = waiting[: max(0, len(waiting) - MAX_IDLE_PER_HOST)]  # the oldest
             del waiting[: len(extra)]
         for entry in extra:
             entry.conn.close()
@@ -350,6 +350,12 @@ class WebhookClient:
         except ssl.SSLError as exc:
             sock.close()
             raise CallError(f'Post "{shown}": remote error: tls: {exc.reason or exc}') from None
+        except TimeoutError:
+            sock.close()
+            raise
+        except OSError as exc:  # the webhook went away during the handshake
+            sock.close()
+            raise CallError(f'Post "{shown}": {_handshake_error(exc)}') from None
         except BaseException:
             sock.close()
             raise
@@ -450,6 +456,15 @@ def _x509(exc: ssl.SSLCertVerificationError, name: str) -> str:
     if code in (9, 10):  # not yet valid, expired
         return "x509: certificate has expired or is not yet valid"
     return "x509: certificate signed by unknown authority"
+
+
+def _handshake_error(exc: OSError) -> str:
+    """A transport failure during the TLS handshake, as Go words it."""
+    if isinstance(exc, ConnectionResetError):
+        return "read: connection reset by peer"
+    if exc.errno is None:  # the peer closed: OpenSSL's unexpected EOF
+        return "EOF"
+    return str(exc.strerror or exc).lower()
 
 
 def _go_io_error(exc: BaseException) -> str:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import base64
 import contextlib
 import socket
+import struct
+import threading
 from typing import Any
 
 import orjson
@@ -332,6 +334,35 @@ def test_the_client_words_transport_failures_as_go_does() -> None:
         assert missing.value.status is not None
         assert missing.value.status.code == 404
         assert missing.value.text == "the server could not find the requested resource"
+
+
+def test_a_connection_reset_in_the_handshake_is_a_failed_call() -> None:
+    """A webhook that goes away during the TLS handshake (killed) fails the call with
+    Go's words, like any transport failure (the failure policy decides), rather than
+    failing the API server's request with an internal error of its own."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+
+    def reset() -> None:
+        conn, _ = listener.accept()
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        conn.recv(1)  # the ClientHello has arrived
+        conn.close()  # RST
+
+    thread = threading.Thread(target=reset)
+    thread.start()
+    try:
+        with pytest.raises(CallError) as failed:
+            WebhookClient(_Storage()).post(
+                ClientConfig(url=f"https://127.0.0.1:{port}/x"), b"{}", timeout=5, query=False
+            )
+    finally:
+        thread.join()
+        listener.close()
+    assert failed.value.text.startswith(f'Post "https://127.0.0.1:{port}/x": ')
+    assert failed.value.text.endswith("connection reset by peer"), failed.value.text
 
 
 def test_a_service_is_called_through_its_endpoint_slices() -> None:
