@@ -27,6 +27,9 @@ Scenarios:
 ==========================  ==============================================================
 ``kill9-serving``           ``kill -9`` of one replica every 6 s (the leader, then a
                             standby, ...), 4 times; each killed replica is replaced
+``sigterm-rolling``         a rolling restart: SIGTERM to one replica every 6 s (the
+                            leader, then a standby, ...), 4 times, each replaced once it
+                            has exited; nothing may fail at all
 ``rotation-under-load``     managed certificates renewed every ~4 s and the CA every ~9 s
                             (three steps, overlap 2 s) for 40 s; every review on a new
                             connection (no keep-alive), so that every handshake checks the
@@ -315,7 +318,8 @@ class WebhookHarness(ReplicaPool):
                 "namespace": NAMESPACE,
                 "service": SERVICE,
                 "configurationName": CONFIGURATION,
-                "shutdownDelay": 1.0,
+                # longer than a relist and a probe: the endpoint goes while it serves
+                "shutdownDelay": 2.0 * RELIST + 0.5,
                 "managed": managed,
             },
             "controllers": {
@@ -476,6 +480,7 @@ class WebhookResult:
     explained: list[Outcome] = field(default_factory=list)
     unexplained: list[Outcome] = field(default_factory=list)
     kills: list[Kill] = field(default_factory=list)
+    stops: int = 0  # SIGTERMs
     rotations: Counter[str] = field(default_factory=Counter)
     latencies: list[float] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -558,6 +563,21 @@ def _kill9(h: WebhookHarness, load: Load, result: WebhookResult, quick: bool) ->
             k.not_ready_at = h.endpoints[k.name].not_ready_at
 
 
+def _sigterm(h: WebhookHarness, load: Load, result: WebhookResult, quick: bool) -> None:
+    for i in range(2 if quick else 4):
+        h.wait_serving()
+        time.sleep(3.0 if quick else 6.0)
+        leader = h.leader()
+        others = [n for n in h.live() if n != leader]
+        victim = leader if i % 2 == 0 or not others else others[0]
+        if victim is None:
+            victim = h.live()[0]
+        h.signal(victim, signal.SIGTERM, expected="term")
+        result.stops += 1
+    h.wait_serving()
+    time.sleep(2.0)
+
+
 def _rotation(h: WebhookHarness, load: Load, result: WebhookResult, quick: bool) -> None:
     seen: dict[str, str] = {}
     until = time.monotonic() + (20.0 if quick else 40.0)
@@ -574,6 +594,7 @@ def _rotation(h: WebhookHarness, load: Load, result: WebhookResult, quick: bool)
 
 SCENARIOS: dict[str, Callable[[WebhookHarness, Load, WebhookResult, bool], None]] = {
     "kill9-serving": _kill9,
+    "sigterm-rolling": _sigterm,
     "rotation-under-load": _rotation,
 }
 SWITCHES = {"kill9-serving": "e2e.leaderonly", "rotation-under-load": "e2e.oneshotrotation"}
@@ -598,7 +619,9 @@ def run_webhook_scenario(
     fewer faults, for the test suite)."""
     scenario = SCENARIOS[name]
     rotation = name == "rotation-under-load"
-    module = SWITCHES[name] if switch else ""
+    module = SWITCHES.get(name, "") if switch else ""
+    if switch and not module:
+        raise ValueError(f"{name} has no test-only switch")
     result = WebhookResult(name, module)
     workdir.mkdir(parents=True, exist_ok=True)
     with _keep_alive(not rotation), WebhookHarness(workdir, rotation=rotation, module=module) as h:
@@ -631,11 +654,12 @@ def _row(name: str, switch: str, results: list[WebhookResult]) -> str:
     for r in results:
         rotations.update(r.rotations)
     p99 = statistics.median(r.percentile(0.99) for r in results) * 1000
-    faults = (
-        f"{sum(len(r.kills) for r in results)} kill -9"
-        if results[0].kills
-        else f"{rotations['certificate']} certificates, {rotations['bundle']} bundle changes"
-    )
+    if results[0].kills:
+        faults = f"{sum(len(r.kills) for r in results)} kill -9"
+    elif results[0].stops:
+        faults = f"{sum(r.stops for r in results)} SIGTERM"
+    else:
+        faults = f"{rotations['certificate']} certificates, {rotations['bundle']} bundle changes"
     return (
         f"| {name} | {switch or '-'} | {len(results)} | {faults} | {sent} | "
         f"{sent / seconds:.0f} | {sum(r.created for r in results)} | "
@@ -667,7 +691,10 @@ def main(argv: list[str] | None = None) -> int:
             (False, args.runs),
             (
                 True,
-                args.leader_only_runs if name == "kill9-serving" else args.one_shot_runs,
+                {
+                    "kill9-serving": args.leader_only_runs,
+                    "rotation-under-load": args.one_shot_runs,
+                }.get(name, 0),
             ),
         ):
             results = []
@@ -685,7 +712,7 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
             if results:
-                rows.append(_row(name, SWITCHES[name] if switch else "", results))
+                rows.append(_row(name, SWITCHES.get(name, "") if switch else "", results))
     print("\n".join(rows))
     return 0
 

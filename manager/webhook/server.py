@@ -34,9 +34,12 @@
   call; the connection and the server go on.
 * **Shutdown** (:meth:`WebhookServer.stop`): first a drain for ``linger`` seconds, in
   which new connections are still accepted and answered but every answer says
-  ``Connection: close`` and idle connections are closed (the API server reconnects,
-  through the Service, to a pod that stays), then the listener closes, in-flight reviews
-  finish (up to ``timeout``), and every thread is joined.
+  ``Connection: close`` (the API server reconnects, through the Service, to a pod that
+  stays). Kept-alive connections are not closed under their clients meanwhile: a review
+  sent just as the server closed one would be lost, since kube-apiserver does not resend
+  a POST that went out (Go's ``http.Server.Shutdown`` closes them at once); each one's
+  next answer closes it. Then the listener and the connections left idle close,
+  in-flight reviews finish (up to ``timeout``), and every thread is joined.
 
 Metrics: :mod:`manager.webhook.metrics`, attached while the server runs. Each review runs
 in a span ``webhook.review``, the child of the API server's when it sends a
@@ -395,7 +398,9 @@ class WebhookServer:
         if not self.started or self._closed.is_set():
             return
         self._draining = True
-        self._shut_idle()
+        # idle kept-alive connections stay open while the drain lasts: a review their
+        # client sends just as the server closes one would be lost (kube-apiserver does
+        # not resend a POST that went out); each one's next answer closes it instead
         if linger > 0:
             logger.info("webhook server draining", extra={"seconds": round(linger, 3)})
             self._stopped.wait(linger)

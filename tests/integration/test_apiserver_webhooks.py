@@ -453,6 +453,13 @@ def test_a_webhook_may_call_the_api_server_back(
 # -- matching ----------------------------------------------------------------------------
 
 
+def _about_the_service(call: Any) -> bool:
+    """A call about the test's Service: on a real cluster, kube-controller-manager's
+    endpoints controller updates the Service's Endpoints meanwhile, which ``*`` and
+    ``*/*`` rules match too."""
+    return bool((call.request.get("resource") or {}).get("resource") == "services")
+
+
 def test_rules_match_operations_scope_and_subresources(
     api_client: Any, namespace: str, server: WebhookServer
 ) -> None:
@@ -495,11 +502,11 @@ def test_rules_match_operations_scope_and_subresources(
         server.clear()
         current["metadata"]["labels"] = {"changed": "yes"}
         current = ok(http(api_client, "PUT", f"{base}/svc", body=current), 200)
-        main_calls = {c.path for c in server.calls()}
+        main_calls = {c.path for c in server.calls() if _about_the_service(c)}
         server.clear()
         current["status"] = {"loadBalancer": {}}
         ok(http(api_client, "PUT", f"{base}/svc/status", body=current), 200)
-        status_calls = {c.path: c for c in server.calls()}
+        status_calls = {c.path: c for c in server.calls() if _about_the_service(c)}
     assert main_calls == {"/main", "/every", "/top", "/namespaced"}
     assert set(status_calls) == {"/status", "/every"}
     assert status_calls["/status"].request["subResource"] == "status"
