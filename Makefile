@@ -99,4 +99,4 @@ clean:
 # the webhook scenarios, three runs each and one more with their test-only switch.
 chaos: $(STAMP)
 	$(BIN)/python -m e2e.chaos --runs 3 --fence-off-runs 1 --report e2e/CHAOS.md
-	$(BIN)/python -m e2e.webhookchaos --runs 3 --leader-only-runs 1 --one-shot-runs 1
+	$(BIN)/python -m e2e.webhookchaos --runs 3 --leader-only-runs 1 --one-shot-runs 1 --no-drain-runs 1

@@ -52,10 +52,13 @@ The proof that the scenarios test what they claim, each with a test-only switch:
 (``e2e/leaderonly.py``): killing the leader leaves no endpoint until a standby has taken
 the Lease, and creates fail; ``--one-shot-runs N`` runs ``rotation-under-load`` with the CA
 renewed in one step as cert-controller does (``e2e/oneshotrotation.py``): handshakes fail
-verification while the new CA is not yet in the API server's bundle.
+verification while the new CA is not yet in the API server's bundle; ``--no-drain-runs N``
+runs ``sigterm-rolling`` with ``shutdownDelay: 0``: the listener closes at SIGTERM while
+the endpoint is still ready, and reviews sent to it fail.
 
 ``python -m e2e.webhookchaos [--runs N] [--scenario NAME ...] [--leader-only-runs N]
-[--one-shot-runs N]`` prints the table; ``e2e/test_webhook_chaos.py`` runs each once.
+[--one-shot-runs N] [--no-drain-runs N]`` prints the table; ``e2e/test_webhook_chaos.py``
+runs each once.
 """
 
 from __future__ import annotations
@@ -214,9 +217,11 @@ class WebhookHarness(ReplicaPool):
         *,
         rotation: bool = False,
         module: str = "",
+        drain: bool = True,
     ) -> None:
         super().__init__(LocalApiServer(), workdir, target=SIZE, module=module)
         self.rotation = rotation
+        self.drain = drain
         # with only the leader able to serve (e2e.leaderonly), one endpoint is all there is
         self.serving_needed = 1 if module == "e2e.leaderonly" else SIZE
         self.driver: KubeClient | None = None
@@ -319,7 +324,7 @@ class WebhookHarness(ReplicaPool):
                 "service": SERVICE,
                 "configurationName": CONFIGURATION,
                 # longer than a relist and a probe: the endpoint goes while it serves
-                "shutdownDelay": 2.0 * RELIST + 0.5,
+                "shutdownDelay": 2.0 * RELIST + 0.5 if self.drain else 0.0,
                 "managed": managed,
             },
             "controllers": {
@@ -597,7 +602,11 @@ SCENARIOS: dict[str, Callable[[WebhookHarness, Load, WebhookResult, bool], None]
     "sigterm-rolling": _sigterm,
     "rotation-under-load": _rotation,
 }
-SWITCHES = {"kill9-serving": "e2e.leaderonly", "rotation-under-load": "e2e.oneshotrotation"}
+SWITCHES = {
+    "kill9-serving": "e2e.leaderonly",
+    "sigterm-rolling": "shutdownDelay: 0",  # no drain: the listener closes at SIGTERM
+    "rotation-under-load": "e2e.oneshotrotation",
+}
 
 
 @contextlib.contextmanager
@@ -619,12 +628,16 @@ def run_webhook_scenario(
     fewer faults, for the test suite)."""
     scenario = SCENARIOS[name]
     rotation = name == "rotation-under-load"
-    module = SWITCHES.get(name, "") if switch else ""
-    if switch and not module:
-        raise ValueError(f"{name} has no test-only switch")
-    result = WebhookResult(name, module)
+    label = SWITCHES[name] if switch else ""
+    module = label if label.startswith("e2e.") else ""
+    result = WebhookResult(name, label)
     workdir.mkdir(parents=True, exist_ok=True)
-    with _keep_alive(not rotation), WebhookHarness(workdir, rotation=rotation, module=module) as h:
+    with (
+        _keep_alive(not rotation),
+        WebhookHarness(
+            workdir, rotation=rotation, module=module, drain=not (switch and not module)
+        ) as h,
+    ):
         workers = 16
         load = Load(h.load_client(workers), RATE, workers).start()
         try:
@@ -683,6 +696,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS))
     parser.add_argument("--leader-only-runs", type=int, default=0)
     parser.add_argument("--one-shot-runs", type=int, default=0)
+    parser.add_argument("--no-drain-runs", type=int, default=0)
     parser.add_argument("--workdir", default="/tmp/overseer-webhook-chaos")
     args = parser.parse_args(argv)
     rows = [HEADER]
@@ -693,8 +707,9 @@ def main(argv: list[str] | None = None) -> int:
                 True,
                 {
                     "kill9-serving": args.leader_only_runs,
+                    "sigterm-rolling": args.no_drain_runs,
                     "rotation-under-load": args.one_shot_runs,
-                }.get(name, 0),
+                }[name],
             ),
         ):
             results = []
@@ -712,7 +727,7 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
             if results:
-                rows.append(_row(name, SWITCHES.get(name, "") if switch else "", results))
+                rows.append(_row(name, SWITCHES[name] if switch else "", results))
     print("\n".join(rows))
     return 0
 
