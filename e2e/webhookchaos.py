@@ -550,16 +550,20 @@ def _explained(o: Outcome, kills: list[Kill]) -> bool:
     return False
 
 
-def _kill9(h: WebhookHarness, load: Load, result: WebhookResult, quick: bool) -> None:
-    kills = 2 if quick else 4
-    for i in range(kills):
+def _victims(h: WebhookHarness, quick: bool) -> Iterator[str]:
+    """Every 6 s (3 quick) once the replicas serve, four times (two quick): the leader,
+    then a standby, alternately."""
+    for i in range(2 if quick else 4):
         h.wait_serving()
         time.sleep(3.0 if quick else 6.0)
         leader = h.leader()
         others = [n for n in h.live() if n != leader]
         victim = leader if i % 2 == 0 or not others else others[0]
-        if victim is None:
-            victim = h.live()[0]
+        yield victim if victim is not None else h.live()[0]
+
+
+def _kill9(h: WebhookHarness, load: Load, result: WebhookResult, quick: bool) -> None:
+    for victim in _victims(h, quick):
         result.kills.append(h.kill(victim))
     h.wait_serving()
     time.sleep(2.0)
@@ -569,14 +573,7 @@ def _kill9(h: WebhookHarness, load: Load, result: WebhookResult, quick: bool) ->
 
 
 def _sigterm(h: WebhookHarness, load: Load, result: WebhookResult, quick: bool) -> None:
-    for i in range(2 if quick else 4):
-        h.wait_serving()
-        time.sleep(3.0 if quick else 6.0)
-        leader = h.leader()
-        others = [n for n in h.live() if n != leader]
-        victim = leader if i % 2 == 0 or not others else others[0]
-        if victim is None:
-            victim = h.live()[0]
+    for victim in _victims(h, quick):
         h.signal(victim, signal.SIGTERM, expected="term")
         result.stops += 1
     h.wait_serving()
