@@ -18,7 +18,8 @@ cluster's caches have synced its keys start:
   is not engaged: its keys are all looked at when it is);
 * the reconciler is either *uniform* — a factory ``reconciler(cluster)`` called once per
   engaged cluster, whose reconciler reads and writes through that cluster's client and
-  listers as a single-cluster one does (the same code runs either way) — or
+  listers as a single-cluster one does (the same code runs either way; its ``close()``,
+  if it has one, is called once that cluster's keys have stopped) — or
   *cluster-aware* — one reconciler for every cluster, which looks at ``request.cluster``
   and may read in one cluster and write in another (:meth:`Manager.cluster
   <manager.manager.Manager.cluster>`).
@@ -351,8 +352,19 @@ class FleetController(Controller):
             controller.watch(
                 informer, _Stamped(w.mapper, cluster.name, self.enqueue), *w.predicates
             )
-        with self._cond:
-            if keys.stop.is_set():
-                return
-            keys.controller = controller
-        controller.run(keys.stop)
+        try:
+            with self._cond:
+                if keys.stop.is_set():
+                    return
+                keys.controller = controller
+            controller.run(keys.stop)
+        finally:
+            close = getattr(reconciler, "close", None)
+            if self._factory is not None and callable(close):
+                try:
+                    close()
+                except Exception:
+                    logger.exception(
+                        "closing a cluster's reconciler failed",
+                        extra={"controller": self.name, "cluster": cluster.name},
+                    )

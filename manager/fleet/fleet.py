@@ -217,13 +217,15 @@ class _Member:
                             self.cond.wait()
                     continue
                 CLUSTER_ENGAGEMENTS.labels(self.name).inc()
-                outcome = self._engaged(cluster, source)
-                fleet._release(self.name)
-                with fleet._lock:
-                    self.cluster = None
-                if isinstance(cluster, MemberCluster):
-                    cluster.close(_JOIN)
-                del cluster
+                try:
+                    outcome = self._engaged(cluster, source)
+                finally:  # keys first, then the caches: whatever ended the engagement
+                    fleet._release(self.name)
+                    with fleet._lock:
+                        self.cluster = None
+                    if isinstance(cluster, MemberCluster):
+                        cluster.close(_JOIN)
+                    del cluster
                 if outcome != "unreachable":
                     continue  # leaving, stopped or new credentials: the loop decides
                 CLUSTER_UNREACHABLE.labels(self.name).inc()

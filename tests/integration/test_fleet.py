@@ -43,7 +43,8 @@ from manager import (
 from manager.fleet import FleetOptions, KubeconfigFile
 from manager.fleet.fleet import CLUSTER_ENGAGEMENTS
 from manager.manager import ManagerOptions
-from manager.testing import eventually, run_plugin
+from manager.metrics import REGISTRY
+from manager.testing import eventually, run_manager, run_plugin
 from manager.testing.proxy import TcpProxy
 from tests.integration.running import ManagerThread
 
@@ -438,3 +439,76 @@ def _limiter() -> Any:
     from manager.workqueue import default_controller_rate_limiter
 
     return default_controller_rate_limiter()
+
+
+DEPLOYMENTS = builtin("apps/v1", "deployments")
+SERVICES = builtin("v1", "services")
+PODS = builtin("v1", "pods")
+
+
+def _deployment(name: str) -> JsonDict:
+    labels = {"app": name}
+    return {
+        "metadata": {"name": name, "annotations": {"overseer.io/expose": "true"}},
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "containers": [
+                        {"name": "web", "image": "nginx", "ports": [{"containerPort": 80}]}
+                    ]
+                },
+            },
+        },
+    }
+
+
+def test_both_built_in_controllers_run_fleet_wide(kubeconfig_path: str, local_servers: Any) -> None:
+    """The exposer and podport, ``fleet: true``: each member gets its Services and
+    Ingresses, its LogicalPort CRD and ports, written there by that cluster's reconciler;
+    their figures carry a ``cluster`` label."""
+    a, b = local_servers(2)
+    net = f"t{uuid.uuid4().hex[:8]}"
+    config = {
+        "controllers": {
+            "exposer": {"fleet": True},
+            "podport": {
+                "fleet": True,
+                "installCrd": True,
+                "networks": [{"name": net, "cidr": "10.78.0.0/28"}],
+                "defaultNetwork": net,
+            },
+        }
+    }
+    plugins = {
+        "exposer": "controllers.exposer:ExposerPlugin",
+        "podport": "controllers.podport:PodPortPlugin",
+    }
+    fleet = {"a": a.kubeconfig_path, "b": b.kubeconfig_path}
+    with (
+        _clients(a, b) as clients,
+        run_manager(kubeconfig_path, plugins, config, fleet=fleet),
+    ):
+        for client in clients:
+            client.create(DEPLOYMENTS, _deployment("web"), "default")
+            pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+            client.create(PODS, pod, "default")
+        for client in clients:
+            eventually(lambda c=client: c.get(SERVICES, "web", "default")["metadata"]["uid"])
+            eventually(
+                lambda c=client: (
+                    (c.get(PODS, "p", "default")["metadata"].get("annotations") or {})
+                    .get("overseer.io/ip", "")
+                    .startswith("10.78.0.")
+                )
+            )
+        for cluster in ("a", "b"):
+            exposed = {"cluster": cluster}
+            eventually(
+                lambda x=exposed: (
+                    REGISTRY.get_sample_value("overseer_exposer_exposed_deployments", x) == 1
+                )
+            )
+            used = {"cluster": cluster, "network": net}
+            assert REGISTRY.get_sample_value("overseer_podport_addresses_used", used) == 1
