@@ -30,10 +30,12 @@ import pytest
 import yaml
 
 from manager import (
+    AlreadyExists,
     Cluster,
     JsonDict,
     KubeClient,
     Manager,
+    NotFound,
     PluginContext,
     Request,
     Result,
@@ -512,3 +514,97 @@ def test_both_built_in_controllers_run_fleet_wide(kubeconfig_path: str, local_se
             )
             used = {"cluster": cluster, "network": net}
             assert REGISTRY.get_sample_value("overseer_podport_addresses_used", used) == 1
+
+
+class Inventory:
+    """A cluster-aware reconciler: reads a ConfigMap in the cluster its request names and
+    writes a copy of its data into the home cluster (``<cluster>.<name>`` in ``into``)."""
+
+    def __init__(self, mgr: Manager, into: str, selector: str) -> None:
+        self.mgr = mgr
+        self.into = into
+        self.selector = selector
+
+    def reconcile(self, request: Request) -> Result:
+        source = self.mgr.cluster(request.cluster)  # where the object lives
+        found = source.lister(CONFIGMAPS, label_selector=self.selector).get(
+            request.name, request.namespace
+        )
+        home = self.mgr.cluster()  # where the inventory is kept
+        name = f"{request.cluster}.{request.name}"
+        if found is None:
+            with contextlib.suppress(NotFound):
+                home.client.delete(CONFIGMAPS, name, self.into)
+            return Result()
+        body = {"metadata": {"name": name}, "data": dict(found.get("data") or {})}
+        try:
+            home.client.create(CONFIGMAPS, body, self.into)
+        except AlreadyExists:
+            home.client.patch(CONFIGMAPS, name, {"data": body["data"]}, namespace=self.into)
+        return Result()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InventoryConfig:
+    into: str = ""
+    selector: str = field(default="fleet-test=yes", metadata={"format": "labelSelector"})
+
+
+class InventoryPlugin:
+    config_class = InventoryConfig
+    rbac_rules = [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "verbs": ["get", "list", "watch", "create", "patch", "delete"],
+        }
+    ]
+
+    def setup(self, mgr: Manager, ctx: PluginContext[InventoryConfig]) -> None:
+        config = ctx.config
+        (
+            ctx.controller(Inventory(mgr, config.into, config.selector))
+            .for_(CONFIGMAPS, label_selector=config.selector)
+            .complete()
+        )
+
+
+def test_a_cluster_aware_reconciler_reads_in_one_cluster_and_writes_in_another(
+    kubeconfig_path: str, kube_client: KubeClient, namespace: str, local_servers: Any
+) -> None:
+    """One reconciler for every cluster of the fleet, the home cluster a member too
+    (``clusters.home``): it reads the object in the cluster its request names and keeps an
+    inventory of it in the home cluster."""
+    mark = uuid.uuid4().hex[:8]
+    (a,) = local_servers(1)
+    selector = f"fleet-test={mark}"
+    section = {"into": namespace, "selector": selector}
+    config = {"clusters": {"home": True, "homeName": "home"}}
+    with (
+        _clients(a) as (ca,),
+        run_plugin(
+            InventoryPlugin, kubeconfig_path, section, config=config, fleet={"a": a.kubeconfig_path}
+        ) as running,
+    ):
+        assert running.manager.fleet.clusters() == ["a", "home"]
+        body = {"metadata": {"name": "db", "labels": {"fleet-test": mark}}, "data": {"v": "1"}}
+        ca.create(CONFIGMAPS, body, "default")
+        kube_client.create(CONFIGMAPS, {**body, "data": {"v": "home"}}, namespace)
+
+        def copy(name: str) -> dict[str, str]:
+            return dict(kube_client.get(CONFIGMAPS, name, namespace).get("data") or {})
+
+        eventually(lambda: copy("a.db") == {"v": "1"})
+        eventually(lambda: copy("home.db") == {"v": "home"})
+        ca.patch(CONFIGMAPS, "db", {"data": {"v": "2"}}, namespace="default")
+        eventually(lambda: copy("a.db") == {"v": "2"})
+        ca.delete(CONFIGMAPS, "db", "default")
+
+        def gone() -> bool:
+            try:
+                copy("a.db")
+            except NotFound:
+                return True
+            return False
+
+        eventually(gone)
