@@ -189,7 +189,8 @@ class ClustersConfig:
     )
     secrets: ClusterSecretsConfig = field(
         default_factory=ClusterSecretsConfig,
-        metadata={"help": "kubeconfig Secrets in the home cluster"},
+        # where Secrets are, not what they hold: /flagz shows it
+        metadata={"help": "kubeconfig Secrets in the home cluster", "secret": False},
     )
     probe_period: float = _f(10.0, "seconds between probes of a member", min=0.01)
     probe_timeout: float = _f(5.0, "seconds a probe waits for its answer", min=0.01)

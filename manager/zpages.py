@@ -13,7 +13,7 @@ statusz, KEP-4828 flagz; ``k8s.io/component-base/zpages``).
   configuration file's dotted camelCase paths), after command-line flags were applied.
   Values of settings that hold secrets are shown as ``[REDACTED]``: a field whose
   metadata says ``secret=True``, or whose name says so (password, token, secret,
-  credential, private key, api key).
+  credential, private key, api key) unless its metadata says ``secret=False``.
 
 Both start with kube's warning that they are not meant to be machine parseable. They are
 served next to ``/metrics`` (and guarded like it when metrics are secure: the
@@ -338,8 +338,8 @@ def _scalar(value: Any) -> str:
 
 
 def _is_secret(name: str, meta: Mapping[str, Any]) -> bool:
-    if meta.get("secret"):
-        return True
+    if "secret" in meta:  # said explicitly either way (``clusters.secrets`` holds none)
+        return bool(meta["secret"])
     return bool(_SECRET_NAME.search(name)) and not _REFERENCE.search(name.replace("_", ""))
 
 

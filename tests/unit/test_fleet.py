@@ -428,3 +428,13 @@ def test_statusz_lists_the_clusters() -> None:
     row = next(line for line in text.splitlines() if line.strip().startswith("west"))
     assert "secrets" in row and "unreachable" in row and "no answer for 60.0 s" in row
     assert '<tr data-cluster="west">' in render_statusz_html(status)
+
+
+def test_flagz_shows_where_the_cluster_secrets_are() -> None:
+    """``clusters.secrets`` names Secrets, it holds none: /flagz shows it."""
+    from manager.zpages import flag_values
+
+    config, _ = parse({"clusters": {"secrets": {"enabled": True, "namespace": "fleet"}}}, {})
+    values = dict(flag_values(config))
+    assert values["clusters.secrets.namespace"] == "fleet"
+    assert values["clusters.secrets.enabled"] == "true"
