@@ -608,3 +608,47 @@ def test_a_cluster_aware_reconciler_reads_in_one_cluster_and_writes_in_another(
             return False
 
         eventually(gone)
+
+
+def test_a_slow_or_cut_off_member_holds_up_no_other(
+    kubeconfig_path: str, local_servers: Any, tmp_path: Path
+) -> None:
+    """A member whose writes hang holds only its own worker: the other member's keys go
+    on. Cut off (requests and watches hang, as in a partition), it is disengaged while the
+    other goes on; healed, it is engaged again and what waited is reconciled."""
+    mark = uuid.uuid4().hex[:8]
+    a, b = local_servers(2)
+    proxy = TcpProxy(("127.0.0.1", int(b.url.rsplit(":", 1)[1]))).start()
+    files = {
+        "a": _kubeconfig(tmp_path / "a", a.url),
+        "b": _kubeconfig(tmp_path / "b", proxy.url),
+    }
+    config = {
+        "clusters": {"probePeriod": 0.1, "probeTimeout": 0.3, "unreachableAfter": 0.5},
+        "client": {"timeout": 5.0},
+    }
+    section = {"selector": f"fleet-test={mark}", "workers": 1}  # one worker per cluster
+    try:
+        with (
+            _clients(a, b) as (ca, cb),
+            run_plugin(
+                StampPlugin, kubeconfig_path, section, config=config, fleet=files
+            ) as running,
+        ):
+            slow = proxy.delay_requests(b"^PATCH ", 30.0)  # b's writes hang
+            _configmap(cb, "one", mark)
+            eventually(lambda: slow.matched == 1, what="b's write is held")
+            for i in range(3):  # b's only worker is busy: a's are not
+                _configmap(ca, f"n{i}", mark)
+                eventually(lambda i=i: _stamp(ca, f"n{i}") == "a")
+            slow.release()
+            eventually(lambda: _stamp(cb, "one") == "b")
+            proxy.block()  # b cut off
+            _configmap(cb, "two", mark)  # its watch event is held on the way
+            _configmap(ca, "m", mark)
+            eventually(lambda: _stamp(ca, "m") == "a")
+            eventually(lambda: running.manager.fleet.clusters() == ["a"])
+            proxy.unblock()
+            eventually(lambda: _stamp(cb, "two") == "b", timeout=15)
+    finally:
+        proxy.stop()
