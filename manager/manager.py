@@ -42,6 +42,12 @@ reverse.
   runnables added with ``leader_only=False`` are not fenced. Before the Lease is released,
   writes still in flight under it (an Event's POST) are abandoned, their connections shut
   down.
+* Fleets (:mod:`manager.fleet`): with cluster providers (``options.fleet``, or one a
+  plugin adds), the fleet runs beside the informers (on every replica with warm standby)
+  and engages each member cluster on its own; fleet-wide controllers are leader-only
+  work, their writes to every cluster fenced by the leader Lease of this (the home)
+  cluster. ``/readyz?verbose`` lists each cluster (``cluster/<name>``, informational),
+  ``/statusz`` has them in a table.
 * ``/healthz``: the process, its informer threads, its election thread and its Event
   sender are alive (a sender that ended by itself fails check ``event-sender`` until the
   manager stops; one that ended because the manager stops does not). ``/readyz``:
@@ -71,7 +77,7 @@ from manager.cache.sharded import SHARD_BY_OWNER, ShardedInformer
 from manager.cache.store import IndexFunc
 from manager.client import KubeClient
 from manager.controller import Controller
-from manager.errors import WriteFenced
+from manager.errors import ClusterNotFound, WriteFenced
 from manager.events import EventBroadcaster, EventRecorder
 from manager.fencing import FENCED_WRITES, IN_FLIGHT, UNFENCED, Fence, ValidityFence, fenced
 from manager.fleet.cluster import Cluster, HomeCluster
@@ -564,8 +570,6 @@ class Manager:
             return HomeCluster(self)
         fleet = self._fleet
         if fleet is None:
-            from manager.errors import ClusterNotFound
-
             raise ClusterNotFound(name)
         return fleet.cluster(name)
 

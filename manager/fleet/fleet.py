@@ -290,6 +290,9 @@ class _Member:
                 next_probe = now + fleet.probe_period
                 if answer is None:
                     last_answer = now
+                    with fleet._lock:
+                        if ready and self.state == "ready":
+                            self.reason = "caches synced"  # a failed probe is forgotten
                     continue
                 with fleet._lock:
                     if ready:
