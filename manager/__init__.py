@@ -15,6 +15,7 @@ from manager.controller import Controller
 from manager.errors import (
     AlreadyExists,
     ApiError,
+    ClusterNotFound,
     Conflict,
     Forbidden,
     Gone,
@@ -29,6 +30,7 @@ from manager.errors import (
     WriteFenced,
 )
 from manager.events import NORMAL, WARNING, EventRecorder
+from manager.fleet import Cluster, ClusterProvider, ClusterSink, ClusterSource
 from manager.handler import (
     EnqueueRequestForObject,
     EnqueueRequestForOwner,
@@ -77,6 +79,11 @@ __all__ = [
     "AlreadyExists",
     "AnnotationChanged",
     "ApiError",
+    "Cluster",
+    "ClusterNotFound",
+    "ClusterProvider",
+    "ClusterSink",
+    "ClusterSource",
     "Conflict",
     "Controller",
     "ControllerBuilder",

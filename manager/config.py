@@ -50,6 +50,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ClientConfig",
+    "ClusterSecretsConfig",
+    "ClustersConfig",
+    "KubeconfigClusterConfig",
     "LeaderElectionSettings",
     "LogConfig",
     "ManagedCertificatesConfig",
@@ -131,6 +134,87 @@ class ShardingSettings:
             problems.append("renewDeadline: must be less than leaseDuration")
         if not self.renew_deadline > 1.2 * self.retry_period:
             problems.append("retryPeriod: renewDeadline must be greater than 1.2 x retryPeriod")
+        return problems
+
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class KubeconfigClusterConfig:
+    """One cluster of the fleet from a kubeconfig file."""
+
+    name: str = _f("", "the cluster's name in the fleet (a DNS label)")
+    path: str = _f("", "its kubeconfig file (a mounted Secret: re-read, credentials rotate)")
+    context: str = _f("", 'the context to use ("" = its current-context)')
+
+    def validate(self) -> list[str]:
+        problems = []
+        if not _DNS_LABEL.fullmatch(self.name):
+            problems.append(f"name: must be a DNS label, got {self.name!r}")
+        if not self.path:
+            problems.append("path: must be set")
+        return problems
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClusterSecretsConfig:
+    """Clusters of the fleet from kubeconfig Secrets in the home cluster, watched: the
+    shape Cluster API writes (Secret <cluster>-kubeconfig, key value)."""
+
+    enabled: bool = _f(False, "engage a cluster per kubeconfig Secret (watched)")
+    namespace: str = _f("", "the Secrets' namespace (\"\" = the manager's)")
+    label_selector: str = _f(
+        "cluster.x-k8s.io/cluster-name",
+        "which Secrets of the namespace (Cluster API labels its own so)",
+        format="labelSelector",
+    )
+    key: str = _f("value", "the data key holding the kubeconfig")
+
+    def validate(self) -> list[str]:
+        if self.namespace and not _DNS_LABEL.fullmatch(self.namespace):
+            return [f"namespace: must be a namespace name, got {self.namespace!r}"]
+        return []
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClustersConfig:
+    """The fleet: the clusters fleet-wide controllers (fleet: true) work in."""
+
+    home: bool = _f(False, "the manager's own cluster is a member too (named homeName)")
+    home_name: str = _f("home", "the home cluster's name in the fleet")
+    kubeconfigs: list[KubeconfigClusterConfig] = field(
+        default_factory=list,
+        metadata={"help": "a static list: name, path (a kubeconfig file), context"},
+    )
+    secrets: ClusterSecretsConfig = field(
+        default_factory=ClusterSecretsConfig,
+        # where Secrets are, not what they hold: /flagz shows it
+        metadata={"help": "kubeconfig Secrets in the home cluster", "secret": False},
+    )
+    probe_period: float = _f(10.0, "seconds between probes of a member", min=0.01)
+    probe_timeout: float = _f(5.0, "seconds a probe waits for its answer", min=0.01)
+    unreachable_after: float = _f(
+        60.0,
+        "seconds a member answers no probe before its keys stop and its caches are dropped "
+        "(it is probed with backoff and engaged again when it answers)",
+        min=0.01,
+    )
+    reload_period: float = _f(30.0, "seconds between reads of the kubeconfig files", min=0.1)
+
+    @property
+    def configured(self) -> bool:
+        """Whether any cluster provider is configured."""
+        return self.home or bool(self.kubeconfigs) or self.secrets.enabled
+
+    def validate(self) -> list[str]:
+        problems = []
+        if not _DNS_LABEL.fullmatch(self.home_name):
+            problems.append(f"homeName: must be a DNS label, got {self.home_name!r}")
+        names = [k.name for k in self.kubeconfigs] + ([self.home_name] if self.home else [])
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            problems.append(f"kubeconfigs: the cluster names {', '.join(twice)} are used twice")
         return problems
 
 
@@ -290,6 +374,10 @@ class OverseerConfig:
     )
     sharding: ShardingSettings = field(
         default_factory=ShardingSettings, metadata={"help": "sharding (sharded controllers)"}
+    )
+    clusters: ClustersConfig = field(
+        default_factory=ClustersConfig,
+        metadata={"help": "the fleet: clusters of fleet-wide controllers (fleet: true)"},
     )
     warm_standby: bool = _f(True, "standbys run informers too, for a fast takeover")
     metrics_bind_address: str = _f(":8080", 'address of /metrics ("0" disables it)')
@@ -632,6 +720,8 @@ def manager_options(
     ``overseer run`` gives its manager); ``overrides`` replace single options. With
     ``controllers`` (as :func:`parse` returns them), the sharding ring is set up when an
     enabled one is ``sharded``."""
+    from manager.fleet.fleet import FleetOptions
+    from manager.fleet.providers import KubeconfigFile
     from manager.manager import ManagerOptions
     from manager.sharding import ShardingOptions
     from manager.webhook.server import ManagedCertificatesOptions, WebhookServerOptions
@@ -681,6 +771,7 @@ def manager_options(
         )
         if sharded
         else None,
+        "fleet": _fleet_options(config.clusters, FleetOptions, KubeconfigFile),
         "webhook": WebhookServerOptions(
             host=wh.host,
             port=wh.port,
@@ -697,6 +788,25 @@ def manager_options(
     }
     options.update(overrides)
     return ManagerOptions(**options)
+
+
+def _fleet_options(clusters: ClustersConfig, options: Any, file: Any) -> Any:
+    """The fleet's options, or None when no cluster provider is configured."""
+    if not clusters.configured:
+        return None
+    return options(
+        home=clusters.home_name if clusters.home else "",
+        kubeconfigs=tuple(
+            file(name=k.name, path=k.path, context=k.context) for k in clusters.kubeconfigs
+        ),
+        secrets_namespace=clusters.secrets.namespace if clusters.secrets.enabled else None,
+        secrets_selector=clusters.secrets.label_selector,
+        secrets_key=clusters.secrets.key,
+        probe_period=clusters.probe_period,
+        probe_timeout=clusters.probe_timeout,
+        unreachable_after=clusters.unreachable_after,
+        reload_period=clusters.reload_period,
+    )
 
 
 def read_yaml(path: str | Path) -> Any:

@@ -66,6 +66,7 @@ from manager.metrics import REGISTRY
 from manager.predicate import Predicate
 from manager.reconcile import Reconciler, Request, Result
 from manager.workqueue import RateLimiter, RateLimitingQueue, new_rate_limiting_queue
+from manager.workqueue.metrics import remove_queue_metrics
 
 __all__ = ["Controller"]
 
@@ -75,8 +76,11 @@ tracer = trace.get_tracer("overseer.controller")
 
 def log_context(controller: str, req: Request, span: trace.SpanContext) -> dict[str, str]:
     """What every record logged during a reconcile carries: controller, namespace, name,
-    and the trace id when tracing is on (no ``trace_id=""`` on every line otherwise)."""
+    the cluster of a fleet-wide controller's request, and the trace id when tracing is
+    on (no ``trace_id=""`` on every line otherwise)."""
     ctx = {"controller": controller, "namespace": req.namespace, "name": req.name}
+    if req.cluster:
+        ctx["cluster"] = req.cluster
     if span.is_valid:
         ctx["trace_id"] = format(span.trace_id, "032x")
     return ctx
@@ -213,7 +217,15 @@ class Controller:
         workers: int = 1,
         rate_limiter: RateLimiter[Hashable] | None = None,
         clock: Clock | None = None,
+        cluster: str = "",
     ) -> None:
+        """
+        Args:
+            cluster: this controller runs a fleet-wide controller's keys of one cluster
+                (:mod:`manager.fleet`): its queue is ``<name>/<cluster>`` and is dropped
+                from the metrics when it stops; the per-controller gauges add up over the
+                clusters.
+        """
         if not name:
             raise ValueError("controller name must not be empty")
         if workers < 1:
@@ -221,6 +233,7 @@ class Controller:
         self.name = name
         self.reconciler = reconciler
         self.workers = workers
+        self.cluster = cluster
         self._rate_limiter = rate_limiter
         self._clock = clock
         self._watches: list[_Watch] = []
@@ -294,7 +307,7 @@ class Controller:
             return self._last_refusal
 
     def _failed(self, req: Request, exc: BaseException) -> None:
-        key = f"{req.namespace}/{req.name}" if req.namespace else req.name
+        key = str(req)
         with self._active_lock:
             self._last_error = (time.time(), f"{key}: {type(exc).__name__}: {exc}")
             if isinstance(exc, Forbidden):
@@ -315,15 +328,17 @@ class Controller:
         if self._started:
             raise RuntimeError(f"controller {self.name} may be run once")
         self._started = True
+        queue_name = f"{self.name}/{self.cluster}" if self.cluster else self.name
         queue: RateLimitingQueue[Request] = new_rate_limiting_queue(
-            self._rate_limiter, name=self.name, controller=self.name, clock=self._clock
+            self._rate_limiter, name=queue_name, controller=self.name, clock=self._clock
         )
         self._queue = queue
         registrations: list[tuple[SharedInformer, HandlerRegistration]] = []
         for w in self._watches:
             registrations.append((w.informer, w.informer.add_event_handler(_Enqueuer(queue, w))))
-        MAX_CONCURRENT.labels(self.name).set(self.workers)
-        ACTIVE_WORKERS.labels(self.name).set(0)
+        if not self.cluster:  # one cluster's share of a fleet-wide controller's: added up
+            MAX_CONCURRENT.labels(self.name).set(self.workers)
+            ACTIVE_WORKERS.labels(self.name).set(0)
         # Every series at 0 from the start, as controller-runtime's initMetrics: a rate or
         # an alert over errors has a series to read before the first error.
         for result in ("success", "error", "requeue", "requeue_after", "fenced"):
@@ -335,6 +350,8 @@ class Controller:
             for informer, reg in registrations:
                 informer.remove_event_handler(reg)
             queue.shut_down()
+            if self.cluster:
+                remove_queue_metrics(queue_name, self.name)
             return
         threads = [
             threading.Thread(
@@ -346,7 +363,11 @@ class Controller:
         ]
         for t in threads:
             t.start()
-        logger.info("controller started", extra={"controller": self.name, "workers": self.workers})
+        where = {"cluster": self.cluster} if self.cluster else {}
+        logger.info(
+            "controller started",
+            extra={"controller": self.name, "workers": self.workers, **where},
+        )
         try:
             stop.wait()
         finally:
@@ -356,7 +377,9 @@ class Controller:
             queue.shut_down()
             for t in threads:
                 t.join()
-            logger.info("controller stopped", extra={"controller": self.name})
+            if self.cluster:
+                remove_queue_metrics(queue_name, self.name)
+            logger.info("controller stopped", extra={"controller": self.name, **where})
 
     def _wait_for_sync(self, stop: threading.Event) -> bool:
         """Workers start once every watched informer that runs has synced
@@ -393,7 +416,10 @@ class Controller:
         name = self.name
         with self._active_lock:
             self._active += 1
-            ACTIVE_WORKERS.labels(name).set(self._active)
+            if self.cluster:
+                ACTIVE_WORKERS.labels(name).inc()
+            else:
+                ACTIVE_WORKERS.labels(name).set(self._active)
         start = time.perf_counter()
         with tracer.start_as_current_span(
             "reconcile",
@@ -405,6 +431,8 @@ class Controller:
             record_exception=False,
             set_status_on_exception=False,
         ) as span:
+            if req.cluster:
+                span.set_attribute("k8s.cluster.name", req.cluster)
             token = reconcile_context.set(log_context(name, req, span.get_span_context()))
             try:
                 result = self.reconciler.reconcile(req)
@@ -491,4 +519,7 @@ class Controller:
                 RECONCILE_TIME.labels(name).observe(time.perf_counter() - start)
                 with self._active_lock:
                     self._active -= 1
-                    ACTIVE_WORKERS.labels(name).set(self._active)
+                    if self.cluster:
+                        ACTIVE_WORKERS.labels(name).dec()
+                    else:
+                        ACTIVE_WORKERS.labels(name).set(self._active)

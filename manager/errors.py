@@ -19,6 +19,7 @@ __all__ = [
     "ApiError",
     "BadRequest",
     "CacheNotSynced",
+    "ClusterNotFound",
     "ConfigError",
     "Conflict",
     "Forbidden",
@@ -82,6 +83,18 @@ class TerminalError(OverseerError):
 
 class CacheNotSynced(OverseerError):
     """A cache read waited for its informer's first sync, and it did not come in time."""
+
+
+class ClusterNotFound(OverseerError):
+    """No cluster of that name is engaged in the fleet now (never known, removed, or
+    disengaged while unreachable): multicluster-runtime's ``ErrClusterNotFound``. A
+    reconcile that raises it is retried with backoff, as for any error: the cluster may
+    come back."""
+
+    def __init__(self, name: str, *, known: tuple[str, ...] = ()) -> None:
+        listed = ", ".join(known) or "none"
+        super().__init__(f"cluster {name!r} is not engaged (engaged: {listed})")
+        self.name = name
 
 
 class LeaderElectionLost(OverseerError):

@@ -93,11 +93,17 @@ class BindError(OSError):
 
 
 class Checks:
-    """Named checks; ``run`` answers ``(ok, report)``."""
+    """Named checks; ``run`` answers ``(ok, report)``.
+
+    Informational checks (:meth:`add_informational`: a source of named results, such as
+    one per cluster of a fleet) are listed with the others in a verbose report and may
+    be asked for one by one (``/readyz/cluster/east``, 500 when it fails), but do not
+    make the whole answer fail."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._checks: dict[str, Check] = {}
+        self._informational: list[Callable[[], Mapping[str, str | None]]] = []
 
     def add(self, name: str, check: Check) -> None:
         with self._lock:
@@ -105,13 +111,39 @@ class Checks:
                 raise ValueError(f"check {name!r} already registered")
             self._checks[name] = check
 
+    def add_informational(self, source: Callable[[], Mapping[str, str | None]]) -> None:
+        """Add checks named by ``source`` (name → None when it passes, else the reason),
+        asked on every report; they never fail the whole answer."""
+        with self._lock:
+            self._informational.append(source)
+
+    def _informational_results(self) -> dict[str, str | None]:
+        with self._lock:
+            sources = list(self._informational)
+        results: dict[str, str | None] = {}
+        for source in sources:
+            try:
+                results.update(source())
+            except Exception as exc:
+                results[f"{getattr(source, '__name__', 'source')}"] = (
+                    f"check raised {type(exc).__name__}: {exc}"
+                )
+        return results
+
     def run(self, only: str | None = None) -> tuple[bool, list[str]]:
         with self._lock:
             checks = dict(self._checks)
-        if only is not None:
-            if only not in checks:
+        informational = self._informational_results() if self._informational else {}
+        if only is not None and only not in checks:
+            if only not in informational:
                 return False, [f"[-]{only} failed: no such check"]
+            reason = informational[only]
+            if reason is None:
+                return True, [f"[+]{only} ok"]
+            return False, [f"[-]{only} failed: {reason}"]
+        if only is not None:
             checks = {only: checks[only]}
+            informational = {}
         ok = True
         lines = []
         for name, check in sorted(checks.items()):
@@ -124,6 +156,11 @@ class Checks:
             else:
                 ok = False
                 lines.append(f"[-]{name} failed: {reason}")
+        for name, reason in sorted(informational.items()):
+            if reason is None:
+                lines.append(f"[+]{name} ok")
+            else:
+                lines.append(f"[-]{name} failed (informational): {reason}")
         return ok, lines
 
     def route(self, kind: str) -> Route:
@@ -159,6 +196,9 @@ class _Handler(BaseHTTPRequestHandler):
             status, ctype, body, extra = route.answer(split.query, self.headers.get("Accept", ""))
         elif route is None:
             prefix, _, name = path.rpartition("/")
+            for probe in ("/healthz", "/readyz"):  # a check's name may hold a slash
+                if path.startswith(probe + "/"):
+                    prefix, name = probe, path.removeprefix(probe + "/")
             base = self.server.routes.get(prefix)
             if (
                 base is not None

@@ -42,6 +42,12 @@ reverse.
   runnables added with ``leader_only=False`` are not fenced. Before the Lease is released,
   writes still in flight under it (an Event's POST) are abandoned, their connections shut
   down.
+* Fleets (:mod:`manager.fleet`): with cluster providers (``options.fleet``, or one a
+  plugin adds), the fleet runs beside the informers (on every replica with warm standby)
+  and engages each member cluster on its own; fleet-wide controllers are leader-only
+  work, their writes to every cluster fenced by the leader Lease of this (the home)
+  cluster. ``/readyz?verbose`` lists each cluster (``cluster/<name>``, informational),
+  ``/statusz`` has them in a table.
 * ``/healthz``: the process, its informer threads, its election thread and its Event
   sender are alive (a sender that ended by itself fails check ``event-sender`` until the
   manager stops; one that ended because the manager stops does not). ``/readyz``:
@@ -62,7 +68,7 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 from manager.cache.factory import InformerFactory
 from manager.cache.informer import SharedInformer
@@ -71,10 +77,20 @@ from manager.cache.sharded import SHARD_BY_OWNER, ShardedInformer
 from manager.cache.store import IndexFunc
 from manager.client import KubeClient
 from manager.controller import Controller
-from manager.errors import WriteFenced
+from manager.errors import ClusterNotFound, WriteFenced
 from manager.events import EventBroadcaster, EventRecorder
 from manager.fencing import FENCED_WRITES, IN_FLIGHT, UNFENCED, Fence, ValidityFence, fenced
-from manager.handler import EnqueueRequestsFromMapFunc, EventMapper, MapFunc
+from manager.fleet.cluster import Cluster, HomeCluster
+from manager.fleet.controller import FleetController, ReconcilerFactory, is_factory
+from manager.fleet.fleet import Fleet, FleetOptions, WatchScope
+from manager.fleet.provider import ClusterProvider
+from manager.handler import (
+    EnqueueRequestForObject,
+    EnqueueRequestForOwner,
+    EnqueueRequestsFromMapFunc,
+    EventMapper,
+    MapFunc,
+)
 from manager.hashring import SHARD_BY_NAMESPACE, SHARD_BY_UID
 from manager.healthz import Checks, EndpointServer, Negotiated, Route
 from manager.leaderelection import LEASES, LeaderElectionConfig, LeaderElector, default_identity
@@ -132,6 +148,7 @@ class ManagerOptions:
     cache_sync_timeout: float = 120.0  # seconds to wait for informers to sync
     namespace: str | None = None  # restrict namespaced informers to one namespace
     sharding: ShardingOptions | None = None  # the ring of sharded controllers (None: none)
+    fleet: FleetOptions | None = None  # the clusters of a fleet (None: none configured)
     webhook: WebhookServerOptions = field(default_factory=WebhookServerOptions)  # if declared
 
     def __post_init__(self) -> None:
@@ -196,24 +213,47 @@ class ControllerBuilder:
         self,
         mgr: Manager,
         name: str,
-        reconciler: Reconciler,
+        reconciler: Reconciler | ReconcilerFactory,
         *,
         workers: int,
         rate_limiter: RateLimiter[Hashable] | None,
         sharded: bool = False,
+        fleet: bool = False,
+        rate_limiters: Callable[[], RateLimiter[Hashable]] | None = None,
     ) -> None:
         self._mgr = mgr
         self._sharded = sharded
         self._sharded_reconciler: ShardedReconciler | None = None
+        self._fleet: FleetController | None = None
+        self._primary: Resource | None = None
+        self._primary_informer: SharedInformer | None = None
+        if fleet:
+            if sharded:
+                raise ValueError(
+                    f"controller {name}: fleet-wide and sharded at once is not supported yet"
+                )
+            if rate_limiters is None and rate_limiter is not None:
+                raise ValueError(
+                    f"controller {name} is fleet-wide: give rate_limiters (a factory: one "
+                    "limiter per cluster, so that one cluster's failures back off alone)"
+                )
+            self._fleet = FleetController(
+                name, mgr.fleet, reconciler, workers=workers, rate_limiters=rate_limiters
+            )
+            self._controller: Controller = self._fleet
+            return
+        made = (  # a factory makes it for the manager's own cluster
+            cast(ReconcilerFactory, reconciler)(mgr.cluster())
+            if is_factory(reconciler)
+            else cast(Reconciler, reconciler)
+        )
         if sharded:
             if mgr.shards is None:
                 raise ValueError(
                     f"controller {name} is sharded, but the manager has no sharding options"
                 )
-            reconciler = self._sharded_reconciler = ShardedReconciler(mgr.shards, reconciler)
-        self._controller = Controller(name, reconciler, workers=workers, rate_limiter=rate_limiter)
-        self._primary: Resource | None = None
-        self._primary_informer: SharedInformer | None = None
+            made = self._sharded_reconciler = ShardedReconciler(mgr.shards, made)
+        self._controller = Controller(name, made, workers=workers, rate_limiter=rate_limiter)
 
     def for_(
         self,
@@ -224,10 +264,17 @@ class ControllerBuilder:
     ) -> ControllerBuilder:
         """The primary resource: each object is its own request. Sharded, its cache holds
         this replica's share only (:meth:`Manager.informer` with ``shard="primary"``).
+        Fleet-wide, every engaged cluster caches it.
 
         Raises:
             ValueError: sharded by namespace with a cluster-scoped primary resource.
         """
+        if self._fleet is not None:
+            self._fleet_watch(
+                resource, namespace, label_selector, EnqueueRequestForObject(), predicates
+            )
+            self._primary = resource
+            return self
         shard = None
         if self._sharded_reconciler is not None:
             ring = self._sharded_reconciler.ring
@@ -261,6 +308,12 @@ class ControllerBuilder:
         of ``resource`` in the manager's watch namespace is cached."""
         if self._primary is None:
             raise RuntimeError("owns() needs for_() first: the owner kind comes from it")
+        if self._fleet is not None:
+            owner = EnqueueRequestForOwner(
+                self._primary.group, self._primary.kind, owner_namespaced=self._primary.namespaced
+            )
+            self._fleet_watch(resource, namespace, label_selector, owner, predicates)
+            return self
         # sharded: only objects whose owner is in our share (by namespace, or by the
         # controller owner's uid hash, filtered on the client)
         informer = self._watch_informer(
@@ -289,11 +342,28 @@ class ControllerBuilder:
         Its cache holds the whole resource (in that scope), sharded controller or not: a
         map function may send any object to any key (keys not in this replica's share
         are skipped)."""
-        informer = self._watch_informer(resource, namespace, label_selector)
         if not hasattr(mapper, "requests"):
             mapper = EnqueueRequestsFromMapFunc(mapper)
+        if self._fleet is not None:
+            self._fleet_watch(resource, namespace, label_selector, mapper, predicates)
+            return self
+        informer = self._watch_informer(resource, namespace, label_selector)
         self._controller.watch(informer, mapper, *predicates)
         return self
+
+    def _fleet_watch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        label_selector: str | None,
+        mapper: EventMapper,
+        predicates: Sequence[Predicate],
+    ) -> None:
+        if namespace and not resource.namespaced:
+            raise ValueError(f"{resource} is cluster-scoped: it takes no namespace")
+        assert self._fleet is not None
+        scope = WatchScope(resource, namespace or None, label_selector or None)
+        self._fleet.watch_scope(scope, mapper, *predicates)
 
     def _watch_informer(
         self,
@@ -315,7 +385,14 @@ class ControllerBuilder:
         while leading; sharded, it runs on every replica for the keys the ring gives it
         (:mod:`manager.sharding`). After :meth:`Manager.run` has started this works too:
         the controller starts at once if it may (its informers first sync), else as soon
-        as it may."""
+        as it may. Fleet-wide, it runs while leading, in every engaged cluster
+        (:mod:`manager.fleet.controller`): the :class:`~manager.fleet.controller.
+        FleetController` is returned."""
+        if self._fleet is not None:
+            if self._primary is None:
+                raise RuntimeError("a fleet-wide controller needs for_(): its keys come from it")
+            self._mgr.add(self._fleet, leader_only=True)
+            return self._fleet
         if not self._sharded:
             self._mgr.add(self._controller, leader_only=True)
             return self._controller
@@ -451,8 +528,50 @@ class Manager:
         """The webhook server: serves once a webhook or conversion is declared."""
         self._ready.add("webhook-server", self.webhooks.ready_reason)
         self._stop_seen: float | None = None  # when run() saw the stop (the drain counts from it)
+        self._fleet: Fleet | None = None
+        self._fleet_started = False
+        if self.options.fleet is not None:
+            self._fleet = Fleet.from_options(
+                self, self.options.fleet, namespace=self._own_namespace()
+            )
+            self._ready.add_informational(self._fleet.ready_reasons)
 
     # -- wiring ----------------------------------------------------------------------
+
+    @property
+    def fleet(self) -> Fleet:
+        """The clusters this manager works in besides its own (:mod:`manager.fleet`):
+        configured by ``options.fleet``, or made, empty, on first use (a plugin that adds
+        a cluster provider, a fleet-wide controller)."""
+        with self._wiring:
+            fleet = self._fleet
+            if fleet is None:
+                fleet = self._fleet = Fleet(self)
+                self._ready.add_informational(fleet.ready_reasons)
+            start = self._started and not self._fleet_started and self._informers_started.is_set()
+        if start:
+            self._start_fleet()
+        return fleet
+
+    def add_cluster_provider(self, provider: ClusterProvider) -> None:
+        """Find clusters with ``provider`` too (a plugin's, e.g. one reading
+        ClusterProfiles): :meth:`Fleet.add_provider <manager.fleet.fleet.Fleet.add_provider>`."""
+        self.fleet.add_provider(provider)
+
+    def cluster(self, name: str = "") -> Cluster:
+        """A cluster to read and write: ``""`` is this manager's own (its client, caches,
+        recorder), any other name an engaged cluster of the fleet whose caches have
+        synced. A cluster-aware reconciler reads in one and writes in another with it.
+
+        Raises:
+            ClusterNotFound: no cluster of that name is engaged and ready now.
+        """
+        if not name:
+            return HomeCluster(self)
+        fleet = self._fleet
+        if fleet is None:
+            raise ClusterNotFound(name)
+        return fleet.cluster(name)
 
     def informer(
         self,
@@ -590,20 +709,38 @@ class Manager:
     def controller(
         self,
         name: str,
-        reconciler: Reconciler,
+        reconciler: Reconciler | ReconcilerFactory,
         *,
         workers: int = 1,
         rate_limiter: RateLimiter[Hashable] | None = None,
         sharded: bool = False,
+        fleet: bool = False,
+        rate_limiters: Callable[[], RateLimiter[Hashable]] | None = None,
     ) -> ControllerBuilder:
         """Start wiring a controller; finish with ``.complete()``. ``sharded``: run it on
         every replica, each for its share of the keys (needs ``options.sharding``).
+        ``fleet``: run it in every engaged cluster of the fleet (:mod:`manager.fleet`),
+        each cluster with its own queue, workers and rate limiter (one from
+        ``rate_limiters`` per cluster).
+
+        ``reconciler`` is a :class:`~manager.reconcile.Reconciler`, or a factory
+        ``reconciler(cluster)`` (a :class:`~manager.fleet.cluster.Cluster` in, a
+        Reconciler out): fleet-wide, called for each engaged cluster; otherwise called
+        once, with this manager's own cluster. A plugin written with a factory runs
+        fleet-wide or not unchanged.
 
         Raises:
-            ValueError: sharded without sharding options.
+            ValueError: sharded without sharding options; fleet-wide and sharded at once.
         """
         return ControllerBuilder(
-            self, name, reconciler, workers=workers, rate_limiter=rate_limiter, sharded=sharded
+            self,
+            name,
+            reconciler,
+            workers=workers,
+            rate_limiter=rate_limiter,
+            sharded=sharded,
+            fleet=fleet,
+            rate_limiters=rate_limiters,
         )
 
     def add(self, runnable: Runnable, *, leader_only: bool = True) -> None:
@@ -616,6 +753,8 @@ class Manager:
         if isinstance(runnable, Controller):
             with self._wiring:
                 mode = "leader-elected" if leader_only else "every replica"
+                if isinstance(runnable, FleetController):
+                    mode = "fleet"
                 self._controllers.append((runnable, mode))
         with self._wiring:
             if not self._started:
@@ -745,9 +884,11 @@ class Manager:
             ring_running = self._ring_started and not self._stopping
         for controller, registered_mode in registered:
             error = controller.last_error
-            running = {"sharded": ring_running, "leader-elected": leader_running}.get(
-                registered_mode, self._started and not self._finished
-            )
+            running = {
+                "sharded": ring_running,
+                "leader-elected": leader_running,
+                "fleet": leader_running,
+            }.get(registered_mode, self._started and not self._finished)
             mode = registered_mode
             if mode == "leader-elected" and not self.options.leader_election:
                 mode = "no-election"  # leader-only work, run here without an election
@@ -775,6 +916,7 @@ class Manager:
             lease=lease,
             ring=None if self.shards is None else self.shards.status(),
             controllers=tuple(sorted(controllers, key=lambda c: c.name)),
+            clusters=() if self._fleet is None else self._fleet.status(),
         )
 
     @property
@@ -844,6 +986,25 @@ class Manager:
             self._on_lost("the renew deadline passed")
             return True
         return False
+
+    def _own_namespace(self) -> str:
+        """This replica's namespace: the leader election's, else ``$POD_NAMESPACE``, else
+        ``default``."""
+        return (
+            self.options.leader_election_namespace
+            or os.environ.get("POD_NAMESPACE", "")
+            or "default"
+        )
+
+    def _start_fleet(self) -> None:
+        """Run the fleet (its providers, its clusters' engagement) with the informers:
+        on every replica with warm standby, else once leading."""
+        with self._wiring:
+            fleet = self._fleet
+            if fleet is None or self._fleet_started or self._stopping or self._finished:
+                return
+            self._fleet_started = True
+            self._spawn("fleet", fleet.run, self._informer_stop)
 
     def _shard_ring(self, options: ShardingOptions) -> ShardRing:
         namespace = (
@@ -916,6 +1077,7 @@ class Manager:
         self.factory.start(informer_stop)
         self._informers_started.set()
         self._threads.extend(t for t in self.factory.threads() if t not in self._threads)
+        self._start_fleet()  # its clusters sync on their own: the home sync does not wait
         deadline = time.monotonic() + self.options.cache_sync_timeout
         # polls ``stop`` too: a SIGTERM while the API server is unreachable must not wait
         # out the whole cache sync timeout (informer_stop is set only later)

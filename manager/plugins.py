@@ -76,6 +76,7 @@ from manager.workqueue import (
 
 if TYPE_CHECKING:
     from manager.cache.lister import Lister
+    from manager.fleet.controller import ReconcilerFactory
     from manager.manager import ControllerBuilder, Manager
     from manager.resources import Resource
     from manager.served import WhenServed
@@ -158,6 +159,18 @@ class ControllerSettings:
             "else only in the leader"
         },
     )
+    fleet: bool = dataclasses.field(
+        default=False,
+        metadata={
+            "help": "run in every cluster of the fleet (see clusters), each cluster's keys "
+            "with their own queue, workers and backoff; else in the home cluster only"
+        },
+    )
+
+    def validate(self) -> list[str]:
+        if self.fleet and self.sharded:
+            return ["fleet: not together with sharded (not supported yet)"]
+        return []
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,15 +182,21 @@ class PluginContext(Generic[C]):
     settings: ControllerSettings
     manager: Manager
 
-    def controller(self, reconciler: Reconciler) -> ControllerBuilder:
-        """A controller builder named after the plugin, with its workers, rate limiter
-        and ``sharded`` setting."""
+    def controller(self, reconciler: Reconciler | ReconcilerFactory) -> ControllerBuilder:
+        """A controller builder named after the plugin, with its workers, rate limiter,
+        ``sharded`` and ``fleet`` settings. ``reconciler`` may be a factory
+        ``reconciler(cluster)``: fleet-wide (``fleet: true``) it is called for every engaged
+        cluster, otherwise once with the manager's own cluster (:meth:`Manager.controller
+        <manager.manager.Manager.controller>`): such a plugin runs either way unchanged."""
+        fleet = self.settings.fleet
         return self.manager.controller(
             self.name,
             reconciler,
             workers=self.settings.workers,
-            rate_limiter=self.settings.rate_limiter.build(),
+            rate_limiter=None if fleet else self.settings.rate_limiter.build(),
             sharded=self.settings.sharded,
+            fleet=fleet,
+            rate_limiters=self.settings.rate_limiter.build if fleet else None,
         )
 
     def lister(

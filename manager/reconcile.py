@@ -47,18 +47,23 @@ _INCARNATION: ContextVar[str | None] = ContextVar("overseer_incarnation", defaul
 
 @dataclass(frozen=True, slots=True, order=True)
 class Request:
-    """Which object to reconcile: ``namespace`` is "" for cluster-scoped objects."""
+    """Which object to reconcile: ``namespace`` is "" for cluster-scoped objects.
+
+    ``cluster`` names the cluster of a fleet the object lives in (multicluster-runtime's
+    ``mcreconcile.Request.ClusterName``): set on every request of a fleet-wide controller
+    (:mod:`manager.fleet`), "" otherwise (the manager's own cluster)."""
 
     namespace: str
     name: str
+    cluster: str = ""
 
     @property
     def key(self) -> str:
-        """The cache key: ``namespace/name`` or ``name``."""
+        """The cache key: ``namespace/name`` or ``name`` (within its cluster)."""
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
 
     def __str__(self) -> str:
-        return self.key
+        return f"{self.cluster}:{self.key}" if self.cluster else self.key
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

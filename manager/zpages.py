@@ -3,7 +3,8 @@ statusz, KEP-4828 flagz; ``k8s.io/component-base/zpages``).
 
 * ``/statusz``: what this replica is and does now — version, start time and uptime, its
   identity, its role (leader, standby, ring member), who leads, the shard ring and the
-  keys it owns, and every controller with its workers, queue depth and last error. Plain
+  keys it owns, the clusters of its fleet (each one's state: connecting, ready,
+  unreachable, ...), and every controller with its workers, queue depth and last error. Plain
   text by default (``text/plain``, like kube's); an HTML view of the same for people,
   chosen by ``?format=html`` or by an ``Accept`` header that prefers ``text/html`` (a
   browser's). The HTML page is static: no script, and a Content-Security-Policy that
@@ -12,7 +13,7 @@ statusz, KEP-4828 flagz; ``k8s.io/component-base/zpages``).
   configuration file's dotted camelCase paths), after command-line flags were applied.
   Values of settings that hold secrets are shown as ``[REDACTED]``: a field whose
   metadata says ``secret=True``, or whose name says so (password, token, secret,
-  credential, private key, api key).
+  credential, private key, api key) unless its metadata says ``secret=False``.
 
 Both start with kube's warning that they are not meant to be machine parseable. They are
 served next to ``/metrics`` (and guarded like it when metrics are secure: the
@@ -37,6 +38,7 @@ from manager.sharding import RingStatus
 __all__ = [
     "REDACTED",
     "WARNING",
+    "ClusterStatus",
     "ControllerStatus",
     "Status",
     "flag_values",
@@ -83,6 +85,18 @@ class ControllerStatus:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ClusterStatus:
+    """One cluster of the fleet on ``/statusz``."""
+
+    name: str
+    provider: str  # the provider that reported it ("kubeconfigs", "secrets", "home", ...)
+    server: str  # its API server's URL, "(home)" for the manager's own cluster
+    state: str  # connecting, ready, leaving, unreachable, failed, not engaged, stopped
+    since: float | None  # wall-clock seconds it has been in that state since
+    reason: str = ""  # why it is not ready ("" when it is)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Status:
     """A snapshot of one replica for ``/statusz``."""
 
@@ -97,6 +111,7 @@ class Status:
     lease: str  # "namespace/name" of the leader Lease ("" without leader election)
     ring: RingStatus | None  # the shard ring (None without sharded controllers)
     controllers: tuple[ControllerStatus, ...]
+    clusters: tuple[ClusterStatus, ...] = ()  # the fleet's clusters (none without a fleet)
 
 
 # -- /statusz ---------------------------------------------------------------------------
@@ -162,21 +177,49 @@ def _rows(status: Status) -> list[tuple[str, ...]]:
     return rows
 
 
+_CLUSTER_COLUMNS = ("NAME", "PROVIDER", "SERVER", "STATE", "SINCE", "REASON")
+
+
+def _cluster_rows(status: Status) -> list[tuple[str, ...]]:
+    return [
+        (
+            c.name,
+            c.provider or "-",
+            c.server,
+            c.state,
+            "-" if c.since is None else _when(c.since),
+            c.reason or "-",
+        )
+        for c in status.clusters
+    ]
+
+
+def _table(columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    """Aligned columns, the last one as long as it is."""
+    rows = [columns, *rows]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(columns) - 1)]
+    return [
+        "  "
+        + "  ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)), row[-1]]).rstrip()
+        for row in rows
+    ]
+
+
 def render_statusz_text(status: Status) -> str:
-    """The text page: a header, ``Field: value`` lines, the ring, a controller table."""
+    """The text page: a header, ``Field: value`` lines, the ring, the fleet's clusters, a
+    controller table."""
     lines = [f"{status.component} statusz", WARNING, ""]
     lines += [f"{k}: {v}" for k, v in _fields(status)]
     if status.ring is not None:
         lines += ["", "Shard ring:"] + [f"  {k}: {v}" for k, v in _ring_fields(status.ring)]
+    if status.clusters:
+        lines += ["", "Clusters:", *_table(_CLUSTER_COLUMNS, _cluster_rows(status))]
     lines += ["", "Controllers:"]
-    rows = [_COLUMNS, *_rows(status)]
-    if len(rows) == 1:
+    rows = _rows(status)
+    if not rows:
         lines.append("  (none)")
     else:
-        widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS) - 1)]
-        for row in rows:
-            cells = [cell.ljust(w) for cell, w in zip(row, widths, strict=False)]
-            lines.append("  " + "  ".join([*cells, row[-1]]).rstrip())
+        lines += _table(_COLUMNS, rows)
     return "\n".join(lines) + "\n"
 
 
@@ -212,6 +255,14 @@ def render_statusz_html(status: Status) -> str:
     ]
     if status.ring is not None:
         out += ["<h2>Shard ring</h2>", *_dl(_ring_fields(status.ring), "ring-")]
+    if status.clusters:
+        out += ["<h2>Clusters</h2>", '<table id="clusters"><tr>']
+        out += [f"<th>{html.escape(c.title())}</th>" for c in _CLUSTER_COLUMNS]
+        out.append("</tr>")
+        for row in _cluster_rows(status):
+            tds = "".join(f"<td>{html.escape(cell)}</td>" for cell in row)
+            out.append(f'<tr data-cluster="{html.escape(row[0])}">{tds}</tr>')
+        out.append("</table>")
     out.append("<h2>Controllers</h2>")
     rows = _rows(status)
     if not rows:
@@ -287,8 +338,8 @@ def _scalar(value: Any) -> str:
 
 
 def _is_secret(name: str, meta: Mapping[str, Any]) -> bool:
-    if meta.get("secret"):
-        return True
+    if "secret" in meta:  # said explicitly either way (``clusters.secrets`` holds none)
+        return bool(meta["secret"])
     return bool(_SECRET_NAME.search(name)) and not _REFERENCE.search(name.replace("_", ""))
 
 

@@ -13,6 +13,10 @@ Watches (controller-runtime builder):
 
 Every watch is filtered by the configured namespace scope before anything is queued.
 
+Fleet-wide (``fleet: true``), each engaged cluster gets a reconciler of its own over that
+cluster's caches (its Services and Ingresses written there, its Events there), with the
+same watches; ``overseer_exposer_exposed_deployments`` then has a ``cluster`` label.
+
 Sharded (``sharded: true``), a replica caches its share only: ``for`` its Deployments (by
 uid, selected by the API server where it can), ``owns`` the Services and Ingresses
 labelled ``app.kubernetes.io/managed-by=overseer`` (selected by the API server) whose
@@ -32,6 +36,7 @@ from controllers.exposer.desired import LABEL_MANAGED_BY, MANAGED_BY
 from controllers.exposer.rbac import RBAC_RULES
 from controllers.exposer.reconciler import (
     DEPLOYMENTS,
+    EXPOSED_DEPLOYMENTS,
     EXPOSER_METRICS,
     INGRESSES,
     SERVICES,
@@ -39,6 +44,7 @@ from controllers.exposer.reconciler import (
 )
 from manager import (
     AnnotationChanged,
+    Cluster,
     Funcs,
     GenerationChanged,
     JsonDict,
@@ -102,6 +108,9 @@ class ExposerPlugin:
         if not isinstance(config, ExposerConfig):
             raise TypeError(f"exposer: config must be ExposerConfig, got {type(config).__name__}")
         sharded = ctx.settings.sharded
+        if ctx.settings.fleet:
+            self._setup_fleet(mgr, ctx.name, config, ctx)
+            return
         # Sharded, a replica caches only its share: its Deployments (for_), the Services and
         # Ingresses it made for them (owns: labelled as the exposer's by the API server,
         # then by owner here), and the foreign ones (the unlabelled, selected by the API
@@ -124,6 +133,7 @@ class ExposerPlugin:
         )
         scope = _in_scope(config)
         mgr.add(EXPOSER_METRICS.runnable("exposer-metrics"), leader_only=False)
+        mgr.add(EXPOSED_DEPLOYMENTS.runnable("exposer-exposed", reconciler), leader_only=False)
         (
             ctx.controller(reconciler)
             .for_(DEPLOYMENTS, scope, any_of(GenerationChanged(), AnnotationChanged()))
@@ -131,5 +141,35 @@ class ExposerPlugin:
             .owns(INGRESSES, scope, label_selector=owned)
             .watches(SERVICES, _same_name_deployment, scope, _FOREIGN, label_selector=foreign)
             .watches(INGRESSES, _same_name_deployment, scope, _FOREIGN, label_selector=foreign)
+            .complete()
+        )
+
+    def _setup_fleet(
+        self, mgr: Manager, name: str, config: ExposerConfig, ctx: PluginContext[Any]
+    ) -> None:
+        """Fleet-wide: a reconciler per engaged cluster over that cluster's caches, writing
+        through its client, its Events in that cluster; the same watches in each cluster."""
+
+        def for_cluster(cluster: Cluster) -> ExposerReconciler:
+            reconciler = ExposerReconciler(
+                cluster.client,
+                deployments=cluster.lister(DEPLOYMENTS),
+                services=cluster.lister(SERVICES),
+                ingresses=cluster.lister(INGRESSES),
+                recorder=cluster.recorder(name),
+                config=config,
+            )
+            EXPOSED_DEPLOYMENTS.attach(reconciler, cluster.name)  # close() detaches it
+            return reconciler
+
+        scope = _in_scope(config)
+        mgr.add(EXPOSER_METRICS.runnable("exposer-metrics"), leader_only=False)
+        (
+            ctx.controller(for_cluster)
+            .for_(DEPLOYMENTS, scope, any_of(GenerationChanged(), AnnotationChanged()))
+            .owns(SERVICES, scope)
+            .owns(INGRESSES, scope)
+            .watches(SERVICES, _same_name_deployment, scope, _FOREIGN)
+            .watches(INGRESSES, _same_name_deployment, scope, _FOREIGN)
             .complete()
         )

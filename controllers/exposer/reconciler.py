@@ -71,10 +71,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, Literal
 
-from prometheus_client import Counter, Gauge
+from prometheus_client import Counter
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from controllers.exposer.config import ExposerConfig
 from controllers.exposer.desired import (
@@ -125,6 +127,7 @@ __all__ = [
     "REASON_UNEXPOSED",
     "REASON_UPDATED",
     "SERVICES",
+    "ExposedDeployments",
     "ExposerReconciler",
 ]
 
@@ -140,11 +143,69 @@ REASON_UNEXPOSED: Final = "Unexposed"
 REASON_CONFLICT: Final = "ExposeConflict"
 EARLIER_INCARNATION_RETRY: Final = 1.0  # seconds between looks at an earlier incarnation's objects
 
-EXPOSED_DEPLOYMENTS = Gauge(
-    "overseer_exposer_exposed_deployments",
-    "Deployments the exposer currently exposes (owned Service and Ingress in place).",
-    registry=None,
-)
+
+class ExposedDeployments(Collector):
+    """``overseer_exposer_exposed_deployments``: the Deployments the running exposers
+    expose (owned Service and Ingress in place), computed at scrape from the reconcilers
+    attached. Unlabelled for an exposer of one cluster; with a fleet-wide one (a reconciler
+    per cluster), one sample per cluster, label ``cluster``.
+
+    Thread-safe: attachments are guarded by a lock."""
+
+    NAME: Final = "overseer_exposer_exposed_deployments"
+    HELP: Final = "Deployments the exposer currently exposes (owned Service and Ingress in place)."
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._attached: list[tuple[str, ExposerReconciler]] = []
+
+    def attach(self, reconciler: ExposerReconciler, cluster: str = "") -> None:
+        with self._lock:
+            self._attached.append((cluster, reconciler))
+
+    def detach(self, reconciler: ExposerReconciler) -> None:
+        with self._lock:
+            self._attached = [(c, r) for c, r in self._attached if r is not reconciler]
+
+    def runnable(self, name: str, reconciler: ExposerReconciler) -> _Attached:
+        """A runnable that keeps ``reconciler`` counted while the manager runs it."""
+        return _Attached(name, self, reconciler)
+
+    def describe(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(self.NAME, self.HELP)
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            attached = list(self._attached)
+        by_cluster: dict[str, int] = {}
+        for cluster, reconciler in attached:
+            by_cluster[cluster] = by_cluster.get(cluster, 0) + len(reconciler.exposed)
+        if set(by_cluster) <= {""}:
+            yield GaugeMetricFamily(self.NAME, self.HELP, value=float(by_cluster.get("", 0)))
+            return
+        family = GaugeMetricFamily(self.NAME, self.HELP, labels=["cluster"])
+        for cluster, count in sorted(by_cluster.items()):
+            family.add_metric([cluster], float(count))
+        yield family
+
+
+class _Attached:
+    """Keeps one reconciler counted while the manager runs."""
+
+    def __init__(self, name: str, metric: ExposedDeployments, reconciler: ExposerReconciler):
+        self.name = name
+        self._metric = metric
+        self._reconciler = reconciler
+
+    def run(self, stop: threading.Event) -> None:
+        self._metric.attach(self._reconciler)
+        try:
+            stop.wait()
+        finally:
+            self._metric.detach(self._reconciler)
+
+
+EXPOSED_DEPLOYMENTS: Final = ExposedDeployments()
 
 NAMESPACE_TERMINATING = Counter(
     "overseer_exposer_namespace_terminating",
@@ -241,6 +302,11 @@ class ExposerReconciler:
         # created by this exposer, and the first exposure is told then
         self._lost_lock = threading.Lock()
         self._lost: set[ObjectKey] = set()
+
+    def close(self) -> None:
+        """This reconciler's cluster left the fleet (its keys have stopped): it is no
+        longer counted in ``overseer_exposer_exposed_deployments``."""
+        EXPOSED_DEPLOYMENTS.detach(self)
 
     @property
     def exposed(self) -> frozenset[str]:
@@ -539,4 +605,3 @@ class ExposerReconciler:
                 self._exposed.add(key)
             else:
                 self._exposed.discard(key)
-            EXPOSED_DEPLOYMENTS.set(len(self._exposed))

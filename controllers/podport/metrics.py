@@ -5,7 +5,8 @@
 collector is registered on :data:`manager.REGISTRY` at import; allocators are attached
 while their controller runs, and with none attached nothing is exported. If two
 allocators report the same network (two managers in one process, as in tests), the one
-attached last wins.
+attached last wins. Fleet-wide (an allocator per cluster, attached with its cluster's
+name), every sample has a ``cluster`` label too.
 
 Thread-safe: the collector's table is guarded by a lock; allocators are thread-safe.
 """
@@ -29,43 +30,46 @@ class PortMetrics(Collector):
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._by_network: dict[str, Allocator] = {}
+        self._by_network: dict[tuple[str, str], Allocator] = {}  # (cluster, network)
 
-    def attach(self, allocator: Allocator) -> None:
+    def attach(self, allocator: Allocator, cluster: str = "") -> None:
         with self._lock:
             for network in allocator.pools:
-                self._by_network[network] = allocator
+                self._by_network[(cluster, network)] = allocator
 
     def detach(self, allocator: Allocator) -> None:
         with self._lock:
-            for network in [n for n, a in self._by_network.items() if a is allocator]:
-                del self._by_network[network]
+            for key in [k for k, a in self._by_network.items() if a is allocator]:
+                del self._by_network[key]
 
     def collect(self) -> Iterator[Metric]:
-        used = GaugeMetricFamily(
-            "overseer_podport_addresses_used",
-            "Addresses of a network held by LogicalPorts (or being allocated).",
-            labels=["network"],
-        )
-        free = GaugeMetricFamily(
-            "overseer_podport_addresses_free",
-            "Addresses of a network that can still be allocated.",
-            labels=["network"],
-        )
-        waiting = GaugeMetricFamily(
-            "overseer_podport_pods_waiting",
-            "Pods waiting for an address of an exhausted network.",
-            labels=["network"],
-        )
         with self._lock:
             table = sorted(self._by_network.items())
         if not table:
             return  # no podport runs here: no families either
-        for network, allocator in table:
+        fleet = any(cluster for (cluster, _), _ in table)
+        labels = ["network", "cluster"] if fleet else ["network"]
+        used = GaugeMetricFamily(
+            "overseer_podport_addresses_used",
+            "Addresses of a network held by LogicalPorts (or being allocated).",
+            labels=labels,
+        )
+        free = GaugeMetricFamily(
+            "overseer_podport_addresses_free",
+            "Addresses of a network that can still be allocated.",
+            labels=labels,
+        )
+        waiting = GaugeMetricFamily(
+            "overseer_podport_pods_waiting",
+            "Pods waiting for an address of an exhausted network.",
+            labels=labels,
+        )
+        for (cluster, network), allocator in table:
+            values = [network, cluster] if fleet else [network]
             n_used, n_free = allocator.counts(network)
-            used.add_metric([network], float(n_used))
-            free.add_metric([network], float(n_free))
-            waiting.add_metric([network], float(allocator.waiting(network)))
+            used.add_metric(values, float(n_used))
+            free.add_metric(values, float(n_free))
+            waiting.add_metric(values, float(allocator.waiting(network)))
         yield used
         yield free
         yield waiting

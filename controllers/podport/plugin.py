@@ -11,6 +11,9 @@ resource, LogicalPorts mapped to their pod) and adds the :class:`SweeperRunner`.
 leader-only: they start when this replica leads (at once if it already does). Until the
 cache has synced the readiness check ``podport-crd`` reports why.
 
+Fleet-wide (``fleet: true``) each engaged cluster gets its own CRD, ports, allocator and
+sweeper instead (:mod:`controllers.podport.fleet`).
+
 Thread-safe: wiring happens in ``setup`` and in the port cache's thread (the manager's
 ``add`` is safe while it runs); each runnable runs in its own thread.
 """
@@ -24,6 +27,7 @@ from typing import Final
 from controllers.podport.allocator import Allocator
 from controllers.podport.config import PodPortConfig
 from controllers.podport.crd import CRD_NAME, LOGICAL_PORTS, crd_served, install_crd
+from controllers.podport.fleet import ClusterPorts
 from controllers.podport.metrics import PORT_METRICS
 from controllers.podport.rbac import rbac_rules
 from controllers.podport.reconciler import (
@@ -42,6 +46,7 @@ from controllers.podport.reconciler import (
 from controllers.podport.sweeper import Sweeper
 from manager import (
     ApiError,
+    Cluster,
     Controller,
     Manager,
     PluginContext,
@@ -230,6 +235,9 @@ class PodPortPlugin:
         if problems:
             raise ValueError("invalid podport config: " + "; ".join(problems))
         scope = Scope(cfg, mgr.options.namespace)
+        if ctx.settings.fleet:
+            _setup_fleet(mgr, ctx, scope)
+            return
         allocator = Allocator(cfg.pools())
         deleted = DeletedPods()
         pods = mgr.informer(PODS, indexers={POD_BY_UID: index_pod_uid})
@@ -244,3 +252,23 @@ class PodPortPlugin:
                 install_crd(mgr.client)
             except ApiError as exc:  # the port cache retries while the CRD is missing
                 logger.warning("cannot install the LogicalPort CRD", extra={"error": str(exc)})
+
+
+def _setup_fleet(mgr: Manager, ctx: PluginContext[PodPortConfig], scope: Scope) -> None:
+    """Fleet-wide: the ports of each engaged cluster (:mod:`controllers.podport.fleet`)."""
+    made: list[Controller] = []
+
+    def enqueue(req: Request) -> bool:
+        return bool(made) and made[0].enqueue(req)
+
+    def for_cluster(cluster: Cluster) -> ClusterPorts:
+        return ClusterPorts(
+            cluster,
+            ctx.config,
+            scope=scope,
+            component=ctx.name,
+            enqueue=enqueue,
+            sync_timeout=mgr.options.cache_sync_timeout,
+        )
+
+    made.append(ctx.controller(for_cluster).for_(PODS).complete())

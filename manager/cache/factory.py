@@ -51,10 +51,13 @@ class InformerFactory:
         namespace: str | None = None,
         transform: Transform | None = drop_managed_fields,
         page_size: int | None = None,
+        cluster: str = "",
     ) -> None:
         """
         Args:
             client: the API client every informer lists and watches through.
+            cluster: the fleet member ``client`` talks to ("" for the manager's own
+                cluster); its informers' names say ``cluster=<name>``.
             namespace: default scope for namespaced resources (None: all namespaces).
             transform: applied to every object before it is cached.
             page_size: LIST page size for consistent relists (None: unpaged).
@@ -63,6 +66,7 @@ class InformerFactory:
         self._namespace = namespace
         self._transform = transform
         self._page_size = page_size
+        self._cluster = cluster
         self._lock = threading.Lock()
         self._informers: dict[InformerKey, SharedInformer] = {}
         self._threads: dict[InformerKey, threading.Thread] = {}
@@ -108,6 +112,7 @@ class InformerFactory:
                     namespace=ns,
                     label_selector=key.label_selector,
                     field_selector=key.field_selector,
+                    cluster=self._cluster,
                 )
                 informer = SharedInformer(lw, transform=self._transform, page_size=self._page_size)
                 self._informers[key] = informer
@@ -118,6 +123,11 @@ class InformerFactory:
             if missing:
                 informer.add_indexers(missing)
         return informer
+
+    @property
+    def default_namespace(self) -> str | None:
+        """The namespace of namespaced informers asked for without one (None: all)."""
+        return self._namespace
 
     def informers(self) -> list[SharedInformer]:
         with self._lock:

@@ -25,7 +25,14 @@ class ResourceListWatch:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        cluster: str = "",
     ) -> None:
+        """
+        Args:
+            cluster: the fleet member ``client`` talks to ("" for the manager's own
+                cluster): part of the description (``cluster=<name>``), so the metrics,
+                logs and threads of two clusters' informers of one resource differ.
+        """
         self._client = client
         self.resource = resource
         self.namespace = namespace
@@ -38,6 +45,8 @@ class ResourceListWatch:
             parts.append(f"labels={self.label_selector}")
         if self.field_selector:
             parts.append(f"fields={self.field_selector}")
+        if cluster:
+            parts.append(f"cluster={cluster}")
         self._description = " ".join(parts)
 
     @property

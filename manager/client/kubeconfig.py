@@ -522,6 +522,59 @@ def load_kubeconfig(path: str | Sequence[str], context: str | None = None) -> Cl
     return _from_merged(_merge(documents), context)
 
 
+# What a kubeconfig held in memory (a Secret's) may not say: it would read this process's
+# files (a service account token sent to any server) or run a command of its choosing.
+_OUTSIDE_REFERENCES: Final = {
+    "clusters": ("certificate-authority",),
+    "users": ("client-certificate", "client-key", "tokenFile", "exec", "auth-provider"),
+}
+
+
+def load_kubeconfig_data(
+    data: bytes | str, source: str, context: str | None = None
+) -> ClusterConfig:
+    """The :class:`ClusterConfig` of a kubeconfig held in memory (the ``value`` of a
+    Cluster API ``<cluster>-kubeconfig`` Secret, say), one document, as
+    :func:`load_kubeconfig` reads a file: its ``context`` (default the
+    ``current-context``), that context's cluster and user.
+
+    Only what the document embeds is used: certificates as ``*-data``, a ``token``, basic
+    auth. A reference to anything outside it — a file (``certificate-authority``,
+    ``client-certificate``, ``client-key``, ``tokenFile``), a credential plugin (``exec``)
+    or an ``auth-provider`` — is refused: whoever may write the Secret could otherwise make
+    this process send its own service account token to a server of theirs, or run a
+    command. ``source`` names the document in messages (``secret fleet/east-kubeconfig``).
+
+    Raises:
+        ConfigError: not YAML, not a kubeconfig, a reference outside the document, or
+            the context, its cluster or user missing or unusable.
+    """
+    try:
+        document = yaml.safe_load(data)
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ConfigError([f"kubeconfig {source}: not valid YAML: {_describe(exc)}"]) from None
+    if document is None:
+        document = {}
+    if not isinstance(document, dict):
+        raise ConfigError([f"kubeconfig {source}: not a kubeconfig (expected a YAML mapping)"])
+    for section, keys in _OUTSIDE_REFERENCES.items():
+        for item in document.get(section) or []:
+            body = item.get(_SECTIONS[section]) if isinstance(item, Mapping) else None
+            if not isinstance(body, Mapping):
+                continue
+            refused = [key for key in keys if body.get(key)]
+            if refused:
+                raise ConfigError(
+                    [
+                        f"kubeconfig {source}: {section}[{item.get('name')}]: {refused[0]} "
+                        "refers to something outside the kubeconfig (a file or a command); "
+                        "only embedded data (certificate-authority-data, "
+                        "client-certificate-data, client-key-data, token) is read from here"
+                    ]
+                )
+    return _from_merged(_merge([(source, document)]), context, in_memory=True)
+
+
 def _read_kubeconfig(path: str) -> dict[str, Any] | None:
     """A kubeconfig file's document (an empty file is an empty kubeconfig, as in
     client-go); None if there is no such file."""
@@ -608,7 +661,7 @@ def _in_file(file: str) -> Iterator[None]:
         raise ConfigError([f"kubeconfig {file}: {p}" for p in exc.problems]) from None
 
 
-def _from_merged(merged: _Merged, wanted: str | None) -> ClusterConfig:
+def _from_merged(merged: _Merged, wanted: str | None, *, in_memory: bool = False) -> ClusterConfig:
     name = wanted or merged.current_context
     if not name:
         raise ConfigError([f"{merged.label}: no context given and no current-context set"])
@@ -645,7 +698,7 @@ def _from_merged(merged: _Merged, wanted: str | None) -> ClusterConfig:
     where = f"users[{user_name}].user"
     with _in_file(user_file):
         impersonation = _impersonation(user, where, str(user_name))
-    if "auth-provider" in user or os.environ.get(LOADER_ENV) == "kubernetes":
+    if not in_memory and ("auth-provider" in user or os.environ.get(LOADER_ENV) == "kubernetes"):
         loaded = _through_kubernetes_package(
             [file for file, document in merged.documents if document], str(name), source
         )

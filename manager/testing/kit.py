@@ -15,7 +15,10 @@ check a configuration section exactly as ``overseer`` does.
   to exactly what ``overseer rbac`` generates for the configuration (``rbac=False``: as
   the kubeconfig's user), so a rule a plugin forgot to declare fails its test with
   kube's 403 Forbidden, as it would fail on a cluster; a cache that cannot sync for a
-  403 fails the start at once, naming the refused request.
+  403 fails the start at once, naming the refused request. Fleet-wide (``fleet={name:
+  kubeconfig, ...}``): those clusters are the fleet's (``clusters.kubeconfigs``), the
+  plugin runs with ``fleet: true``, and the run starts once every one of them is ready
+  and the fleet-wide controllers' keys run in each.
 * :func:`eventually`: poll a check until it holds, bounded; the failure says what was
   awaited and what was last seen.
 * :func:`validate_section`: a plugin's section (``controllers.<name>``) through the
@@ -48,6 +51,7 @@ import yaml
 from manager.client import ClientOptions, KubeClient
 from manager.config import OverseerConfig, load_config, manager_options
 from manager.errors import ConfigError, NotFound, OverseerError, RbacRefusal
+from manager.fleet.controller import FleetController
 from manager.keys import JsonDict
 from manager.manager import Manager
 from manager.plugins import (
@@ -241,6 +245,7 @@ def run_manager(
     timeout: float = 30.0,
     rbac: bool = True,
     register_webhooks: bool | None = None,
+    fleet: Mapping[str, str | os.PathLike[str]] | None = None,
     namespace: object = _MOVED,
 ) -> Iterator[RunningManager]:
     """Run a manager with ``plugins`` (controller name → plugin) in a thread.
@@ -281,6 +286,12 @@ def run_manager(
             put back) on exit. Default: when ``watch_namespace`` is given, scoped to it
             (a ``namespaceSelector`` on its name is added to each webhook's); True
             without it installs them as declared, for the whole cluster.
+        fleet: member clusters by name → kubeconfig (the ``local_servers`` fixture's, say):
+            added to ``clusters.kubeconfigs``. The run starts once every cluster of the
+            fleet it knows of (these, the file's ``clusters.kubeconfigs`` and home) is
+            ready and every fleet-wide controller's keys run in it. The manager's RBAC
+            is in the home cluster (``kubeconfig``); in the members it acts with their
+            kubeconfigs' credentials.
 
     Raises:
         ConfigError: the configuration does not validate (every problem, with its path),
@@ -302,6 +313,13 @@ def run_manager(
     doc["metricsBindAddress"] = _LOOPBACK if metrics else "0"
     doc["healthProbeBindAddress"] = _LOOPBACK if probes else "0"
     doc["webhooks"] = {**(doc.get("webhooks") or {}), "host": "127.0.0.1", "port": 0}
+    if fleet:
+        clusters = dict(doc.get("clusters") or {})
+        clusters["kubeconfigs"] = [
+            *(clusters.get("kubeconfigs") or []),
+            *({"name": name, "path": os.fspath(path)} for name, path in fleet.items()),
+        ]
+        doc["clusters"] = clusters
     settings, controllers, _ = load_config(doc, loaded, source="<test config>")
     with contextlib.ExitStack() as stack:
         manager_kubeconfig = os.fspath(kubeconfig)
@@ -486,16 +504,22 @@ def run_plugin(
     timeout: float = 30.0,
     rbac: bool = True,
     register_webhooks: bool | None = None,
+    fleet: Mapping[str, str | os.PathLike[str]] | None = None,
     namespace: object = _MOVED,
 ) -> Iterator[RunningManager]:
     """:func:`run_manager` with one plugin, configured by its own ``section``
     (``controllers.<name>`` of the file: ``workers``, the plugin's settings, ...);
-    ``config`` holds the rest of the file. ``name`` defaults to :func:`plugin_name`."""
+    ``config`` holds the rest of the file. ``name`` defaults to :func:`plugin_name`.
+    With ``fleet`` (member clusters by name → kubeconfig) the plugin runs fleet-wide
+    (``fleet: true`` in its section) in those clusters (see :func:`run_manager`)."""
     _refuse_namespace(namespace)
     name = name or plugin_name(plugin)
     body = yaml.safe_load(section) if isinstance(section, str) else section
     doc = _document(config)
-    doc["controllers"] = {**(doc.get("controllers") or {}), name: body or {}}
+    body = dict(body or {})
+    if fleet:
+        body.setdefault("fleet", True)
+    doc["controllers"] = {**(doc.get("controllers") or {}), name: body}
     with run_manager(
         kubeconfig,
         {name: plugin},
@@ -506,6 +530,7 @@ def run_plugin(
         timeout=timeout,
         rbac=rbac,
         register_webhooks=register_webhooks,
+        fleet=fleet,
     ) as running:
         yield running
 
@@ -614,7 +639,38 @@ class _Runner:
             and all(i.has_synced() for i in informers)
             # webhooks: serving (with managed certificates: the leader's certificate)
             and self.mgr.webhooks.ready_reason() is None
+            and not self._fleet_pending()
         )
+
+    def _fleet_pending(self) -> list[str]:
+        """The clusters of the fleet not ready yet, or in which a fleet-wide controller's
+        keys do not run yet: every configured one (``clusters.kubeconfigs``, home) and
+        every one a provider reported."""
+        mgr = self.mgr
+        fleet = mgr._fleet
+        if fleet is None:
+            return []
+        options = mgr.options.fleet
+        expected = set(fleet.known())
+        if options is not None:
+            expected.update(k.name for k in options.kubeconfigs)
+            if options.home:
+                expected.add(options.home)
+        reasons = fleet.ready_reasons()
+        ready = set(fleet.clusters())
+        pending = [
+            f"{name} ({reasons.get(f'cluster/{name}') or 'not reported yet'})"
+            for name in sorted(expected - ready)
+        ]
+        with mgr._wiring:
+            controllers = [c for c, _ in mgr._controllers if isinstance(c, FleetController)]
+        for controller in controllers:
+            running = set(controller.clusters())
+            pending += [
+                f"{name} (keys of {controller.name} not started)"
+                for name in sorted((expected & ready) - running)
+            ]
+        return pending
 
     def wait_started(self, timeout: float) -> None:
         start = time.monotonic()
@@ -642,7 +698,8 @@ class _Runner:
                 failure = (
                     f"the manager did not start within {timeout} s "
                     f"(leading: {self.mgr.is_leader()}, not synced: {pending or 'none'}, "
-                    f"webhooks: {self.mgr.webhooks.ready_reason() or 'ready'})"
+                    f"webhooks: {self.mgr.webhooks.ready_reason() or 'ready'}, "
+                    f"clusters: {self._fleet_pending() or 'ready'})"
                 )
             if failure is not None:
                 self.problem = failure

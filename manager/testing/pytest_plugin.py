@@ -19,6 +19,11 @@ Fixtures:
   the test. A test that uses it, directly or through another fixture, is marked
   ``local_only`` at collection: against a real cluster it is skipped before any of its
   fixtures runs, and ``-m "not local_only"`` deselects it.
+* ``local_servers``: a factory of more local API servers for one test (the member
+  clusters of a fleet): ``local_servers(3)`` starts three (RBAC enforced, their
+  kubeconfigs' user an admin: ``server.kubeconfig_path``), stopped after the test. They
+  are in-process servers even when ``OVERSEER_TEST_KUBECONFIG`` names a real cluster
+  (which is then the home cluster), so a test using them is not ``local_only``.
 * ``kube_client``: a :class:`~manager.client.KubeClient` for the API server, closed after
   the test.
 * ``namespace``: the name of a namespace made for this test (its ``default``
@@ -59,9 +64,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENV_KUBECONFIG",
+    "LocalServers",
     "kube_client",
     "kubeconfig_path",
     "local_server",
+    "local_servers",
     "namespace",
     "real_cluster",
 ]
@@ -165,6 +172,38 @@ def local_server(_overseer_local_server: LocalApiServer | None) -> Iterator[Loca
     _overseer_local_server.faults.clear()
     yield _overseer_local_server
     _overseer_local_server.faults.clear()
+
+
+class LocalServers:
+    """``local_servers(n)``: ``n`` more local API servers, started now, stopped after the
+    test; keyword arguments go to each :class:`~apiserver.LocalApiServer` (default:
+    ``rbac=True, anonymous_is_admin=True``, as the session's server)."""
+
+    def __init__(self) -> None:
+        self.started: list[LocalApiServer] = []
+
+    def __call__(self, count: int = 1, **options: object) -> list[LocalApiServer]:
+        from apiserver.http.server import LocalApiServer
+
+        options = {"rbac": True, "anonymous_is_admin": True, **options}
+        servers = [LocalApiServer(**options).start() for _ in range(count)]  # type: ignore[arg-type]
+        self.started.extend(servers)
+        return servers
+
+    def stop(self) -> None:
+        for server in self.started:
+            server.stop()
+        self.started.clear()
+
+
+@pytest.fixture
+def local_servers() -> Iterator[LocalServers]:
+    """A factory of local API servers for this test (see :class:`LocalServers`)."""
+    servers = LocalServers()
+    try:
+        yield servers
+    finally:
+        servers.stop()
 
 
 @pytest.fixture

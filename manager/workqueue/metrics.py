@@ -36,6 +36,7 @@ collector takes that same lock to read the in-flight start times.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 from collections.abc import Hashable, Iterator
@@ -60,6 +61,7 @@ __all__ = [
     "RetryMetrics",
     "new_queue_metrics",
     "new_retry_metrics",
+    "remove_queue_metrics",
 ]
 
 _LABELS = ("name", "controller")
@@ -248,3 +250,11 @@ def new_retry_metrics(name: str, controller: str) -> RetryMetrics:
     if not name:
         return RetryMetrics()
     return _PrometheusRetryMetrics(name, controller)
+
+
+def remove_queue_metrics(name: str, controller: str) -> None:
+    """Drop a queue's series (a queue that is gone for good: a fleet-wide controller's
+    queue of a cluster that left), so that no stale depth or count stays exported."""
+    for metric in (DEPTH, ADDS, QUEUE_DURATION, WORK_DURATION, RETRIES):
+        with contextlib.suppress(KeyError):
+            metric.remove(name, controller)

@@ -62,6 +62,8 @@ WIDGET_FILES = {
     "overseer_widgets/__init__.py",
     "tests/test_widgets.py",
 }
+FLEETS = "## Fleets: one manager, many clusters"
+FLEET_FILES = {"overseer_clusterinfo/__init__.py", "tests/test_clusterinfo.py"}
 
 
 def section(heading: str = "## Write your own controller") -> str:
@@ -367,3 +369,38 @@ def test_the_widgets_own_tests_pass_with_the_kit(widgets: Path) -> None:
 @pytest.mark.slow
 def test_mypy_checks_the_widgets(widgets: Path, tmp_path: Path) -> None:
     _mypy_strict(widgets, "overseer_widgets", tmp_path)
+
+
+# -- the fleet example (clusterinfo) ---------------------------------------------------------
+
+
+@pytest.fixture
+def clusterinfo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The fleet example's project directory (no pyproject: run from its directory, as
+    the kit puts pytest's rootdir on sys.path)."""
+    root = tmp_path / "overseer-clusterinfo"
+    for name, body in readme_files(FLEETS).items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(body)
+    monkeypatch.syspath_prepend(str(root))
+    try:
+        yield root
+    finally:
+        sys.modules.pop("overseer_clusterinfo", None)
+
+
+def test_the_fleet_example_has_its_files() -> None:
+    assert set(readme_files(FLEETS)) == FLEET_FILES
+
+
+@pytest.mark.slow
+def test_the_fleet_examples_own_tests_pass_with_the_kit(clusterinfo: Path) -> None:
+    """As printed: fleet-wide in two more local API servers, the home cluster this
+    suite's (its RBAC the one ``overseer rbac`` generates)."""
+    assert "1 passed" in _own_tests(clusterinfo)
+
+
+@pytest.mark.slow
+def test_mypy_checks_the_fleet_example(clusterinfo: Path, tmp_path: Path) -> None:
+    _mypy_strict(clusterinfo, "overseer_clusterinfo", tmp_path)
