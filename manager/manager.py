@@ -46,8 +46,10 @@ reverse.
   plugin adds), the fleet runs beside the informers (on every replica with warm standby)
   and engages each member cluster on its own; fleet-wide controllers are leader-only
   work, their writes to every cluster fenced by the leader Lease of this (the home)
-  cluster. ``/readyz?verbose`` lists each cluster (``cluster/<name>``, informational),
-  ``/statusz`` has them in a table.
+  cluster — or, sharded by cluster (:mod:`manager.fleet.sharded`), run on every replica
+  in the clusters the shard ring gives it, each cluster's writes fenced by the shard
+  Lease and the ring's ownership of that cluster. ``/readyz?verbose`` lists each cluster
+  (``cluster/<name>``, informational), ``/statusz`` has them in a table.
 * ``/healthz``: the process, its informer threads, its election thread and its Event
   sender are alive (a sender that ended by itself fails check ``event-sender`` until the
   manager stops; one that ended because the manager stops does not). ``/readyz``:

@@ -7,8 +7,9 @@ Who decides what:
 * providers (:mod:`manager.fleet.provider`) say which clusters exist and how to reach
   them (:meth:`Fleet.engage` / :meth:`Fleet.disengage`);
 * one :class:`ClusterPolicy` decides which of those this replica engages (default
-  :class:`EngageAll`; a sharding policy would engage its share and call
-  :meth:`Fleet.reconsider` when the share changes);
+  :class:`EngageAll`; sharded by cluster, :class:`~manager.fleet.sharded.ClusterShards`
+  engages the share the shard ring gives this replica and calls :meth:`Fleet.reconsider`
+  when the share changes);
 * the fleet engages each cluster in a thread of its own (``fleet/<cluster>``), so one
   unreachable or slow cluster never holds up another: connect (a client with its own
   connection pool and rate limiter), start the informers every fleet-wide controller
