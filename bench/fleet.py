@@ -249,7 +249,10 @@ the 3-replica growth over it as % of the single replica's. Then **one cluster** 
 {CLUSTERS * OBJECTS:,} ConfigMaps, one replica with {WORKERS * CLUSTERS} workers (the
 same total): **throughput_one**. 2 cores are shared by
 the member servers, the home server and the replicas: the throughputs are the servers'
-as much as the controller's. `BENCH_FLEET_CLUSTERS` and `BENCH_FLEET_OBJECTS` scale it.
+as much as the controller's. The 40% goal is on the whole RSS, idle part included; and
+the ring places 20 clusters on 3 replicas by hash, so one replica gets 7 to 9 of them
+rather than 6.7 (clusters_max_3). `BENCH_FLEET_CLUSTERS` and `BENCH_FLEET_OBJECTS` scale
+it.
 """,
     units={
         "engage_s_1": "s",
