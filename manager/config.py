@@ -668,6 +668,14 @@ def parse(
         plugin_config = load_dataclass(schema, own, path, errors)
         if settings is not None and plugin_config is not None:
             controllers[name] = (settings, plugin_config)
+    fleet_wide = {n: s.sharded for n, (s, _) in controllers.items() if s.enabled and s.fleet}
+    if len(set(fleet_wide.values())) > 1:
+        sharded = ", ".join(sorted(n for n, v in fleet_wide.items() if v))
+        whole = ", ".join(sorted(n for n, v in fleet_wide.items() if not v))
+        errors.append(
+            f"controllers: fleet-wide controllers are all sharded by cluster or none (a replica "
+            f"engages its share of the clusters or all of them): sharded {sharded}; not {whole}"
+        )
     if errors or config is None:
         raise ConfigError(errors)
     return config, controllers

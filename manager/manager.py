@@ -46,8 +46,10 @@ reverse.
   plugin adds), the fleet runs beside the informers (on every replica with warm standby)
   and engages each member cluster on its own; fleet-wide controllers are leader-only
   work, their writes to every cluster fenced by the leader Lease of this (the home)
-  cluster. ``/readyz?verbose`` lists each cluster (``cluster/<name>``, informational),
-  ``/statusz`` has them in a table.
+  cluster — or, sharded by cluster (:mod:`manager.fleet.sharded`), run on every replica
+  in the clusters the shard ring gives it, each cluster's writes fenced by the shard
+  Lease and the ring's ownership of that cluster. ``/readyz?verbose`` lists each cluster
+  (``cluster/<name>``, informational), ``/statusz`` has them in a table.
 * ``/healthz``: the process, its informer threads, its election thread and its Event
   sender are alive (a sender that ended by itself fails check ``event-sender`` until the
   manager stops; one that ended because the manager stops does not). ``/readyz``:
@@ -84,6 +86,7 @@ from manager.fleet.cluster import Cluster, HomeCluster
 from manager.fleet.controller import FleetController, ReconcilerFactory, is_factory
 from manager.fleet.fleet import Fleet, FleetOptions, WatchScope
 from manager.fleet.provider import ClusterProvider
+from manager.fleet.sharded import ClusterShards
 from manager.handler import (
     EnqueueRequestForObject,
     EnqueueRequestForOwner,
@@ -229,16 +232,21 @@ class ControllerBuilder:
         self._primary_informer: SharedInformer | None = None
         if fleet:
             if sharded:
-                raise ValueError(
-                    f"controller {name}: fleet-wide and sharded at once is not supported yet"
-                )
+                mgr._shard_fleet_by_cluster(name)
+            else:
+                mgr._fleet_not_sharded(name)
             if rate_limiters is None and rate_limiter is not None:
                 raise ValueError(
                     f"controller {name} is fleet-wide: give rate_limiters (a factory: one "
                     "limiter per cluster, so that one cluster's failures back off alone)"
                 )
             self._fleet = FleetController(
-                name, mgr.fleet, reconciler, workers=workers, rate_limiters=rate_limiters
+                name,
+                mgr.fleet,
+                reconciler,
+                workers=workers,
+                rate_limiters=rate_limiters,
+                sharded=sharded,
             )
             self._controller: Controller = self._fleet
             return
@@ -387,11 +395,13 @@ class ControllerBuilder:
         the controller starts at once if it may (its informers first sync), else as soon
         as it may. Fleet-wide, it runs while leading, in every engaged cluster
         (:mod:`manager.fleet.controller`): the :class:`~manager.fleet.controller.
-        FleetController` is returned."""
+        FleetController` is returned; fleet-wide and sharded, it runs on every replica, in
+        the clusters the ring gives it (:mod:`manager.fleet.sharded`)."""
         if self._fleet is not None:
             if self._primary is None:
                 raise RuntimeError("a fleet-wide controller needs for_(): its keys come from it")
-            self._mgr.add(self._fleet, leader_only=True)
+            # sharded by cluster: on every replica, in the clusters the ring gives it
+            self._mgr.add(self._fleet, leader_only=not self._sharded)
             return self._fleet
         if not self._sharded:
             self._mgr.add(self._controller, leader_only=True)
@@ -530,6 +540,7 @@ class Manager:
         self._stop_seen: float | None = None  # when run() saw the stop (the drain counts from it)
         self._fleet: Fleet | None = None
         self._fleet_started = False
+        self._fleet_sharded: bool | None = None  # its controllers sharded by cluster
         if self.options.fleet is not None:
             self._fleet = Fleet.from_options(
                 self, self.options.fleet, namespace=self._own_namespace()
@@ -730,7 +741,8 @@ class Manager:
         fleet-wide or not unchanged.
 
         Raises:
-            ValueError: sharded without sharding options; fleet-wide and sharded at once.
+            ValueError: sharded without sharding options; fleet-wide controllers some
+                sharded by cluster and some not.
         """
         return ControllerBuilder(
             self,
@@ -754,7 +766,7 @@ class Manager:
             with self._wiring:
                 mode = "leader-elected" if leader_only else "every replica"
                 if isinstance(runnable, FleetController):
-                    mode = "fleet"
+                    mode = "fleet, sharded by cluster" if runnable.sharded else "fleet"
                 self._controllers.append((runnable, mode))
         with self._wiring:
             if not self._started:
@@ -995,6 +1007,38 @@ class Manager:
             or os.environ.get("POD_NAMESPACE", "")
             or "default"
         )
+
+    def _shard_fleet_by_cluster(self, controller: str) -> None:
+        """A fleet-wide controller is sharded: the fleet engages the clusters the shard
+        ring gives this replica (:class:`~manager.fleet.sharded.ClusterShards`).
+
+        Raises:
+            ValueError: no sharding options; a fleet-wide controller that is not sharded.
+        """
+        if self.shards is None:
+            raise ValueError(
+                f"controller {controller} is sharded, but the manager has no sharding options"
+            )
+        fleet = self.fleet
+        with self._wiring:
+            if self._fleet_sharded is False:
+                raise ValueError(
+                    f"controller {controller}: the fleet-wide controllers are all sharded by "
+                    "cluster or none (a replica engages its share of the clusters or all)"
+                )
+            first = self._fleet_sharded is None
+            self._fleet_sharded = True
+        if first:
+            fleet.set_policy(ClusterShards(self.shards, fleet.reconsider))
+
+    def _fleet_not_sharded(self, controller: str) -> None:
+        with self._wiring:
+            if self._fleet_sharded is True:
+                raise ValueError(
+                    f"controller {controller}: the fleet-wide controllers are all sharded by "
+                    "cluster or none (a replica engages its share of the clusters or all)"
+                )
+            self._fleet_sharded = False
 
     def _start_fleet(self) -> None:
         """Run the fleet (its providers, its clusters' engagement) with the informers:

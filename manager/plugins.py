@@ -168,8 +168,6 @@ class ControllerSettings:
     )
 
     def validate(self) -> list[str]:
-        if self.fleet and self.sharded:
-            return ["fleet: not together with sharded (not supported yet)"]
         return []
 
 

@@ -413,6 +413,7 @@ class ShardRing:
         self._stale = False  # the view is reported stale (once per stale period)
         self._published_params: RingParameters | None = None
         self._following: RingParameters | None = None  # the parameters of the ring we follow
+        self._watchers: list[Callable[[], None]] = []  # told when ownership may change
 
     # -- what workers ask ------------------------------------------------------------------
 
@@ -444,6 +445,19 @@ class ShardRing:
         with self._cond:
             ring = self._applied
         return ring is not None and ring.owner_of(h) == self.lease_name
+
+    def keeps(self, h: int) -> bool:
+        """Whether work this replica holds on the shard hash ``h`` (begun, not yet ended)
+        may go on: the shard Lease is held, the applied ring gives it ``h`` and no drain
+        takes it away. (Long work — a cluster of a sharded fleet — lets go when not.)"""
+        me = self.lease_name
+        with self._cond:
+            applied, desired = self._applied, self._desired
+            if self._lost or self._stopping or applied is None or _owner(applied, h) != me:
+                return False
+            if desired is not None and _owner(desired, h) != me:
+                return False
+        return self._elector.is_leader()
 
     def fence(self, key: str, h: int) -> Fence:
         """Writes for ``key`` (shard hash ``h``) are allowed while the shard Lease is valid
@@ -496,6 +510,24 @@ class ShardRing:
         ownership changes."""
         with self._cond:
             self._controllers.append((controller, keys))
+
+    def add_watcher(self, watcher: Callable[[], None]) -> None:
+        """Call ``watcher()`` whenever what this replica may work on may have changed: a
+        drain begins (keys it loses may not start, those in flight must end), a ring is
+        applied, seen published or claims change, the shard Lease is lost. Called from
+        the ring's thread with no lock held; it must return quickly. (A fleet sharded by
+        cluster asks :meth:`begin` again for the clusters it may engage.)"""
+        with self._cond:
+            self._watchers.append(watcher)
+
+    def _tell_watchers(self) -> None:
+        with self._cond:
+            watchers = list(self._watchers)
+        for watcher in watchers:
+            try:
+                watcher()
+            except Exception:
+                logger.exception("a ring watcher failed", extra={"ring": self.options.ring_name})
 
     def add_informer(self, informer: ShardedInformer) -> None:
         """``informer`` caches this replica's ranges from now on (all of them, when its
@@ -653,6 +685,7 @@ class ShardRing:
             self._cond.notify_all()
         MEMBER.labels(self.options.ring_name).set(0)
         self._on_lost(reason)
+        self._tell_watchers()
 
     # -- one step of the ring thread ------------------------------------------------------
 
@@ -877,6 +910,8 @@ class ShardRing:
             self._desired = desired
             deadline = started + self.options.drain_timeout
             self._drain_deadline = deadline
+        self._tell_watchers()  # what is drained may let go of its keys now (a cluster)
+        with self._cond:
 
             def draining() -> list[str]:
                 return [k for k, h in self._inflight if desired.owner_of(h) != me]
@@ -990,6 +1025,7 @@ class ShardRing:
         KEYS_OWNED.labels(self.options.ring_name).set(owned)
         with self._cond:
             self._owned = owned
+        self._tell_watchers()
 
     def _collect_garbage(self, members: list[str]) -> None:
         """The lowest member deletes shard Leases dead for a while (pods come and go with

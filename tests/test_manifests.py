@@ -50,6 +50,7 @@ DEPLOY = ROOT / "deploy"
 NAMESPACE = "overseer-system"
 BASE, DEV, SHARDED = "deploy", "deploy/overlays/dev", "deploy/overlays/sharded"
 WEBHOOKS = "deploy/overlays/webhooks"
+FLEET = "deploy/overlays/fleet"
 CONFIG_PATH = "/etc/overseer/overseer.yaml"
 BUILTIN_DISTRIBUTION = "kube-overseer"  # the built-in controllers' distribution (the image's)
 BUILTIN_CONTROLLERS = ("exposer", "podport")
@@ -189,7 +190,10 @@ def _port(address: str) -> int:
     return int(address.rsplit(":", 1)[1])
 
 
-@pytest.fixture(params=[BASE, DEV, SHARDED, WEBHOOKS], ids=["base", "dev", "sharded", "webhooks"])
+@pytest.fixture(
+    params=[BASE, DEV, SHARDED, WEBHOOKS, FLEET],
+    ids=["base", "dev", "sharded", "webhooks", "fleet"],
+)
 def install(request: pytest.FixtureRequest) -> tuple[str, list[Obj]]:
     return request.param, rendered(request.param)
 
@@ -645,10 +649,30 @@ SHARDED_RBAC_MARK = "# Sharded controllers"
 def sharded_rbac() -> str:
     """deploy/overlays/sharded/rbac-sharding.yaml: what ``overseer rbac`` prints for the
     sharded overlay's configuration beyond base/rbac.yaml (the shard Lease Role)."""
-    text = builtin_rbac(DEPLOY / "overlays" / "sharded" / "overseer.yaml")
-    extra = text[text.index(SHARDED_RBAC_MARK) :]
+    return _overlay_rbac("sharded", SHARDED_RBAC_MARK)
+
+
+FLEET_RBAC = DEPLOY / "overlays" / "fleet" / "rbac-fleet.yaml"
+FLEET_RBAC_MARK = "# What the enabled controllers do in the namespace"
+
+
+def fleet_rbac() -> str:
+    """deploy/overlays/fleet/rbac-fleet.yaml: what ``overseer rbac`` prints for the fleet
+    overlay's configuration beyond base/rbac.yaml (the Role reading kubeconfig Secrets,
+    and its binding): the documents base/rbac.yaml does not have."""
+    return _overlay_rbac("fleet", FLEET_RBAC_MARK)
+
+
+def _overlay_rbac(overlay: str, mark: str) -> str:
+    text = builtin_rbac(DEPLOY / "overlays" / overlay / "overseer.yaml")
+    base = set(builtin_rbac().split("\n---\n"))
+    start = text.index(mark)
+    extra = "\n---\n".join(d for d in text[start:].split("\n---\n") if d not in base)
+    if not extra.endswith("\n"):
+        extra += "\n"
     return (
-        "# Generated: the part of `overseer rbac --config deploy/overlays/sharded/overseer.yaml`\n"
+        "# Generated: the part of `overseer rbac --config "
+        f"deploy/overlays/{overlay}/overseer.yaml`\n"
         "# beyond base/rbac.yaml. Regenerate with `.venv/bin/python -m tests.test_manifests`.\n"
         "---\n" + extra
     )
@@ -672,6 +696,38 @@ def test_the_sharded_overlay_grants_what_overseer_rbac_prints_for_it() -> None:
         if o["kind"] in rbac_kinds
     ]
     assert sorted(have) == sorted(want)
+
+
+def test_the_fleet_overlay_reads_kubeconfig_secrets_in_its_namespace_only() -> None:
+    """The exposer runs fleet-wide with kubeconfig Secrets in the manager's namespace, and
+    base/rbac.yaml plus rbac-fleet.yaml is exactly ``overseer rbac`` for that
+    configuration: Secrets are read (get, list, watch) in overseer-system only, written
+    nowhere."""
+    assert FLEET_RBAC.read_text() == fleet_rbac(), (
+        f"{FLEET_RBAC} is stale: run `.venv/bin/python -m tests.test_manifests`"
+    )
+    objs = rendered(FLEET)
+    _, config = config_of(objs)
+    assert config["controllers"]["exposer"]["fleet"] is True
+    assert config["clusters"]["secrets"]["enabled"] is True
+    assert config["clusters"]["secrets"].get("namespace", "") in ("", NAMESPACE)
+    want = [
+        (o["kind"], o["metadata"]["name"], str(o.get("rules") or o.get("roleRef")))
+        for o in yaml.safe_load_all(builtin_rbac(DEPLOY / "overlays" / "fleet" / "overseer.yaml"))
+        if o
+    ]
+    rbac_kinds = {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+    have = [
+        (o["kind"], o["metadata"]["name"], str(o.get("rules") or o.get("roleRef")))
+        for o in objs
+        if o["kind"] in rbac_kinds
+    ]
+    assert sorted(have) == sorted(want)
+    secrets = {g for g in bound_grants(objs, "Role") if g.resource == "secrets"}
+    assert {g.verb for g in secrets} == {"get", "list", "watch"}
+    assert not [g for g in bound_grants(objs, "ClusterRole") if g.resource == "secrets"]
+    roles = [o for o in objs if o["kind"] == "Role" and "secrets" in str(o.get("rules"))]
+    assert [r["metadata"]["namespace"] for r in roles] == [NAMESPACE]
 
 
 def test_rbac_yaml_is_the_output_of_overseer_rbac() -> None:
@@ -925,3 +981,5 @@ if __name__ == "__main__":
     print(f"wrote {DEPLOY / 'base' / 'rbac.yaml'}")
     SHARDED_RBAC.write_text(sharded_rbac())
     print(f"wrote {SHARDED_RBAC}")
+    FLEET_RBAC.write_text(fleet_rbac())
+    print(f"wrote {FLEET_RBAC}")

@@ -9,6 +9,8 @@
 ``fleet``           :class:`Fleet`: engages and disengages each cluster on its own; the
                     :class:`ClusterPolicy` that decides which are engaged
 ``controller``      :class:`FleetController`: a controller's keys in every cluster
+``sharded``         :class:`ClusterShards`: the policy of a fleet sharded by cluster (the
+                    shard ring places clusters; each replica engages its share)
 ==================  ===================================================================
 
 The README's "Fleets" section says how to configure and write for one.
@@ -34,12 +36,14 @@ from manager.fleet.providers import (
     KubeconfigSecrets,
     cluster_name_of_secret,
 )
+from manager.fleet.sharded import ClusterShards, cluster_hash
 
 __all__ = [
     "Cluster",
     "ClusterListener",
     "ClusterPolicy",
     "ClusterProvider",
+    "ClusterShards",
     "ClusterSink",
     "ClusterSource",
     "EngageAll",
@@ -54,5 +58,6 @@ __all__ = [
     "MemberCluster",
     "ReconcilerFactory",
     "WatchScope",
+    "cluster_hash",
     "cluster_name_of_secret",
 ]

@@ -25,7 +25,9 @@ cluster's caches have synced its keys start:
   <manager.manager.Manager.cluster>`).
 
 It runs as leader-only work (while this replica leads): its writes in every cluster ask
-the leader fence, whose Lease is in the home cluster. When a cluster leaves, its keys
+the leader fence, whose Lease is in the home cluster. Sharded by cluster
+(:mod:`manager.fleet.sharded`) it runs on every replica, in the clusters the ring gives
+that replica, each cluster's writes under that cluster's fence. When a cluster leaves, its keys
 stop and its in-flight reconciles finish before its caches go; when leadership ends,
 every cluster's keys stop at once.
 
@@ -54,6 +56,7 @@ from manager.controller import (
     Controller,
 )
 from manager.errors import Forbidden
+from manager.fencing import fenced
 from manager.fleet.cluster import Cluster
 from manager.fleet.fleet import Fleet, WatchScope
 from manager.handler import EventMapper
@@ -134,6 +137,10 @@ class FleetController(Controller):
         workers: concurrent reconciles per cluster.
         rate_limiters: makes each cluster's requeue rate limiter (default: the
             controller default, one per cluster).
+        sharded: the fleet is sharded by cluster (:mod:`manager.fleet.sharded`): the
+            controller runs on every replica, and each cluster's keys run under that
+            cluster's fence (:meth:`Fleet.fence <manager.fleet.fleet.Fleet.fence>`)
+            instead of the leader's.
     """
 
     def __init__(
@@ -144,6 +151,7 @@ class FleetController(Controller):
         *,
         workers: int = 1,
         rate_limiters: Callable[[], RateLimiter[Hashable]] | None = None,
+        sharded: bool = False,
     ) -> None:
         shared: Reconciler | None = None
         factory: ReconcilerFactory | None = None
@@ -153,6 +161,7 @@ class FleetController(Controller):
             shared = cast(Reconciler, reconciler)
         super().__init__(name, shared or _Unused(), workers=workers)
         self._fleet = fleet
+        self.sharded = sharded
         self._factory = factory
         self._rate_limiters = rate_limiters
         self._fleet_watches: list[_Watch] = []
@@ -321,9 +330,18 @@ class FleetController(Controller):
 
     def _run_keys(self, keys: _Keys, old: _Keys | None) -> None:
         """One cluster's keys: the reconciler (the factory's, for this cluster), a
-        controller of its own over the cluster's caches, until its stop is set."""
+        controller of its own over the cluster's caches, until its stop is set. Sharded
+        by cluster, all of it runs under the cluster's fence (its workers inherit it)."""
         if old is not None and old.thread is not None:
             old.thread.join()
+        fence = self._fleet.fence(keys.cluster.name) if self.sharded else None
+        if fence is None:
+            self._run_cluster(keys)
+            return
+        with fenced(fence):
+            self._run_cluster(keys)
+
+    def _run_cluster(self, keys: _Keys) -> None:
         cluster = keys.cluster
         reconciler = self.reconciler
         while self._factory is not None:

@@ -7,8 +7,9 @@ Who decides what:
 * providers (:mod:`manager.fleet.provider`) say which clusters exist and how to reach
   them (:meth:`Fleet.engage` / :meth:`Fleet.disengage`);
 * one :class:`ClusterPolicy` decides which of those this replica engages (default
-  :class:`EngageAll`; a sharding policy would engage its share and call
-  :meth:`Fleet.reconsider` when the share changes);
+  :class:`EngageAll`; sharded by cluster, :class:`~manager.fleet.sharded.ClusterShards`
+  engages the share the shard ring gives this replica and calls :meth:`Fleet.reconsider`
+  when the share changes);
 * the fleet engages each cluster in a thread of its own (``fleet/<cluster>``), so one
   unreachable or slow cluster never holds up another: connect (a client with its own
   connection pool and rate limiter), start the informers every fleet-wide controller
@@ -49,7 +50,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol, cast
 
 from prometheus_client import Counter, Gauge
 
@@ -71,6 +72,7 @@ from manager.resources import Resource
 from manager.zpages import ClusterStatus
 
 if TYPE_CHECKING:
+    from manager.fencing import Fence
     from manager.manager import Manager
 
 __all__ = [
@@ -128,7 +130,13 @@ class FleetOptions:
 
 class ClusterPolicy(Protocol):
     """Which of the clusters the providers know this replica engages (multicluster-runtime's
-    ``Coordinator``). A policy whose answer changes calls :meth:`Fleet.reconsider`."""
+    ``Coordinator``). A policy whose answer changes calls :meth:`Fleet.reconsider`.
+
+    Optionally, a policy also has ``released(name)`` (called, with the fleet's lock held,
+    once a cluster it engaged has left for good: its keys stopped, its caches gone) and
+    ``fence(name)`` (the :class:`~manager.fencing.Fence` every write to that member and of
+    its keys asks, instead of the leader's): what a policy that hands clusters over
+    between replicas needs (:class:`~manager.fleet.sharded.ClusterShards`)."""
 
     def engages(self, name: str) -> bool: ...
 
@@ -419,6 +427,19 @@ class Fleet:
             self._policy = policy
         self.reconsider()
 
+    @property
+    def policy(self) -> ClusterPolicy:
+        with self._lock:
+            return self._policy
+
+    def fence(self, name: str) -> Fence | None:
+        """The fence of writes to member ``name`` and of its keys, when the policy has
+        one (a fleet sharded by cluster); None: the manager's (the leader's)."""
+        with self._lock:
+            policy = self._policy
+        fence = getattr(policy, "fence", None)
+        return cast("Fence", fence(name)) if callable(fence) else None
+
     def watch(self, scope: WatchScope) -> None:
         """Cache ``scope`` in every engaged cluster (its informer made and started at once
         in clusters engaged already; part of "caches synced" in those engaged later)."""
@@ -635,8 +656,9 @@ class Fleet:
         return MemberCluster(
             name,
             # the manager's fence: leader-only work's writes are refused once the Lease
-            # (in the home cluster) is not held, whichever cluster they go to
-            client.with_fence(mgr.client.fence),
+            # (in the home cluster) is not held, whichever cluster they go to; sharded by
+            # cluster, the cluster's own (shard Lease valid and the cluster ours)
+            client.with_fence(self.fence(name) or mgr.client.fence),
             namespace=mgr.options.namespace,
             sync_timeout=mgr.options.cache_sync_timeout,
             component=mgr.options.name,
@@ -687,6 +709,9 @@ class Fleet:
         with self._lock:
             if self._members.get(member.name) is member:
                 del self._members[member.name]
+                released = getattr(self._policy, "released", None)
+                if callable(released):  # under the lock: no new member before it knows
+                    released(member.name)
             if member.name not in self._known:
                 for metric in (CLUSTER_READY, CLUSTER_ENGAGEMENTS, CLUSTER_UNREACHABLE):
                     with contextlib.suppress(KeyError):

@@ -293,8 +293,8 @@ def test_a_controller_that_is_not_fleet_wide_gets_its_reconciler_from_the_home_c
     assert seen == [""] and not isinstance(controller, FleetController)
 
 
-def test_fleet_wide_and_sharded_at_once_is_refused(mgr: Manager) -> None:
-    with pytest.raises(ValueError, match="fleet-wide and sharded"):
+def test_fleet_wide_and_sharded_needs_sharding_options(mgr: Manager) -> None:
+    with pytest.raises(ValueError, match="no sharding options"):
         mgr.controller("x", Nothing(), fleet=True, sharded=True)
 
 
@@ -361,11 +361,27 @@ def test_clusters_configuration_errors_have_paths() -> None:
     assert 'clusters.secrets.labelSelector: invalid label selector "a in (b"' in problems
 
 
-def test_a_controller_may_not_be_fleet_wide_and_sharded() -> None:
+def test_a_fleet_sharded_by_cluster_configures_the_ring() -> None:
+    from manager.config import manager_options
     from manager.plugins import NoSettings
 
-    with pytest.raises(ConfigError, match=r"controllers\.x\.fleet: not together with sharded"):
-        parse({"controllers": {"x": {"fleet": True, "sharded": True}}}, {"x": NoSettings})
+    config, controllers = parse(
+        {
+            "clusters": {"secrets": {"enabled": True}},
+            "controllers": {"x": {"fleet": True, "sharded": True}},
+        },
+        {"x": NoSettings},
+    )
+    options = manager_options(config, controllers)
+    assert options.sharding is not None and options.fleet is not None
+
+
+def test_fleet_wide_controllers_are_all_sharded_or_none() -> None:
+    from manager.plugins import NoSettings
+
+    sections = {"x": {"fleet": True, "sharded": True}, "y": {"fleet": True}}
+    with pytest.raises(ConfigError, match=r"all sharded by cluster or none.*sharded x; not y"):
+        parse({"controllers": sections}, {"x": NoSettings, "y": NoSettings})
 
 
 def test_kubeconfig_secrets_get_a_role_in_their_namespace_only() -> None:
@@ -438,3 +454,76 @@ def test_flagz_shows_where_the_cluster_secrets_are() -> None:
     values = dict(flag_values(config))
     assert values["clusters.secrets.namespace"] == "fleet"
     assert values["clusters.secrets.enabled"] == "true"
+
+
+class _Ring:
+    """A shard ring's answers, set by the test."""
+
+    def __init__(self) -> None:
+        self.mine: set[int] = set()  # hashes begin/keeps allow
+        self.inflight: list[str] = []
+        self.watchers: list[Any] = []
+
+    def add_watcher(self, watcher: Any) -> None:
+        self.watchers.append(watcher)
+
+    def begin(self, key: str, h: int) -> bool:
+        if h not in self.mine:
+            return False
+        self.inflight.append(key)
+        return True
+
+    def end(self, key: str, h: int) -> None:
+        self.inflight.remove(key)
+
+    def keeps(self, h: int) -> bool:
+        return h in self.mine
+
+
+def test_a_fleet_sharded_by_cluster_holds_a_cluster_on_the_ring_while_engaged() -> None:
+    from manager.fleet.sharded import ClusterShards, cluster_hash
+
+    ring = _Ring()
+    told: list[str] = []
+    policy = ClusterShards(ring, lambda: told.append("reconsider"))  # type: ignore[arg-type]
+    assert len(ring.watchers) == 1
+    assert not policy.engages("east")  # not ours: not begun
+    ring.mine.add(cluster_hash("east"))
+    assert policy.engages("east") and policy.engages("east")  # begun once, then kept
+    assert ring.inflight == ["cluster/east"] and policy.held() == ["east"]
+    ring.mine.clear()  # a drain takes it away: no longer engaged, still held until it left
+    assert not policy.engages("east") and ring.inflight == ["cluster/east"]
+    policy.released("east")
+    policy.released("east")  # once only
+    assert ring.inflight == [] and policy.held() == []
+
+
+def test_cluster_names_that_differ_in_one_letter_spread_over_the_ring() -> None:
+    from manager.fleet.sharded import cluster_hash
+    from manager.hashring import RingParameters, SlotRing
+
+    ring = SlotRing(("a", "b", "c"), RingParameters())
+    owners = [ring.owner_of(cluster_hash(f"prod-{i}")) for i in range(30)]
+    assert all(owners.count(m) >= 4 for m in "abc"), owners
+
+
+def test_fleet_wide_controllers_sharded_and_not_are_refused() -> None:
+    from manager.sharding import ShardingOptions
+
+    client = KubeClient(ClusterConfig(server="http://127.0.0.1:9"))  # never asked
+    mgr = Manager(
+        client,
+        ManagerOptions(
+            metrics_bind_address="0",
+            health_probe_bind_address="0",
+            leader_election=False,
+            sharding=ShardingOptions(),
+        ),
+    )
+    try:
+        mgr.controller("x", Nothing(), fleet=True, sharded=True).for_(CONFIGMAPS).complete()
+        with pytest.raises(ValueError, match="all sharded by cluster or none"):
+            mgr.controller("y", Nothing(), fleet=True)
+        assert type(mgr.fleet.policy).__name__ == "ClusterShards"
+    finally:
+        client.close()
