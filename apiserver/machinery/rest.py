@@ -1141,14 +1141,27 @@ class Rest:
     @staticmethod
     def _check_crd_schemas(crd: JsonDict) -> None:
         """A CRD whose schemas are not structural, or whose defaults are wrong, is refused
-        (422), as kube does."""
+        (422), as kube does.
+
+        kube validates the internal form of the CRD: when every version carries the same
+        schema, conversion from v1 moves it to ``spec.validation`` (apiextensions/v1
+        conversion.go), so the errors name ``spec.validation.openAPIV3Schema`` and are
+        reported once; otherwise each version's own ``spec.versions[i].schema``.
+        """
         problems: list[FieldError] = []
-        for i, version in enumerate((crd.get("spec") or {}).get("versions") or []):
-            root = ((version or {}).get("schema") or {}).get("openAPIV3Schema")
+        versions = [v or {} for v in (crd.get("spec") or {}).get("versions") or []]
+        schemas = [v.get("schema") for v in versions]
+        if schemas and all(s == schemas[0] for s in schemas):
+            root = (schemas[0] or {}).get("openAPIV3Schema")
             if root is not None:
-                problems += schema.schema_errors(
-                    root, path=f"spec.versions[{i}].schema.openAPIV3Schema"
-                )
+                problems += schema.schema_errors(root, path="spec.validation.openAPIV3Schema")
+        else:
+            for i, own in enumerate(schemas):
+                root = (own or {}).get("openAPIV3Schema")
+                if root is not None:
+                    problems += schema.schema_errors(
+                        root, path=f"spec.versions[{i}].schema.openAPIV3Schema"
+                    )
         if problems:
             name = str((crd.get("metadata") or {}).get("name", ""))
             causes = [p.cause() for p in problems]
