@@ -318,6 +318,8 @@ class _Handler(BaseHTTPRequestHandler):
                 raise _method_not_allowed()
             if verb == "patch" and not route.served.custom:
                 _restful_consumes(self.headers.get("Content-Type") or "")
+            if not route.served.custom:
+                _restful_produces(verb, route.subresource or "", self.headers.get("Accept") or "")
             r = route.served.resource
             owner._count(verb, r.group, r.plural, route.subresource or "")
             latency = owner.faults.latency
@@ -1448,6 +1450,40 @@ def _restful_consumes(content_type: str) -> None:
     media = content_type.split(";", maxsplit=1)[0].strip().lower() or "application/octet-stream"
     if media not in _RESTFUL_PATCH_TYPES:
         raise StatusError(415, "UnsupportedMediaType", "415: Unsupported Media Type", {})
+
+
+_RESTFUL_CONNECT: Final = frozenset({"proxy", "exec", "attach", "portforward"})
+
+
+def _restful_produces(verb: str, subresource: str, accept: str) -> None:
+    """go-restful's route selection by ``Accept`` for a built-in resource (route.go
+    ``matchesAccept``), before kube's own negotiation: a clause, its parameters cut off,
+    must equal one of the media types the route produces (no wildcard but ``*/*``), so
+    ``application/*`` is refused here while a custom resource, which go-restful does not
+    serve, answers it in JSON. A list (and a watch) also produces the stream forms; a log
+    ``text/plain`` first (installer.go, ``ProducesMIMETypes``); a connect route ``*/*``.
+    The refusal is go-restful's message in a Status (``serviceErrorHandler``).
+
+    Raises:
+        StatusError: 406 NotAcceptable naming what the route produces.
+    """
+    if subresource in _RESTFUL_CONNECT:
+        return
+    produces = list(negotiation.BUILTIN_TYPES)
+    if verb in ("list", "watch"):
+        produces += list(negotiation.STREAM_TYPES)
+    if subresource == "log":
+        produces.insert(0, "text/plain")
+    for clause in (accept or "*/*").split(","):
+        media = clause.split(";", maxsplit=1)[0].strip(" ")
+        if media == "*/*" or media in produces:
+            return
+    raise StatusError(
+        406,
+        "NotAcceptable",
+        "406: Not Acceptable\n\nAvailable representations: " + ", ".join(produces),
+        {},
+    )
 
 
 def _delete_options(query: dict[str, str], body: bytes, content_type: str = "") -> DeleteOptions:

@@ -135,6 +135,25 @@ def make_crd(api_client: Any) -> Iterator[Callable[..., Crd]]:
         assert response.status in (200, 404), response.body
 
 
+def test_a_custom_resource_negotiates_wildcards_and_names_what_it_writes(
+    api_client: Any, make_crd: Callable[..., Crd], namespace: str
+) -> None:
+    """A custom resource is not served by go-restful: kube's NegotiateOutputMediaType
+    matches application/* to the first serializer, JSON, and its 406 names its own list."""
+    crd = make_crd()
+    path = crd.collection(namespace)
+    answer = http(api_client, "GET", path, headers={"Accept": "application/*"})
+    assert answer.status == 200, answer.body
+    assert answer.headers["Content-Type"] == "application/json"
+    assert answer.body["kind"] == "WidgetList"
+    refused = http(api_client, "GET", path, headers={"Accept": "text/html"})
+    assert refused.status == 406, refused.body
+    assert refused.body["message"] == (
+        "only the following media types are accepted: application/json, application/yaml, "
+        "application/vnd.kubernetes.protobuf"
+    )
+
+
 def test_crd_is_established_with_accepted_names(
     api_client: Any, make_crd: Callable[..., Crd]
 ) -> None:
