@@ -2236,10 +2236,16 @@ class Rest:
                     raise self._conflict(served, name)
                 if new_meta.get("uid") and new_meta["uid"] != current["metadata"].get("uid"):
                     # patch.go gives the store no precondition (DefaultUpdatedObjectInfo(nil)):
-                    # a patched uid reaches rest.BeforeUpdate's ValidateObjectMetaUpdate, a 422
+                    # a patched uid reaches rest.BeforeUpdate, a 422 whose cause is listed
+                    # twice: validateCommonFields checks the metadata, then the kind's own
+                    # ValidateUpdate does again (its ValidateObjectMetaUpdate, or a custom
+                    # resource's ValidateObjectMetaAccessorUpdate); the message drops repeats
                     cause = invalid_field("metadata.uid", new_meta["uid"], "field is immutable")
                     refused = AdmissionError(
-                        served.resource.kind, served.resource.group, name, [cause.cause()]
+                        served.resource.kind,
+                        served.resource.group,
+                        name,
+                        [cause.cause(), cause.cause()],
                     )
                     raise self._invalid(served, refused, new)
                 new = {
