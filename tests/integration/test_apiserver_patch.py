@@ -154,7 +154,6 @@ def test_writes_naming_an_earlier_incarnations_uid_are_refused(
     ] * 2
     assert response.body["message"] == f'ConfigMap "patched" is invalid: {immutable}'
 
-
     put = {**again, "metadata": {"name": "patched", "uid": old_uid}, "data": {"by": "stale"}}
     response = http(api_client, "PUT", path, body=put)
     assert response.status == 409, response.body
