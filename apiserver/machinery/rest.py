@@ -130,6 +130,38 @@ def not_found(served: ServedResource, name: str) -> StatusError:
     return StatusError(404, "NotFound", f'{gr} "{name}" not found', _details(served, name))
 
 
+def _summary(data: bytes, limit: int = 30) -> str:
+    """handlers/rest.go ``summarizeData``: a JSON object's start, anything else in hex."""
+    if not data:
+        return "<empty>"
+    cut, more = data[:limit], " ..." if len(data) > limit else ""
+    if data[:1] == b"{":
+        return cut.decode(errors="replace") + more
+    return cut.hex() + more
+
+
+def _check_custom_type(kind: str, api_version: str, obj: JsonDict, body: bytes) -> None:
+    """A custom resource's body is read by the unstructured decoder, which needs the
+    body's own ``kind`` and ``apiVersion`` (a built-in's codec takes them from the URL):
+    without a kind ``transformDecodeError`` refuses it, quoting the body; without an
+    apiVersion the create or update handler does.
+
+    Raises:
+        StatusError: 400 BadRequest.
+    """
+    if not obj.get("kind"):
+        raw = body.decode(errors="replace")
+        raise _bad_request(
+            f"the object provided is unrecognized (must be of type {kind}): "
+            f"Object 'Kind' is missing in '{raw}' ({_summary(body)})"
+        )
+    if not obj.get("apiVersion"):
+        raise _bad_request(
+            "the API version in the data () does not match the expected API version "
+            f"({api_version})"
+        )
+
+
 def _bad_request(message: str) -> StatusError:
     return StatusError(400, "BadRequest", message)
 
@@ -1284,6 +1316,8 @@ class Rest:
         if not isinstance(obj, dict):
             return fieldvalidation.plain(obj) if tracked else obj, directive
         kind = obj.get("kind")
+        if served.custom:
+            _check_custom_type(r.kind, r.api_version, obj, body)
         if isinstance(kind, str) and kind:
             version = str(obj.get("apiVersion") or "").rpartition("/")[2]
             shown = f'"{version}"' if version.isalnum() else orjson.dumps(version).decode()
