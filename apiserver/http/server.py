@@ -62,6 +62,7 @@ from apiserver.machinery.rest import (
     check_write_options,
 )
 from apiserver.registry import eventsconv, hpaconv, subresources
+from apiserver.registry.allocator import SERVICE_RANGE
 from apiserver.registry.garbage import GarbageCollector
 from apiserver.registry.quota import DEFAULT_SYNC_PERIOD, QuotaController
 from apiserver.registry.strategy import new_rest
@@ -1650,6 +1651,7 @@ class LocalApiServer:
             },
         }
         self.rest.create(services, "default", service, manager="kube-apiserver")
+        self._bootstrap_service_cidr()
         self.rest.create(
             endpoints,
             "default",
@@ -1680,6 +1682,34 @@ class LocalApiServer:
                 "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
             },
             manager="kube-apiserver",
+        )
+
+    def _bootstrap_service_cidr(self) -> None:
+        """The default ``kubernetes`` ServiceCIDR, Ready, as kube-apiserver's
+        defaultservicecidr controller keeps it: the range ClusterIPs come from."""
+        cidrs = self.registry.lookup("networking.k8s.io", "v1", "servicecidrs")
+        assert cidrs is not None
+        manager = "kubernetes-service-cidr-controller"
+        created = self.rest.create(
+            cidrs,
+            None,
+            {"metadata": {"name": "kubernetes"}, "spec": {"cidrs": [str(SERVICE_RANGE)]}},
+            manager=manager,
+        )
+        ready = {
+            "type": "Ready",
+            "status": "True",
+            "lastTransitionTime": created["metadata"]["creationTimestamp"],
+            "reason": "",
+            "message": "Kubernetes Service CIDR is ready",
+        }
+        self.rest.update(
+            cidrs,
+            None,
+            "kubernetes",
+            {**created, "status": {"conditions": [ready]}},
+            subresource="status",
+            manager=manager,
         )
 
     def _serve(self, address: tuple[str, int]) -> None:
