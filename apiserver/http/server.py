@@ -62,6 +62,7 @@ from apiserver.machinery.rest import (
     check_write_options,
 )
 from apiserver.registry import eventsconv, hpaconv, subresources
+from apiserver.registry.allocator import SERVICE_RANGE
 from apiserver.registry.garbage import GarbageCollector
 from apiserver.registry.quota import DEFAULT_SYNC_PERIOD, QuotaController
 from apiserver.registry.strategy import new_rest
@@ -318,6 +319,8 @@ class _Handler(BaseHTTPRequestHandler):
                 raise _method_not_allowed()
             if verb == "patch" and not route.served.custom:
                 _restful_consumes(self.headers.get("Content-Type") or "")
+            if not route.served.custom:
+                _restful_produces(verb, route.subresource or "", self.headers.get("Accept") or "")
             r = route.served.resource
             owner._count(verb, r.group, r.plural, route.subresource or "")
             latency = owner.faults.latency
@@ -1450,6 +1453,40 @@ def _restful_consumes(content_type: str) -> None:
         raise StatusError(415, "UnsupportedMediaType", "415: Unsupported Media Type", {})
 
 
+_RESTFUL_CONNECT: Final = frozenset({"proxy", "exec", "attach", "portforward"})
+
+
+def _restful_produces(verb: str, subresource: str, accept: str) -> None:
+    """go-restful's route selection by ``Accept`` for a built-in resource (route.go
+    ``matchesAccept``), before kube's own negotiation: a clause, its parameters cut off,
+    must equal one of the media types the route produces (no wildcard but ``*/*``), so
+    ``application/*`` is refused here while a custom resource, which go-restful does not
+    serve, answers it in JSON. A list (and a watch) also produces the stream forms; a log
+    ``text/plain`` first (installer.go, ``ProducesMIMETypes``); a connect route ``*/*``.
+    The refusal is go-restful's message in a Status (``serviceErrorHandler``).
+
+    Raises:
+        StatusError: 406 NotAcceptable naming what the route produces.
+    """
+    if subresource in _RESTFUL_CONNECT:
+        return
+    produces = list(negotiation.BUILTIN_TYPES)
+    if verb in ("list", "watch"):
+        produces += list(negotiation.STREAM_TYPES)
+    if subresource == "log":
+        produces.insert(0, "text/plain")
+    for clause in (accept or "*/*").split(","):
+        media = clause.split(";", maxsplit=1)[0].strip(" ")
+        if media == "*/*" or media in produces:
+            return
+    raise StatusError(
+        406,
+        "NotAcceptable",
+        "406: Not Acceptable\n\nAvailable representations: " + ", ".join(produces),
+        {},
+    )
+
+
 def _delete_options(query: dict[str, str], body: bytes, content_type: str = "") -> DeleteOptions:
     data: JsonDict = {}
     if body.strip():
@@ -1614,6 +1651,7 @@ class LocalApiServer:
             },
         }
         self.rest.create(services, "default", service, manager="kube-apiserver")
+        self._bootstrap_service_cidr()
         self.rest.create(
             endpoints,
             "default",
@@ -1644,6 +1682,34 @@ class LocalApiServer:
                 "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
             },
             manager="kube-apiserver",
+        )
+
+    def _bootstrap_service_cidr(self) -> None:
+        """The default ``kubernetes`` ServiceCIDR, Ready, as kube-apiserver's
+        defaultservicecidr controller keeps it: the range ClusterIPs come from."""
+        cidrs = self.registry.lookup("networking.k8s.io", "v1", "servicecidrs")
+        assert cidrs is not None
+        manager = "kubernetes-service-cidr-controller"
+        created = self.rest.create(
+            cidrs,
+            None,
+            {"metadata": {"name": "kubernetes"}, "spec": {"cidrs": [str(SERVICE_RANGE)]}},
+            manager=manager,
+        )
+        ready = {
+            "type": "Ready",
+            "status": "True",
+            "lastTransitionTime": created["metadata"]["creationTimestamp"],
+            "reason": "",
+            "message": "Kubernetes Service CIDR is ready",
+        }
+        self.rest.update(
+            cidrs,
+            None,
+            "kubernetes",
+            {**created, "status": {"conditions": [ready]}},
+            subresource="status",
+            manager=manager,
         )
 
     def _serve(self, address: tuple[str, int]) -> None:

@@ -130,6 +130,38 @@ def not_found(served: ServedResource, name: str) -> StatusError:
     return StatusError(404, "NotFound", f'{gr} "{name}" not found', _details(served, name))
 
 
+def _summary(data: bytes, limit: int = 30) -> str:
+    """handlers/rest.go ``summarizeData``: a JSON object's start, anything else in hex."""
+    if not data:
+        return "<empty>"
+    cut, more = data[:limit], " ..." if len(data) > limit else ""
+    if data[:1] == b"{":
+        return cut.decode(errors="replace") + more
+    return cut.hex() + more
+
+
+def _check_custom_type(kind: str, api_version: str, obj: JsonDict, body: bytes) -> None:
+    """A custom resource's body is read by the unstructured decoder, which needs the
+    body's own ``kind`` and ``apiVersion`` (a built-in's codec takes them from the URL):
+    without a kind ``transformDecodeError`` refuses it, quoting the body; without an
+    apiVersion the create or update handler does.
+
+    Raises:
+        StatusError: 400 BadRequest.
+    """
+    if not obj.get("kind"):
+        raw = body.decode(errors="replace")
+        raise _bad_request(
+            f"the object provided is unrecognized (must be of type {kind}): "
+            f"Object 'Kind' is missing in '{raw}' ({_summary(body)})"
+        )
+    if not obj.get("apiVersion"):
+        raise _bad_request(
+            "the API version in the data () does not match the expected API version "
+            f"({api_version})"
+        )
+
+
 def _bad_request(message: str) -> StatusError:
     return StatusError(400, "BadRequest", message)
 
@@ -1141,14 +1173,27 @@ class Rest:
     @staticmethod
     def _check_crd_schemas(crd: JsonDict) -> None:
         """A CRD whose schemas are not structural, or whose defaults are wrong, is refused
-        (422), as kube does."""
+        (422), as kube does.
+
+        kube validates the internal form of the CRD: when every version carries the same
+        schema, conversion from v1 moves it to ``spec.validation`` (apiextensions/v1
+        conversion.go), so the errors name ``spec.validation.openAPIV3Schema`` and are
+        reported once; otherwise each version's own ``spec.versions[i].schema``.
+        """
         problems: list[FieldError] = []
-        for i, version in enumerate((crd.get("spec") or {}).get("versions") or []):
-            root = ((version or {}).get("schema") or {}).get("openAPIV3Schema")
+        versions = [v or {} for v in (crd.get("spec") or {}).get("versions") or []]
+        schemas = [v.get("schema") for v in versions]
+        if schemas and all(s == schemas[0] for s in schemas):
+            root = (schemas[0] or {}).get("openAPIV3Schema")
             if root is not None:
-                problems += schema.schema_errors(
-                    root, path=f"spec.versions[{i}].schema.openAPIV3Schema"
-                )
+                problems += schema.schema_errors(root, path="spec.validation.openAPIV3Schema")
+        else:
+            for i, own in enumerate(schemas):
+                root = (own or {}).get("openAPIV3Schema")
+                if root is not None:
+                    problems += schema.schema_errors(
+                        root, path=f"spec.versions[{i}].schema.openAPIV3Schema"
+                    )
         if problems:
             name = str((crd.get("metadata") or {}).get("name", ""))
             causes = [p.cause() for p in problems]
@@ -1271,6 +1316,8 @@ class Rest:
         if not isinstance(obj, dict):
             return fieldvalidation.plain(obj) if tracked else obj, directive
         kind = obj.get("kind")
+        if served.custom:
+            _check_custom_type(r.kind, r.api_version, obj, body)
         if isinstance(kind, str) and kind:
             version = str(obj.get("apiVersion") or "").rpartition("/")[2]
             shown = f'"{version}"' if version.isalnum() else orjson.dumps(version).decode()
@@ -2223,10 +2270,16 @@ class Rest:
                     raise self._conflict(served, name)
                 if new_meta.get("uid") and new_meta["uid"] != current["metadata"].get("uid"):
                     # patch.go gives the store no precondition (DefaultUpdatedObjectInfo(nil)):
-                    # a patched uid reaches rest.BeforeUpdate's ValidateObjectMetaUpdate, a 422
+                    # a patched uid reaches rest.BeforeUpdate, a 422 whose cause is listed
+                    # twice: validateCommonFields checks the metadata, then the kind's own
+                    # ValidateUpdate does again (its ValidateObjectMetaUpdate, or a custom
+                    # resource's ValidateObjectMetaAccessorUpdate); the message drops repeats
                     cause = invalid_field("metadata.uid", new_meta["uid"], "field is immutable")
                     refused = AdmissionError(
-                        served.resource.kind, served.resource.group, name, [cause.cause()]
+                        served.resource.kind,
+                        served.resource.group,
+                        name,
+                        [cause.cause(), cause.cause()],
                     )
                     raise self._invalid(served, refused, new)
                 new = {

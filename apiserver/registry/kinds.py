@@ -288,6 +288,8 @@ DEFAULTED: Final = frozenset(
         ("CronJob", "batch"),
         ("PersistentVolumeClaim", ""),
         ("PersistentVolume", ""),
+        ("LimitRange", ""),
+        ("Node", ""),
         ("HorizontalPodAutoscaler", "autoscaling"),
         ("StorageClass", "storage.k8s.io"),
         ("PriorityClass", "scheduling.k8s.io"),
@@ -302,6 +304,35 @@ DEFAULTED: Final = frozenset(
     | {(kind, group) for group, kind in _EMPTY_STATUS}
 )
 """The (kind, group) pairs :func:`default` changes; others need no defaulting copy."""
+
+
+def _default_limit_range(obj: dict[str, Any]) -> None:
+    """SetDefaults_LimitRangeItem: a Container item's default limit is its max, its default
+    request the default limit, else its min."""
+    for item in _spec(obj).get("limits") or []:
+        if not isinstance(item, dict) or item.get("type") != "Container":
+            continue
+        default = dict(a._map(item.get("default")))
+        request = dict(a._map(item.get("defaultRequest")))
+        for name, value in a._map(item.get("max")).items():
+            default.setdefault(name, value)
+        for name, value in default.items():
+            request.setdefault(name, value)
+        for name, value in a._map(item.get("min")).items():
+            request.setdefault(name, value)
+        if default:
+            item["default"] = default
+        if request:
+            item["defaultRequest"] = request
+
+
+def _default_node(obj: dict[str, Any]) -> None:
+    """SetDefaults_NodeStatus: a Node without allocatable resources has its capacity."""
+    status = obj.get("status")
+    if isinstance(status, dict) and status.get("allocatable") is None:
+        capacity = status.get("capacity")
+        if isinstance(capacity, dict):
+            status["allocatable"] = dict(capacity)
 
 
 def default(kind: str, group: str, obj: dict[str, Any], *, creating: bool) -> None:
@@ -321,6 +352,10 @@ def default(kind: str, group: str, obj: dict[str, Any], *, creating: bool) -> No
         _default_cronjob(obj)
     elif key == ("", "PersistentVolumeClaim"):
         _default_pvc_spec(_dspec(obj))
+    elif key == ("", "LimitRange"):
+        _default_limit_range(obj)
+    elif key == ("", "Node"):
+        _default_node(obj)
     elif key == ("", "PersistentVolume"):
         spec = _dspec(obj)
         spec.setdefault("persistentVolumeReclaimPolicy", "Retain")

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from tests.integration.policyparams import param_kind, params_pending
 from tests.integration.rawhttp import Response, http, ok
 
 API = "/apis/admissionregistration.k8s.io/v1"
@@ -279,60 +280,67 @@ def test_a_binding_whose_policy_is_missing_is_ignored(api_client: Any, namespace
 
 def test_params_and_failure_policy(api_client: Any, namespace: str) -> None:
     """A policy with a paramKind reads its binding's params; an expression that errors
-    denies under failurePolicy Fail."""
+    denies under failurePolicy Fail. The params are a custom resource (policyparams: a
+    real server's built-in param informer does not outlive the first policy using it)."""
     base = f"/api/v1/namespaces/{namespace}/configmaps"
-    ok(
-        http(
-            api_client,
-            "POST",
-            base,
-            body={"metadata": {"name": "limits"}, "data": {"maxKeys": "1"}},
-        ),
-        201,
-    )
-    spec = {
-        "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
-        "matchConstraints": {
-            **_rules("", "v1", "configmaps"),
-            "objectSelector": {"matchLabels": {"checked": "yes"}},
-        },
-        "validations": [
-            {
-                "expression": "object.data.size() <= int(params.data.maxKeys)",
-                "messageExpression": "'too many keys for ' + params.metadata.name",
-            }
-        ],
-    }
-    param_ref = {"paramRef": {"name": "limits", "parameterNotFoundAction": "Deny"}}
-    with _policy(api_client, namespace, spec, binding_extra=param_ref):
-        two = {
-            "metadata": {"name": "two", "labels": {"checked": "yes"}},
-            "data": {"a": "", "b": ""},
-        }
-        denied = _until(
-            lambda: http(api_client, "POST", base, query={"dryRun": "All"}, body=two),
-            lambda a: a.status != 201,
-        )
-        assert denied.status == 422, denied.body
-        assert denied.body["message"].endswith("denied request: too many keys for limits")
-        # no data: object.data is missing, the expression errors, failurePolicy Fail denies
-        empty = {"metadata": {"name": "empty", "labels": {"checked": "yes"}}}
-        errored = http(api_client, "POST", base, body=empty)
-        assert errored.status == 422, errored.body
-        assert (
-            "denied request: expression 'object.data.size() <= int(params.data.maxKeys)' "
-            "resulted in error: no such key: data" in errored.body["message"]
-        )
-        # unlabelled objects are not selected
+    with param_kind(api_client) as (prefix, api_version):
         ok(
             http(
                 api_client,
                 "POST",
-                base,
-                body={"metadata": {"name": "plain"}, "data": {"a": "", "b": ""}},
+                f"{prefix}/namespaces/{namespace}/teamparams",
+                body={
+                    "apiVersion": api_version,
+                    "kind": "TeamParams",
+                    "metadata": {"name": "limits"},
+                    "data": {"maxKeys": "1"},
+                },
             ),
             201,
         )
+        spec = {
+            "paramKind": {"apiVersion": api_version, "kind": "TeamParams"},
+            "matchConstraints": {
+                **_rules("", "v1", "configmaps"),
+                "objectSelector": {"matchLabels": {"checked": "yes"}},
+            },
+            "validations": [
+                {
+                    "expression": "object.data.size() <= int(params.data.maxKeys)",
+                    "messageExpression": "'too many keys for ' + params.metadata.name",
+                }
+            ],
+        }
+        param_ref = {"paramRef": {"name": "limits", "parameterNotFoundAction": "Deny"}}
+        with _policy(api_client, namespace, spec, binding_extra=param_ref):
+            two = {
+                "metadata": {"name": "two", "labels": {"checked": "yes"}},
+                "data": {"a": "", "b": ""},
+            }
+            denied = _until(
+                lambda: http(api_client, "POST", base, query={"dryRun": "All"}, body=two),
+                lambda a: a.status != 201 and not params_pending(a),
+            )
+            assert denied.status == 422, denied.body
+            assert denied.body["message"].endswith("denied request: too many keys for limits")
+            # no data: object.data is missing, the expression errors, failurePolicy Fail denies
+            empty = {"metadata": {"name": "empty", "labels": {"checked": "yes"}}}
+            errored = http(api_client, "POST", base, body=empty)
+            assert errored.status == 422, errored.body
+            assert (
+                "denied request: expression 'object.data.size() <= int(params.data.maxKeys)' "
+                "resulted in error: no such key: data" in errored.body["message"]
+            )
+            # unlabelled objects are not selected
+            ok(
+                http(
+                    api_client,
+                    "POST",
+                    base,
+                    body={"metadata": {"name": "plain"}, "data": {"a": "", "b": ""}},
+                ),
+                201,
+            )
 
 
 def test_policies_and_bindings_are_defaulted(api_client: Any, namespace: str) -> None:

@@ -135,6 +135,52 @@ def make_crd(api_client: Any) -> Iterator[Callable[..., Crd]]:
         assert response.status in (200, 404), response.body
 
 
+def test_a_custom_resource_negotiates_wildcards_and_names_what_it_writes(
+    api_client: Any, make_crd: Callable[..., Crd], namespace: str
+) -> None:
+    """A custom resource is not served by go-restful: kube's NegotiateOutputMediaType
+    matches application/* to the first serializer, JSON, and its 406 names its own list."""
+    crd = make_crd()
+    path = crd.collection(namespace)
+    answer = http(api_client, "GET", path, headers={"Accept": "application/*"})
+    assert answer.status == 200, answer.body
+    assert answer.headers["Content-Type"] == "application/json"
+    assert answer.body["kind"] == "WidgetList"
+    refused = http(api_client, "GET", path, headers={"Accept": "text/html"})
+    assert refused.status == 406, refused.body
+    assert refused.body["message"] == (
+        "only the following media types are accepted: application/json, application/yaml, "
+        "application/vnd.kubernetes.protobuf"
+    )
+
+
+def test_a_custom_resource_body_names_its_kind_and_api_version(
+    api_client: Any, make_crd: Callable[..., Crd], namespace: str
+) -> None:
+    """The unstructured decoder needs the body's own kind (a built-in's codec takes it
+    from the URL): a body without one is refused quoting it, one without an apiVersion
+    naming the expected version."""
+    crd = make_crd()
+    path = crd.collection(namespace)
+    bare = {"metadata": {"name": "bare"}}
+    raw = '{"metadata": {"name": "bare", "labels": {"a": "b"}}}'
+    refused = http(api_client, "POST", path, body=raw.encode())
+    assert refused.status == 400, refused.body
+    assert refused.body["message"] == (
+        "the object provided is unrecognized (must be of type Widget): "
+        f"Object 'Kind' is missing in '{raw}' ({raw[:30]} ...)"
+    )
+    unversioned = {"kind": "Widget", "metadata": {"name": "bare"}}
+    refused = http(api_client, "POST", path, body=unversioned)
+    assert refused.status == 400, refused.body
+    assert refused.body["message"] == (
+        f"the API version in the data () does not match the expected API version ({crd.group}/v1)"
+    )
+    assert http(api_client, "GET", f"{path}/bare").status == 404
+    built_in = f"/api/v1/namespaces/{namespace}/configmaps"
+    ok(http(api_client, "POST", built_in, query={"dryRun": "All"}, body=bare), 201)
+
+
 def test_crd_is_established_with_accepted_names(
     api_client: Any, make_crd: Callable[..., Crd]
 ) -> None:

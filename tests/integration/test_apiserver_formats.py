@@ -328,7 +328,6 @@ def test_yaml_answers_are_the_json_answers_in_yaml(api_client: Any, namespace: s
         (f"application/json;q=0.5, {YAML}", YAML),  # goautoneg sorts by quality first
         (f"application/json, {YAML}", "application/json"),
         (f"text/html, {YAML}", YAML),
-        ("application/*", "application/json"),  # the first serializer: JSON
     ],
 )
 def test_the_answer_is_in_the_best_accepted_media_type(
@@ -339,17 +338,35 @@ def test_the_answer_is_in_the_best_accepted_media_type(
     assert got["metadata"]["name"] == namespace
 
 
-def test_no_acceptable_media_type_is_406(api_client: Any, namespace: str) -> None:
-    """NegotiateOutputMediaType fails: ErrorNegotiated cannot negotiate the error either,
-    so WriteObjectNegotiated writes it as raw JSON with its own code."""
+BUILTIN_PRODUCES = "application/json, application/yaml, application/vnd.kubernetes.protobuf"
+STREAM_PRODUCES = "application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch"
+
+
+@pytest.mark.parametrize(
+    ("accept", "list_it", "produces"),
+    [
+        ("text/html", True, f"{BUILTIN_PRODUCES}, {STREAM_PRODUCES}"),  # a list also streams
+        ("text/html", False, BUILTIN_PRODUCES),
+        ("application/*", False, BUILTIN_PRODUCES),  # no wildcard but */* in go-restful
+    ],
+)
+def test_no_acceptable_media_type_is_406(
+    api_client: Any, namespace: str, accept: str, list_it: bool, produces: str
+) -> None:
+    """A built-in resource is served by go-restful, whose route selection refuses an
+    Accept naming none of the route's media types exactly (route.go matchesAccept) before
+    kube negotiates; kube's serviceErrorHandler writes go-restful's message in a Status,
+    which ErrorNegotiated cannot negotiate either, so it is raw JSON. (A custom resource
+    answers application/* in JSON: test_apiserver_crd.)"""
     path = f"/api/v1/namespaces/{namespace}/configmaps"
-    response = http(api_client, "GET", path, headers={"Accept": "text/html"})
+    if not list_it:
+        path = f"/api/v1/namespaces/{namespace}"
+    response = http(api_client, "GET", path, headers={"Accept": accept})
     assert response.status == 406, response.body
     assert response.headers["Content-Type"] == "application/json"
     assert response.body["reason"] == "NotAcceptable"
-    assert response.body["message"].startswith(
-        "only the following media types are accepted: application/json, application/yaml, "
-        "application/vnd.kubernetes.protobuf"
+    assert response.body["message"] == (
+        f"406: Not Acceptable\n\nAvailable representations: {produces}"
     )
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tests.integration.policyparams import param_kind, params_pending
 from tests.integration.rawhttp import MERGE, Response, http, ok
 
 API = "/apis/admissionregistration.k8s.io/v1"
@@ -299,73 +300,11 @@ def test_json_patches_add_replace_remove_and_test(api_client: Any, namespace: st
         }
 
 
-@contextmanager
-def _param_kind(api_client: Any) -> Iterator[tuple[str, str]]:
-    """A namespaced custom resource kind for params (``TeamParams`` in a group of its
-    own, ``data`` a map of strings), served until the block ends; its resource path
-    prefix and apiVersion.
-
-    Not a ConfigMap: kube-apiserver 1.36 takes a built-in param kind's informer from its
-    shared informer factory and starts it with the first policy's context, so once that
-    policy is deleted the informer stops and later policies never see a new ConfigMap
-    (a second run of a ConfigMap test on the same server fails). A custom kind's informer
-    is the policy's own."""
-    group = f"{_unique('params').replace('-', '')}.example.com"
-    crd = {
-        "metadata": {"name": f"teamparams.{group}"},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"plural": "teamparams", "singular": "teamparam", "kind": "TeamParams"},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "properties": {
-                                "data": {
-                                    "type": "object",
-                                    "additionalProperties": {"type": "string"},
-                                }
-                            },
-                        }
-                    },
-                }
-            ],
-        },
-    }
-    crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-    ok(http(api_client, "POST", crds, body=crd), 201)
-    try:
-        deadline = time.monotonic() + 30
-        while http(api_client, "GET", f"/apis/{group}/v1/teamparams").status != 200:
-            assert time.monotonic() < deadline, f"{group} is not served"
-            time.sleep(0.2)
-        yield f"/apis/{group}/v1", f"{group}/v1"
-    finally:
-        http(api_client, "DELETE", f"{crds}/teamparams.{group}")
-
-
-def _params_pending(answer: Response) -> bool:
-    message = str(answer.body.get("message"))
-    return any(
-        reason in message
-        for reason in (
-            "no params found",
-            "failed to find resource referenced by paramKind",
-            "not yet synced to use for admission",
-        )
-    )
-
-
 def test_params_from_a_custom_resource(api_client: Any, namespace: str) -> None:
     """A policy with a paramKind reads its binding's params (paramRef by name, in the
     request's namespace), and a change of the params reaches the next write."""
     base = f"/api/v1/namespaces/{namespace}/configmaps"
-    with _param_kind(api_client) as (prefix, api_version):
+    with param_kind(api_client) as (prefix, api_version):
         params = f"{prefix}/namespaces/{namespace}/teamparams"
         ok(
             http(
@@ -396,7 +335,7 @@ def test_params_from_a_custom_resource(api_client: Any, namespace: str) -> None:
                 # a real server finds the param kind once its discovery has the new
                 # resource, and the params once its informer for them has synced:
                 # until then, the policy (Fail) and the Deny action refuse
-                lambda a: "team" in _labels(a) or (a.status != 201 and not _params_pending(a)),
+                lambda a: "team" in _labels(a) or (a.status != 201 and not params_pending(a)),
             )
             assert mutated.status == 201, mutated.body
             assert _labels(mutated) == {**selected, "team": "blue"}

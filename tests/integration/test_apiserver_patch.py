@@ -146,10 +146,13 @@ def test_writes_naming_an_earlier_incarnations_uid_are_refused(
     assert response.status == 422, response.body
     assert response.body["reason"] == "Invalid"
     assert response.body["details"]["kind"] == "ConfigMap"
+    # rest.BeforeUpdate checks the metadata (validateCommonFields), then the kind's own
+    # ValidateConfigMapUpdate checks it again: the cause is listed twice, the message once
+    immutable = f'metadata.uid: Invalid value: "{old_uid}": field is immutable'
     assert [(c["reason"], c["field"]) for c in response.body["details"]["causes"]] == [
         ("FieldValueInvalid", "metadata.uid")
-    ]
-    assert "field is immutable" in response.body["message"]
+    ] * 2
+    assert response.body["message"] == f'ConfigMap "patched" is invalid: {immutable}'
 
     put = {**again, "metadata": {"name": "patched", "uid": old_uid}, "data": {"by": "stale"}}
     response = http(api_client, "PUT", path, body=put)

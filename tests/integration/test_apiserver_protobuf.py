@@ -10,6 +10,7 @@ typed ``create`` commands (``test_apiserver_kubectl.py``) decode them with Go's.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -42,14 +43,21 @@ def _decoded(status_ctype_body: tuple[int, str, bytes]) -> tuple[int, dict[str, 
 
 
 def _normal(value: Any) -> Any:
-    """Without empty maps, lists and nulls: protobuf has no way to say them (Go's JSON
-    drops most of them too)."""
+    """Without empty maps, lists, nulls and empty strings: protobuf has no way to say the
+    first three (Go's JSON drops most of them too), and an empty string is Go's zero value
+    however it travels (a Condition's ``reason`` is ``""`` in JSON, absent here)."""
     if isinstance(value, dict):
         out = {k: _normal(v) for k, v in value.items()}
-        return {k: v for k, v in out.items() if v not in (None, {}, [])}
+        return {k: v for k, v in out.items() if v not in (None, {}, [], "")}
     if isinstance(value, list):
         return [_normal(v) for v in value]
     return value
+
+
+def _in_order(items: list[Any]) -> list[Any]:
+    """A list's items, normalised and by name: componentstatuses are listed in the order
+    their health probes answer (componentstatus/rest.go List), not in storage order."""
+    return sorted(_normal(items), key=lambda item: json.dumps(item.get("metadata"), sort_keys=True))
 
 
 def _objects(namespace: str) -> list[tuple[str, dict[str, Any]]]:
@@ -190,6 +198,10 @@ def test_every_listable_builtin_lists_in_protobuf(api_client: Any, namespace: st
             else f"{prefix}/{resource['name']}"
         )
         as_json = ok(http(api_client, "GET", path), 200)
+        if protobuf.message_of(as_json["apiVersion"], as_json["kind"]) is None:
+            # a version this decoder has no schema for (a cluster may enable alpha or beta
+            # versions, e.g. --runtime-config=api/all=true); the local server serves none
+            continue
         # the protobuf list at the JSON list's revision: the same objects, whatever a
         # cluster's controllers write meanwhile (componentstatuses has no revision)
         query = _exact(as_json) if as_json["metadata"].get("resourceVersion") else {}
@@ -199,7 +211,7 @@ def test_every_listable_builtin_lists_in_protobuf(api_client: Any, namespace: st
         assert listed["metadata"].get("resourceVersion") == as_json["metadata"].get(
             "resourceVersion"
         ), path
-        assert _normal(listed.get("items", [])) == _normal(as_json["items"]), path
+        assert _in_order(listed.get("items", [])) == _in_order(as_json["items"]), path
         seen += 1
     assert seen >= 50, f"only {seen} listable resources discovered"
 

@@ -625,8 +625,13 @@ INVALID = [
     (
         CASES[1],
         {"spec": {"limits": [{"type": "Container", "min": {"cpu": "2"}, "max": {"cpu": "1"}}]}},
-        'LimitRange "bad" is invalid: spec.limits[0].min[cpu]: Invalid value: "2": '
-        "min value 2 is greater than max value 1",
+        # a Container item's default limit is defaulted to its max and its default request
+        # to that (SetDefaults_LimitRangeItem), so min breaks three rules
+        'LimitRange "bad" is invalid: [spec.limits[0].min[cpu]: Invalid value: "2": '
+        "min value 2 is greater than max value 1, spec.limits[0].defaultRequest[cpu]: "
+        'Invalid value: "1": min value 2 is greater than default request value 1, '
+        'spec.limits[0].default[cpu]: Invalid value: "2": min value 2 is greater than '
+        "default value 1]",
     ),
     (
         CASES[1],
@@ -723,8 +728,10 @@ INVALID = [
     (
         CASES[15],
         {"status": {"capacity": {"cpu": "-1"}}},
-        'Node "bad" is invalid: status.capacity.cpu: Invalid value: "-1": '
-        "must be greater than or equal to 0",
+        # allocatable is defaulted to capacity (SetDefaults_NodeStatus), and breaks the rule too
+        'Node "bad" is invalid: [status.capacity.cpu: Invalid value: "-1": must be greater '
+        'than or equal to 0, status.allocatable.cpu: Invalid value: "-1": must be greater '
+        "than or equal to 0]",
     ),
     (
         CASES[16],

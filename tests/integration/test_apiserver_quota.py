@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.integration.rawhttp import eventually, http, ok
+from tests.integration.rawhttp import MERGE, eventually, http, ok
 
 TIMEOUT = 30.0
 IMAGE = "registry.k8s.io/pause:3.9"
@@ -96,15 +96,35 @@ def test_quota_counts_pods_and_their_compute_resources(api_client: Any, namespac
     _status_is(api_client, path, half)
 
 
+def _names(api_client: Any, namespace: str, resource: str) -> list[str]:
+    listed = ok(http(api_client, "GET", f"/api/v1/namespaces/{namespace}/{resource}"), 200)
+    return [item["metadata"]["name"] for item in listed["items"]]
+
+
 def test_quota_counts_objects(api_client: Any, namespace: str) -> None:
-    """``configmaps`` starts at 1: every namespace has its ``kube-root-ca.crt``."""
-    hard = {"configmaps": "2", "count/secrets": "1", "services": "2", "services.nodeports": "1"}
+    """The quota counts what the namespace already holds: its ``kube-root-ca.crt`` (a
+    distribution's controllers may publish more, e.g. OpenShift's service CA bundle), then
+    each create and delete; a create past ``hard`` is refused."""
+    hard = {"configmaps": "50", "count/secrets": "50", "services": "2", "services.nodeports": "1"}
     path = _quota(api_client, namespace, "objects", hard)
-    _status_is(
-        api_client,
-        path,
-        {"configmaps": "1", "count/secrets": "0", "services": "0", "services.nodeports": "0"},
-    )
+    held: dict[str, int] = {}
+
+    def counted() -> bool:
+        configmaps = _names(api_client, namespace, "configmaps")
+        secrets = _names(api_client, namespace, "secrets")
+        held.update(configmaps=len(configmaps), secrets=len(secrets))
+        used = ok(http(api_client, "GET", path)).get("status", {}).get("used")
+        return "kube-root-ca.crt" in configmaps and used == {
+            "configmaps": str(len(configmaps)),
+            "count/secrets": str(len(secrets)),
+            "services": "0",
+            "services.nodeports": "0",
+        }
+
+    eventually(counted, TIMEOUT, f"status.used counts what {namespace} holds")
+    configmaps, secrets = held["configmaps"] + 1, held["secrets"] + 1
+    hard = {**hard, "configmaps": str(configmaps), "count/secrets": str(secrets)}
+    ok(http(api_client, "PATCH", path, body={"spec": {"hard": hard}}, content_type=MERGE), 200)
     base = f"/api/v1/namespaces/{namespace}"
     ok(http(api_client, "POST", f"{base}/configmaps", body={"metadata": {"name": "c1"}}), 201)
     ok(http(api_client, "POST", f"{base}/secrets", body={"metadata": {"name": "s1"}}), 201)
@@ -114,13 +134,18 @@ def test_quota_counts_objects(api_client: Any, namespace: str) -> None:
     _status_is(
         api_client,
         path,
-        {"configmaps": "2", "count/secrets": "1", "services": "1", "services.nodeports": "1"},
+        {
+            "configmaps": str(configmaps),
+            "count/secrets": str(secrets),
+            "services": "1",
+            "services.nodeports": "1",
+        },
     )
     refused = http(api_client, "POST", f"{base}/configmaps", body={"metadata": {"name": "c2"}})
     assert refused.status == 403, refused.body
     assert refused.body["message"] == (
         'configmaps "c2" is forbidden: exceeded quota: objects, requested: configmaps=1, '
-        "used: configmaps=2, limited: configmaps=2"
+        f"used: configmaps={configmaps}, limited: configmaps={configmaps}"
     )
     second = {"metadata": {"name": "np2"}, "spec": {"type": "NodePort", **port}}
     refused = http(api_client, "POST", f"{base}/services", body=second)
@@ -133,7 +158,12 @@ def test_quota_counts_objects(api_client: Any, namespace: str) -> None:
     _status_is(
         api_client,
         path,
-        {"configmaps": "2", "count/secrets": "0", "services": "1", "services.nodeports": "1"},
+        {
+            "configmaps": str(configmaps),
+            "count/secrets": str(secrets - 1),
+            "services": "1",
+            "services.nodeports": "1",
+        },
     )
 
 
