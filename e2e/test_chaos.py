@@ -72,7 +72,7 @@ def scenarios(
     runs = [
         _run_of(item)
         for item in request.session.items
-        if item.module is request.module and item.get_closest_marker("skip") is None
+        if item.path == request.path and item.get_closest_marker("skip") is None
     ]
     pool = ScenarioPool(runs, tmp_path_factory.mktemp("chaos"), parallel=PARALLEL)
     try:
