@@ -82,12 +82,14 @@ def scenarios(
 
 
 def _leader(pool: ScenarioPool, run: Run) -> ScenarioResult:
+    print(f"\n{run.key}: logs and configs in {pool.workdir / run.key}")
     result = pool.result(run, WAIT)
     assert isinstance(result, ScenarioResult)
     return result
 
 
 def _sharding(pool: ScenarioPool, run: Run) -> ShardResult:
+    print(f"\n{run.key}: logs and configs in {pool.workdir / run.key}")
     result = pool.result(run, WAIT)
     assert isinstance(result, ShardResult)
     return result
