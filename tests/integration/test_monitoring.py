@@ -198,9 +198,14 @@ def _exported(metrics_text: str) -> set[str]:
     }
 
 
-@pytest.fixture
-def overseer_embedded(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """``overseer run --embedded --demo``: leader election on, the exposer sharded."""
+@pytest.fixture(scope="module")
+def overseer_embedded(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """``overseer run --embedded --demo``: leader election on, the exposer sharded. One
+    process for the module: the tests only read its /metrics (it runs its own API server,
+    so nothing a test does can reach another)."""
+    tmp_path = tmp_path_factory.mktemp("overseer-embedded")
     port = _free_port()
     config = tmp_path / "overseer.yaml"
     config.write_text(
@@ -253,6 +258,22 @@ def overseer_embedded(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[st
             proc.kill()
             proc.wait(10)
         log.close()
+
+
+def _query_failures(api: str, queries: list[tuple[str, str]], exported: set[str]) -> list[str]:
+    """The dashboard queries that name a metric not exported, or that Prometheus answers
+    with nothing."""
+    failures = []
+    for title, expr in queries:
+        unknown = metric_names(expr) - exported
+        if unknown:
+            failures.append(f"{title}: {expr}: not exported: {sorted(unknown)}")
+            continue
+        query = expr.replace("$job", JOB).replace("$__rate_interval", RATE_INTERVAL)
+        answer = _get_json(f"{api}/query?" + urllib.parse.urlencode({"query": query}))
+        if answer["status"] != "success" or not answer["data"]["result"]:
+            failures.append(f"{title}: {query}: returned nothing ({answer})")
+    return failures
 
 
 def test_overseer_exports_no_created_series(
@@ -311,21 +332,19 @@ def test_every_dashboard_query_against_a_real_prometheus(
                 assert server.poll() is None, f"prometheus exited {server.returncode}"
                 assert time.monotonic() < deadline, "prometheus never scraped overseer"
                 time.sleep(0.3)
-            time.sleep(8)  # enough 1 s scrapes for rate() over 20 s windows
-            with urllib.request.urlopen(metrics_url, timeout=5) as answer:
-                exported = _exported(answer.read().decode())
-            failures = []
             queries = _dashboard_queries()
             assert len(queries) >= 20
-            for title, expr in queries:
-                unknown = metric_names(expr) - exported
-                if unknown:
-                    failures.append(f"{title}: {expr}: not exported: {sorted(unknown)}")
-                    continue
-                query = expr.replace("$job", JOB).replace("$__rate_interval", RATE_INTERVAL)
-                answer = _get_json(f"{api}/query?" + urllib.parse.urlencode({"query": query}))
-                if answer["status"] != "success" or not answer["data"]["result"]:
-                    failures.append(f"{title}: {query}: returned nothing ({answer})")
+            # rate() over a 20 s window answers once it holds two 1 s scrapes of a series:
+            # ask every query again after each scrape until all answer, 30 s at most (a
+            # query that never does is reported then)
+            deadline = time.monotonic() + 30
+            while True:
+                with urllib.request.urlopen(metrics_url, timeout=5) as answer:
+                    exported = _exported(answer.read().decode())
+                failures = _query_failures(api, queries, exported)
+                if not failures or time.monotonic() > deadline:
+                    break
+                time.sleep(1.0)
             rules = yaml.safe_load((BUNDLE / "prometheus-rules.yaml").read_text())
             for group in rules["groups"]:
                 for rule in group["rules"]:

@@ -209,6 +209,15 @@ def test_allocates_annotates_and_releases(
         delete_pod(client, namespace, "a")
         wait_for("port of a released", lambda: len(ports(client, net)) == 1)
         assert ports(client, net)[0]["spec"]["podName"] == "b"
+        # the allocator frees an address when its cache sees the port go (not when the
+        # server has deleted it): under load that comes a moment later
+        wait_for(
+            "the release seen by the allocator",
+            lambda: (
+                REGISTRY.get_sample_value("overseer_podport_addresses_used", {"network": net})
+                == 1.0
+            ),
+        )
         # the freed lowest address is handed out again
         make_pod(client, namespace, "c")
         c = wait_for("pod c allocated", lambda: allocated(client, namespace, "c"))
