@@ -50,8 +50,10 @@ Contract:
   create per Event.
 * Writes that fail with a 5xx or an unreachable server are tried ``max_attempts``
   times in all, waiting on the injected clock between attempts (the first wait
-  ``retry_interval`` times a random factor in [0.5, 1), then ``retry_interval``). Other API
-  errors (4xx) are not retried. An event that cannot be written is logged and dropped
+  ``retry_interval`` times a random factor in [0.5, 1), then ``retry_interval``; a
+  :meth:`EventBroadcaster.flush` cuts the waits short while it waits, so the manager's
+  flush before it releases its Lease does not spend its graceful timeout in one). Other
+  API errors (4xx) are not retried. An event that cannot be written is logged and dropped
   (``reason="api_error"``); nothing reaches the caller and the sender keeps going. 429s
   and retryable 5xx are also retried inside :class:`~manager.client.KubeClient`.
 * Any other exception the sender meets never ends it. One raised by a write (the
@@ -688,6 +690,7 @@ class EventBroadcaster:
         self._retry_cond = threading.Condition()  # retry waits; shutdown cuts them short
         self._closed = False  # no more events accepted
         self._abandon = False  # drop what is queued instead of sending it
+        self._flushing = 0  # flushes waiting: no retry waits meanwhile (under _retry_cond)
         self._stop: threading.Event | None = None
         self._thread: threading.Thread | None = None
         # namespace -> clock time until which its Events are dropped (sender thread only)
@@ -751,14 +754,21 @@ class EventBroadcaster:
         self._queue.append(barrier)
         self._hurry.set()  # no need to wait for the batch interval
         self._wake.set()
-        deadline = time.monotonic() + timeout
-        while not barrier.wait(min(max(deadline - time.monotonic(), 0.0), _POLL)):
-            thread = self._thread
-            if thread is not None and not thread.is_alive():
-                return True  # the sender has ended: it wrote or dropped what it had
-            if time.monotonic() >= deadline:
-                return False
-        return True
+        with self._retry_cond:  # nor for retry backoffs: the writes waiting go again now
+            self._flushing += 1
+            self._retry_cond.notify_all()
+        try:
+            deadline = time.monotonic() + timeout
+            while not barrier.wait(min(max(deadline - time.monotonic(), 0.0), _POLL)):
+                thread = self._thread
+                if thread is not None and not thread.is_alive():
+                    return True  # the sender has ended: it wrote or dropped what it had
+                if time.monotonic() >= deadline:
+                    return False
+            return True
+        finally:
+            with self._retry_cond:
+                self._flushing -= 1
 
     def shutdown(self, timeout: float = 10.0) -> bool:
         """Refuse new events, let the sender write what is queued, and join it.
@@ -865,7 +875,7 @@ class EventBroadcaster:
                     failures += 1
                     self._batch_failed(items, session, failures)
                     session = None  # the next batch makes a new one
-                    self._backoff(failures, stop)  # cut short by a stop
+                    self._backoff(failures, stop, hurried=False)  # cut short by a stop
                 else:
                     failures = 0
         except BaseException as exc:  # not survivable: say why the sender is gone
@@ -1165,8 +1175,11 @@ class EventBroadcaster:
                 logger.debug("event to update is gone, creating it", extra=_describe(event))
         return session.create(EVENTS, _create_body(event), namespace=namespace)
 
-    def _backoff(self, attempt: int, stop: threading.Event) -> bool:
-        """Wait before the next attempt on the clock; False if stopping cut it short."""
+    def _backoff(self, attempt: int, stop: threading.Event, *, hurried: bool = True) -> bool:
+        """Wait before the next attempt on the clock; False if stopping cut it short. A
+        flush waiting ends a write's retry wait at once (``hurried``, True): its next
+        attempt goes now (still at most ``max_attempts`` in all); not the sender's wait
+        after a defect."""
         delay = self._options.retry_interval
         if attempt == 1:  # spread clients that all failed at once (client-go)
             delay *= random.uniform(0.5, 1.0)
@@ -1174,7 +1187,7 @@ class EventBroadcaster:
         with self._retry_cond:
             while not self._stopping(stop) and not self._abandon:
                 remaining = deadline - self._clock.now()
-                if remaining <= 0:
+                if remaining <= 0 or (hurried and self._flushing):
                     return True
                 self._clock.wait(self._retry_cond, min(remaining, _POLL))
         return False

@@ -502,6 +502,29 @@ def test_shutdown_does_not_wait_out_a_retry_backoff(
 
 
 @pytest.mark.local_only
+def test_a_flush_does_not_wait_out_a_retry_backoff(
+    kube: KubeClient,
+    namespace: str,
+    configmap: JsonDict,
+    local_server: Any,
+    running: Callable[..., Running],
+) -> None:
+    """A stopping manager flushes its Events while its Lease is still its own: a write
+    waiting out a retry backoff (retry_interval, 10 s) is tried again at once, so the
+    stop does not spend its graceful timeout waiting."""
+    r = running().start()
+    errors_before = dropped("api_error")
+    local_server.faults.fail_next(1, 500, verb="create", resource="events")
+    r.recorder.event(configmap, NORMAL, "Flaky", "written at the flush")
+    assert r.clock.wait_for_waiters(1, timeout=WAIT), "sender did not back off"
+
+    assert r.broadcaster.flush(WAIT)  # the fake clock never moves: the flush cuts the wait
+    [event] = events_about(kube, namespace, configmap["metadata"]["name"])
+    assert (event["reason"], event["count"]) == ("Flaky", 1)
+    assert dropped("api_error") == errors_before
+
+
+@pytest.mark.local_only
 def test_a_transient_server_error_is_retried_until_written(
     kube: KubeClient,
     namespace: str,
