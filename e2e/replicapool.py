@@ -16,6 +16,7 @@ Thread-safe: one lock guards the processes; the supervisor is one thread.
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 import socket
 import threading
@@ -32,12 +33,15 @@ from manager.testing.proxy import TcpProxy
 
 __all__ = ["Exit", "ReplicaPool", "free_port"]
 
+# the probe server's log line: {"msg":"serving","server":"probes","address":["127.0.0.1",N]}
+_PROBES = re.compile(r'"server":\s*"probes",\s*"address":\s*\["[^"]*",\s*(\d+)\]')
+
 
 @dataclass
 class _Proc:
     replica: Replica
     proxy: TcpProxy
-    health_port: int
+    health_port: int  # 0 until read from its log
     expected: str = ""  # why it will exit: "kill", "stop", "term", or "" (it should not)
     exit_code: int | None = None
 
@@ -180,9 +184,26 @@ class ReplicaPool(ABC):
         live = self.live()
         return len(live) == self.target and all(map(self.ready, live))
 
-    def ready(self, name: str) -> bool:
+    def health_port(self, name: str) -> int | None:
+        """The port ``name``'s probe server bound (it binds port 0: a port picked here
+        and released could be taken meanwhile by a replica of a harness running beside
+        this one), read from its log once it serves; None until then."""
         with self._lock:
-            port = self._procs[name].health_port
+            proc = self._procs[name]
+        if not proc.health_port:
+            try:
+                found = _PROBES.search(proc.replica.log.read_text(errors="replace"))
+            except OSError:
+                found = None
+            if found is None:
+                return None
+            proc.health_port = int(found.group(1))
+        return proc.health_port
+
+    def ready(self, name: str) -> bool:
+        port = self.health_port(name)
+        if port is None:
+            return False
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
                 return int(r.status) == 200
@@ -205,7 +226,7 @@ class ReplicaPool(ABC):
         kubeconfig = self.server.kubeconfig_for(
             name, self.workdir / f"{name}.kubeconfig", server=proxy.url
         )
-        health_port = free_port()
+        health_port = 0  # the replica binds a free port and logs it (health_port())
         replica = Replica(
             name,
             self._config(name, health_port),

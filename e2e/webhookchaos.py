@@ -375,8 +375,9 @@ class WebhookHarness(ReplicaPool):
             self._ep_stop.wait(max(0.0, RELIST - (time.monotonic() - began)))
 
     def _probe(self, name: str) -> bool:
-        with self._lock:
-            port = self._procs[name].health_port
+        port = self.health_port(name)
+        if port is None:
+            return False
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=0.5) as r:
                 return int(r.status) == 200
