@@ -300,6 +300,12 @@ class RingParameters:
     slots: int = DEFAULT_SLOTS  # equal slots the hash space is cut into
     shard_by: str = SHARD_BY_UID  # the hashed field: uid | namespace
     algorithm: str = RING_ALGORITHM  # the assignment rule
+    # Hashes placed one by one rather than by their slot (sorted, each once): the
+    # clusters of a fleet sharded by cluster, few and large, which hashing into slots
+    # spreads unevenly (20 over 3 members: 9 on one as often as not). Each goes to a
+    # member by a bounded-load rule (:func:`_assign`): at most ceil(units / members)
+    # each. Part of what replicas agree on, so a change of them is a ring change.
+    units: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         problems = []
@@ -311,13 +317,26 @@ class RingParameters:
             )
         if self.algorithm != RING_ALGORITHM:
             problems.append(f"algorithm: only {RING_ALGORITHM!r} is known, got {self.algorithm!r}")
+        bad = [u for u in self.units if not (isinstance(u, int) and 0 <= u < HASH_SPACE)]
+        if bad:
+            problems.append(f"units: each must be in [0, 2**64), got {bad[:3]!r}")
         if problems:
             raise ValueError("invalid RingParameters: " + "; ".join(problems))
+        object.__setattr__(self, "units", tuple(sorted(set(self.units))))
 
     def describe(self) -> str:
-        """A stable text of the parameters, e.g. ``slots-v1;slots=64;shardBy=uid``:
-        equal for replicas that compute the same ring from the same members."""
-        return f"{self.algorithm};slots={self.slots};shardBy={self.shard_by}"
+        """A stable text of the parameters, e.g. ``slots-v1;slots=64;shardBy=uid`` (and
+        ``;units=<16 hex digits>,...`` when there are units): equal for replicas that
+        compute the same ring from the same members."""
+        text = f"{self.algorithm};slots={self.slots};shardBy={self.shard_by}"
+        if self.units:
+            text += ";units=" + ",".join(f"{u:016x}" for u in self.units)
+        return text
+
+    def rules(self) -> RingParameters:
+        """These parameters without their units: the configured part, which replicas
+        that follow another's units (a cluster it knows first) still share."""
+        return RingParameters(slots=self.slots, shard_by=self.shard_by, algorithm=self.algorithm)
 
     @classmethod
     def parse(cls, text: str) -> RingParameters:
@@ -333,11 +352,24 @@ class RingParameters:
             if not sep or key in fields:
                 raise ValueError(f"ring parameters {text!r}: bad or repeated field {part!r}")
             fields[key] = value
-        if set(fields) != {"slots", "shardBy"}:
+        if set(fields) - {"units"} != {"slots", "shardBy"}:
             raise ValueError(f"ring parameters {text!r}: need exactly slots and shardBy")
         if not fields["slots"].isdigit():
             raise ValueError(f"ring parameters {text!r}: slots is not a number")
-        return cls(slots=int(fields["slots"]), shard_by=fields["shardBy"], algorithm=algorithm)
+        units: list[int] = []
+        if "units" in fields:
+            for unit in fields["units"].split(","):
+                if len(unit) != 16 or unit.strip("0123456789abcdef"):
+                    raise ValueError(
+                        f"ring parameters {text[:120]!r}: units: {unit!r} is not 16 hex digits"
+                    )
+                units.append(int(unit, 16))
+        return cls(
+            slots=int(fields["slots"]),
+            shard_by=fields["shardBy"],
+            algorithm=algorithm,
+            units=tuple(units),
+        )
 
 
 class SlotRing:
@@ -349,7 +381,7 @@ class SlotRing:
         parameters: slots and the hashed field.
     """
 
-    __slots__ = ("_owners", "_ranges", "_starts", "members", "parameters", "version")
+    __slots__ = ("_owners", "_placed", "_ranges", "_starts", "members", "parameters", "version")
 
     def __init__(self, members: Iterable[str], parameters: RingParameters | None = None) -> None:
         self.parameters = parameters or RingParameters()
@@ -367,6 +399,12 @@ class SlotRing:
             else:
                 mine.append((start, end))
         self._ranges = {m: tuple(r) for m, r in ranges.items()}
+        units = self.parameters.units
+        self._placed: dict[int, str] = (
+            dict(zip(units, _assign(self.members, [f"unit:{u:016x}" for u in units]), strict=True))
+            if self.members
+            else {}
+        )
         digest = hashlib.blake2b(
             f"{self.parameters.describe()}|{','.join(self.members)}".encode(), digest_size=6
         ).hexdigest()
@@ -383,6 +421,9 @@ class SlotRing:
             return ""
         if not 0 <= h < HASH_SPACE:
             raise ValueError(f"hash out of [0, 2**64): {h}")
+        placed = self._placed.get(h)
+        if placed is not None:
+            return placed
         return self._owners[bisect.bisect_right(self._starts, h) - 1]
 
     def owner_of_object(self, obj: JsonDict) -> str:
@@ -422,28 +463,35 @@ def _slot_start(i: int, slots: int) -> int:
 
 
 def _assign_slots(members: tuple[str, ...], slots: int) -> list[str]:
-    """Slot-proposing stable matching with capacity ``ceil(slots / members)``: each slot
-    ranks members by rendezvous score, each member keeps the proposals it scores
-    highest. The result depends only on (members, slots) and is unique."""
+    """The owner of each slot (see :func:`_assign`)."""
     if not members:
         return [""] * slots
-    capacity = -(-slots // len(members))
-    scores = [{m: ring_hash(f"{m}|{i}") for m in members} for i in range(slots)]
+    return _assign(members, [str(i) for i in range(slots)])
+
+
+def _assign(members: tuple[str, ...], items: list[str]) -> list[str]:
+    """The owner of each of ``items`` by item-proposing stable matching with capacity
+    ``ceil(items / members)``: each item ranks members by rendezvous score (the hash of
+    ``"<member>|<item>"``), each member keeps the proposals it scores highest. The result
+    depends only on (members, items) and is unique; an item or a member more moves few
+    of the others (the rendezvous ranks do not change, only who is full)."""
+    capacity = -(-len(items) // len(members))
+    scores = [{m: ring_hash(f"{m}|{item}") for m in members} for item in items]
     prefs = [sorted(members, key=lambda m, s=s: (-s[m], m)) for s in scores]  # type: ignore[misc]
-    nxt = [0] * slots
-    held: dict[str, list[tuple[int, int]]] = {m: [] for m in members}  # member -> (score, slot)
-    free = list(range(slots))
+    nxt = [0] * len(items)
+    held: dict[str, list[tuple[int, int]]] = {m: [] for m in members}  # member -> (score, item)
+    free = list(range(len(items)))
     while free:
-        slot = free.pop()
-        member = prefs[slot][nxt[slot]]
-        nxt[slot] += 1
+        item = free.pop()
+        member = prefs[item][nxt[item]]
+        nxt[item] += 1
         mine = held[member]
-        bisect.insort(mine, (scores[slot][member], slot))
+        bisect.insort(mine, (scores[item][member], item))
         if len(mine) > capacity:
             _, rejected = mine.pop(0)  # the lowest score goes on to its next choice
             free.append(rejected)
-    owners = [""] * slots
+    owners = [""] * len(items)
     for member, mine in held.items():
-        for _, slot in mine:
-            owners[slot] = member
+        for _, item in mine:
+            owners[item] = member
     return owners

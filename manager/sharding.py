@@ -93,8 +93,8 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from prometheus_client import Counter as PromCounter
@@ -413,6 +413,7 @@ class ShardRing:
         self._stale = False  # the view is reported stale (once per stale period)
         self._published_params: RingParameters | None = None
         self._following: RingParameters | None = None  # the parameters of the ring we follow
+        self._units: tuple[int, ...] = ()  # placed one by one (a fleet's clusters)
         self._watchers: list[Callable[[], None]] = []  # told when ownership may change
 
     # -- what workers ask ------------------------------------------------------------------
@@ -469,7 +470,29 @@ class ShardRing:
         """The ring parameters this replica follows now (its own until it has seen a
         lower-named member's)."""
         with self._cond:
-            return self._following or self.options.parameters
+            return self._following or self._configured()
+
+    def set_units(self, units: Iterable[int]) -> None:
+        """Place the hashes ``units`` one by one, at most ceil(units / members) on each
+        member (:attr:`RingParameters.units <manager.hashring.RingParameters.units>`):
+        what a fleet sharded by cluster calls with its clusters' hashes whenever the
+        clusters it knows change. They are published with this replica's parameters; the
+        ring follows the lowest-named member's, so a change is a ring change like any
+        other: drained, published, handed over."""
+        placed = tuple(sorted(set(units)))
+        with self._cond:
+            if placed == self._units:
+                return
+            self._units = placed
+            self._wake = True
+            self._cond.notify_all()
+
+    def _configured(self) -> RingParameters:
+        """The parameters this replica publishes: its configuration and its units."""
+        params = self.options.parameters
+        with self._cond:
+            units = self._units
+        return replace(params, units=units) if units else params
 
     def _key_valid_for(self, h: int) -> float:
         me = self.lease_name
@@ -722,7 +745,7 @@ class ShardRing:
                     },
                 )
             return
-        if desired != current or self._published_params != self.options.parameters:
+        if desired != current or self._published_params != self._configured():
             self._apply(desired, stop)
             return
         synced_now = self._synced_now()
@@ -831,7 +854,7 @@ class ShardRing:
     def _ring_params(self, members: list[str]) -> RingParameters:
         """The parameters of the lowest-named live member that published its own (ours
         when we are the lowest, or nobody else published)."""
-        mine = self.options.parameters
+        mine = self._configured()
         candidates = sorted(
             [(self.lease_name, mine.describe(), mine)]
             + [
@@ -843,15 +866,18 @@ class ShardRing:
         chosen = candidates[0][2]
         if chosen != self._following:
             with self._cond:
-                self._following = chosen
-            PARAMS_MISMATCH.labels(self.options.ring_name).set(int(chosen != mine))
-            if chosen != mine:
+                before, self._following = self._following, chosen
+            # Units another member knows before us (or after) are no misconfiguration:
+            # only the configured part counts, and is told once per change.
+            differs = chosen.rules() != mine.rules()
+            PARAMS_MISMATCH.labels(self.options.ring_name).set(int(differs))
+            if differs and (before is None or before.rules() != chosen.rules()):
                 logger.warning(
                     "ring parameters differ from this replica's: following the ring's",
                     extra={
                         "ring": self.options.ring_name,
-                        "parameters": chosen.describe(),
-                        "configured": mine.describe(),
+                        "parameters": chosen.rules().describe(),
+                        "configured": mine.rules().describe(),
                         "from": candidates[0][0],
                     },
                 )
@@ -960,7 +986,7 @@ class ShardRing:
                 "drain_seconds": round(waited, 3),
             },
         )
-        params = self.options.parameters
+        params = self._configured()
         patch = {
             "metadata": {
                 "annotations": {

@@ -132,7 +132,9 @@ class ClusterPolicy(Protocol):
     """Which of the clusters the providers know this replica engages (multicluster-runtime's
     ``Coordinator``). A policy whose answer changes calls :meth:`Fleet.reconsider`.
 
-    Optionally, a policy also has ``released(name)`` (called, with the fleet's lock held,
+    Optionally, a policy also has ``known(names)`` (called, with the fleet's lock held,
+    with every cluster the providers know, before it is asked about them: a policy that
+    places clusters needs the whole set), ``released(name)`` (called, with the fleet's lock held,
     once a cluster it engaged has left for good: its keys stopped, its caches gone) and
     ``fence(name)`` (the :class:`~manager.fencing.Fence` every write to that member and of
     its keys asks, instead of the leader's): what a policy that hands clusters over
@@ -499,6 +501,9 @@ class Fleet:
         with self._lock:
             if not self._running or self._stop.is_set():
                 return
+            known_hook = getattr(self._policy, "known", None)
+            if known_hook is not None:
+                known_hook(sorted(self._known))
             wanted = {
                 name: known for name, known in self._known.items() if self._policy.engages(name)
             }

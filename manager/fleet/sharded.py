@@ -3,7 +3,13 @@ it, so caches and watch connections divide by the number of replicas.
 
 The ring is the manager's (:class:`~manager.sharding.ShardRing`: shard Leases in the home
 cluster) and its unit is the cluster: a cluster's shard hash is a hash of its name
-(:func:`cluster_hash`), placed on the ring like a key's. Engaging a cluster is, for
+(:func:`cluster_hash`). Clusters are few and large, and hashing them into the ring's slots
+as keys are would spread them unevenly (20 over 3 replicas: 9 on one as often as not, and
+the busiest replica's memory is what a Deployment's limit must cover), so every cluster
+the providers know is *placed* (:meth:`ShardRing.set_units <manager.sharding.ShardRing.
+set_units>`): at most ceil(clusters / replicas) on each replica, by a bounded-load rule
+that every replica computes alike from the ring's members and published units (a new
+cluster moves at most a few others). Engaging a cluster is, for
 the ring, one long reconcile of that key — :meth:`ShardRing.begin
 <manager.sharding.ShardRing.begin>` when it is engaged, :meth:`ShardRing.end
 <manager.sharding.ShardRing.end>` once it has left — so a ring change hands a cluster over
@@ -68,6 +74,11 @@ class ClusterShards:
         self._lock = threading.Lock()
         self._held: set[str] = set()  # engaged (or leaving): begun on the ring, not ended
         ring.add_watcher(reconsider)
+
+    def known(self, names: list[str]) -> None:
+        """Every cluster the providers know now: the ring places them (a change is a
+        ring change: drained, published, handed over)."""
+        self.ring.set_units(cluster_hash(name) for name in names)
 
     def engages(self, name: str) -> bool:
         """Whether this replica engages cluster ``name`` now: one it holds while the ring

@@ -138,10 +138,12 @@ class Replica:
 
 
 def _names(ring: str, a: str, b: str) -> tuple[str, str]:
-    """A cluster name the ring of {a, b} gives to b (it moves when b joins) and one it
-    gives to a (it stays)."""
-    both = SlotRing((shard_lease_name(ring, a), shard_lease_name(ring, b)), RingParameters())
-    owners = {n: both.owner_of(cluster_hash(n)) for n in (f"c{i}" for i in range(32))}
+    """Two cluster names the ring of {a, b} places one on each: the one it gives b (it
+    moves when b joins) and the one it gives a (it stays)."""
+    pair = ("c0", "c1")
+    placed = RingParameters(units=tuple(cluster_hash(n) for n in pair))
+    both = SlotRing((shard_lease_name(ring, a), shard_lease_name(ring, b)), placed)
+    owners = {n: both.owner_of(cluster_hash(n)) for n in pair}
     moving = next(n for n, o in owners.items() if o == shard_lease_name(ring, b))
     staying = next(n for n, o in owners.items() if o == shard_lease_name(ring, a))
     return moving, staying
@@ -213,3 +215,55 @@ def test_a_ring_change_hands_a_cluster_over_without_overlap(
             codes = [r.close() for r in (b, a) if r is not None]
             client.close()
         assert codes == [0, 0]  # both stopped gracefully: no shard Lease was lost
+
+
+def _unevenly_hashed(ring: str, replicas: list[str], n: int) -> list[str]:
+    """``n`` cluster names that hashing alone (each by the slot of its hash) would not
+    spread evenly over ``replicas``: one of them would get more than its share."""
+    plain = SlotRing([shard_lease_name(ring, r) for r in replicas], RingParameters())
+    names: list[str] = []
+    for i in range(1000):
+        names.append(f"c{i}")
+        if len(names) < n:
+            continue
+        window = names[-n:]
+        loads: dict[str, int] = {}
+        for name in window:
+            owner = plain.owner_of(cluster_hash(name))
+            loads[owner] = loads.get(owner, 0) + 1
+        if max(loads.values()) > -(-n // len(replicas)):
+            return window
+    raise AssertionError("no uneven window of names")
+
+
+def test_clusters_are_placed_evenly_over_the_replicas(
+    kubeconfig_path: str, namespace: str, local_servers: Any
+) -> None:
+    """Six clusters on three replicas: two each, whatever their hashes (memory divides
+    by replica count only if the busiest replica holds no more than its share). The
+    names are ones hashing alone would place three or more on one replica."""
+    ring = f"f{uuid.uuid4().hex[:6]}"
+    whos = [f"{ring}-{x}" for x in ("a", "b", "c")]
+    names = _unevenly_hashed(ring, whos, 6)
+    (member,) = local_servers(1)
+    clusters = tuple(KubeconfigFile(name=n, path=str(member.kubeconfig_path)) for n in names)
+    journal = Journal()
+    client = KubeClient.from_kubeconfig(kubeconfig_path)
+    replicas: list[Replica] = []
+    try:
+        replicas = [
+            Replica(client, namespace, ring, who, clusters=clusters, journal=journal)
+            for who in whos
+        ]
+
+        def placed() -> bool:
+            held = [r.held() for r in replicas]
+            return [len(h) for h in held] == [2, 2, 2] and sorted(
+                c for h in held for c in h
+            ) == sorted(names)
+
+        eventually(placed, timeout=30, what=f"two clusters on each replica: {names}")
+    finally:
+        codes = [r.close() for r in reversed(replicas)]
+        client.close()
+    assert codes == [0, 0, 0]

@@ -16,7 +16,7 @@ import pytest
 from manager.cache.factory import InformerFactory
 from manager.client import ClientOptions, KubeClient
 from manager.errors import WriteFenced
-from manager.hashring import HASH_SPACE, SlotRing, fnv1a_64, ranges_size
+from manager.hashring import HASH_SPACE, RingParameters, SlotRing, fnv1a_64, ranges_size
 from manager.resources import builtin
 from manager.sharding import (
     APPLIED_ANNOTATION,
@@ -77,8 +77,8 @@ class Other:
         self.thread = threading.Thread(target=self._renew, name="test-other-member")
         self.thread.start()
 
-    def publish(self, members: list[str]) -> None:
-        self.applied = encode_ring(SlotRing(members))
+    def publish(self, members: list[str], *, units: tuple[int, ...] = ()) -> None:
+        self.applied = encode_ring(SlotRing(members, RingParameters(units=units)))
         self.client.patch(
             LEASES,
             self.name,
@@ -352,3 +352,72 @@ def test_a_sharded_reconcile_runs_for_the_incarnation_its_hash_was_found_from() 
     assert seen[-1][0] == "uid-new"
     sharded.reconcile(Request("ns", "unknown"))  # never cached here: not run
     assert len(seen) == 2
+
+
+def test_a_placed_unit_moves_only_once_the_member_holding_it_published_units_without_it(
+    client: KubeClient, namespace: str
+) -> None:
+    """Units (a fleet's clusters) are placed by the ring's parameters, which replicas
+    publish with their ring: a unit our units give us, which another member's published
+    ring (its units) gives it, waits until that member publishes units that do not —
+    the same handshake as a key's."""
+    ring_name = f"r{uuid.uuid4().hex[:6]}"
+    other = Other(client, namespace, ring_name)
+    factory = InformerFactory(client)
+    leases = factory.informer(
+        LEASES, namespace=namespace, label_selector=f"{RING_LABEL}={ring_name}"
+    )
+    options = ShardingOptions(
+        ring_name=ring_name, lease_duration=2.0, renew_deadline=1.5, retry_period=0.3
+    )
+    me = ShardRing(
+        client, leases, options, identity="me_1", namespace=namespace, on_lost=lambda _: None
+    )
+    members = [me.lease_name, other.name]
+    # two units: alone, each is the other member's by its slot; placed, one is ours
+    units = _units_placed_apart(members, other.name)
+    ours = next(u for u in units if _placed(members, units).owner_of(u) == me.lease_name)
+    stop, ring_stop = threading.Event(), threading.Event()
+    factory.start(stop)
+    runner = threading.Thread(
+        target=me.run, args=(ring_stop,), kwargs={"release": lambda: True}, name="test-ring"
+    )
+    runner.start()
+    try:
+        other.publish(members)  # its ring without units: both units are its
+        _until(lambda: me.ready_reason() is None, "membership")
+        assert not me.owns(ours)
+        me.set_units(units)
+        _until(lambda: me.owns(ours), "our placed unit in the applied ring")
+        time.sleep(1.0)  # several ring steps
+        assert not me.begin("cluster/ours", ours), "started a unit the other still claims"
+        with pytest.raises(WriteFenced):  # not ours until it is
+            me.fence("cluster/theirs", next(u for u in units if u != ours)).check()
+        other.publish(members, units=units)  # it acknowledges the units
+        _until(lambda: me.begin("cluster/ours", ours), "the acknowledged unit")
+        me.end("cluster/ours", ours)
+        published = client.get(LEASES, me.lease_name, namespace)["metadata"]["annotations"]
+        assert published[APPLIED_ANNOTATION] == encode_ring(_placed(members, units))
+    finally:
+        ring_stop.set()
+        runner.join(WAIT)
+        stop.set()
+        factory.shutdown(WAIT)
+        other.close()
+
+
+def _placed(members: list[str], units: tuple[int, ...]) -> SlotRing:
+    return SlotRing(members, RingParameters(units=units))
+
+
+def _units_placed_apart(members: list[str], slot_owner: str) -> tuple[int, int]:
+    """Two hashes whose slots both give them to ``slot_owner`` but which, placed, go one
+    to each member."""
+    plain = SlotRing(members)
+    for i in range(10_000):
+        pair = (fnv1a_64(f"u{i}"), fnv1a_64(f"v{i}"))
+        if all(plain.owner_of(u) == slot_owner for u in pair):
+            placed = _placed(members, tuple(sorted(pair)))
+            if {placed.owner_of(u) for u in pair} == set(members):
+                return pair
+    raise AssertionError("no such pair")

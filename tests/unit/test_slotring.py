@@ -3,7 +3,9 @@ selectors, and a slot ring that is deterministic, balanced and moves little."""
 
 from __future__ import annotations
 
+import hashlib
 import uuid
+from collections import Counter
 
 import pytest
 
@@ -123,3 +125,84 @@ def test_parameters_describe_and_parse() -> None:
             RingParameters.parse(bad)
     with pytest.raises(ValueError, match="slots: must be in"):
         RingParameters(slots=0)
+
+
+# -- placed units (the clusters of a fleet sharded by cluster) ----------------------------
+
+CLUSTERS = [f"cluster-{i}" for i in range(40)]
+
+
+def _unit(name: str) -> int:
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big")
+
+
+def _loads(ring: SlotRing, units: list[int]) -> Counter[str]:
+    return Counter(ring.owner_of(u) for u in units)
+
+
+@pytest.mark.parametrize("members", [1, 2, 3, 4, 5, 7])
+@pytest.mark.parametrize("n", [1, 2, 5, 6, 7, 20, 21, 40])
+def test_units_are_placed_at_most_ceil_n_over_members_on_each(members: int, n: int) -> None:
+    """Hashing n clusters over the slots gives one member 9 of 20 as often as not; units
+    are placed by a bounded-load rule: nobody holds more than ceil(n / members)."""
+    units = [_unit(c) for c in CLUSTERS[:n]]
+    names = [f"ring-overseer-{i}" for i in range(members)]
+    ring = SlotRing(names, RingParameters(units=tuple(units)))
+    loads = _loads(ring, units)
+    assert max(loads.values()) <= -(-n // members), loads
+    assert sum(loads.values()) == n
+    assert SlotRing(reversed(names), RingParameters(units=tuple(reversed(units)))) == ring
+    assert all(
+        ring.owner_of(u) == SlotRing(names, RingParameters(units=tuple(units))).owner_of(u)
+        for u in units
+    )
+
+
+def test_plain_hashing_would_not_have_been_bounded() -> None:
+    """What the bounded placement is for: the same 20 clusters by their slot alone."""
+    units = [_unit(c) for c in CLUSTERS[:20]]
+    names = [f"ring-overseer-{i}" for i in range(3)]
+    assert max(_loads(SlotRing(names), units).values()) > 7
+
+
+def test_a_hash_that_is_not_a_unit_follows_its_slot() -> None:
+    names = ["a", "b", "c"]
+    units = tuple(_unit(c) for c in CLUSTERS[:10])
+    plain, placed = SlotRing(names), SlotRing(names, RingParameters(units=units))
+    assert all(plain.owner_of(fnv1a_64(uid)) == placed.owner_of(fnv1a_64(uid)) for uid in UIDS)
+    assert plain.assignment() == placed.assignment()  # the caches' ranges are the slots'
+    assert plain.version != placed.version  # but it is another ring
+
+
+def test_adding_a_unit_or_a_member_moves_few_units() -> None:
+    """A new cluster moves at most a couple of the others; a joining member takes its
+    share and the others keep most of theirs."""
+    names = [f"ring-overseer-{i}" for i in range(3)]
+    units = [_unit(c) for c in CLUSTERS[:21]]
+    for n in range(2, 21):
+        before = SlotRing(names, RingParameters(units=tuple(units[:n])))
+        after = SlotRing(names, RingParameters(units=tuple(units[: n + 1])))
+        moved = sum(before.owner_of(u) != after.owner_of(u) for u in units[:n])
+        assert moved <= 3, (n, moved)
+    before = SlotRing(names, RingParameters(units=tuple(units[:20])))
+    after = SlotRing([*names, "ring-overseer-9"], RingParameters(units=tuple(units[:20])))
+    moved = [u for u in units[:20] if before.owner_of(u) != after.owner_of(u)]
+    assert 5 <= len(moved) <= 8, len(moved)
+
+
+def test_units_describe_and_parse() -> None:
+    p = RingParameters(units=(5, 2**64 - 1, 5))
+    assert p.units == (5, 2**64 - 1)  # sorted, each once
+    assert p.describe() == ("slots-v1;slots=64;shardBy=uid;units=0000000000000005,ffffffffffffffff")
+    assert RingParameters.parse(p.describe()) == p
+    assert RingParameters().describe() == "slots-v1;slots=64;shardBy=uid"  # as before
+    assert p.rules() == RingParameters()  # the configuration, without the units
+    for bad in [
+        "slots-v1;slots=64;shardBy=uid;units=xyz",
+        "slots-v1;slots=64;shardBy=uid;units=1",
+        "slots-v1;slots=64;shardBy=uid;units=",
+    ]:
+        with pytest.raises(ValueError, match="units"):
+            RingParameters.parse(bad)
+    with pytest.raises(ValueError, match="units: each must be in"):
+        RingParameters(units=(2**64,))
