@@ -12,7 +12,9 @@ one, the sweeper collects orphaned ports every ``gcInterval``. Its ``close()`` s
 sweeper and detaches all of it. The address figures get a ``cluster`` label.
 
 A cluster whose CRD is not served within the cache sync timeout does not start its keys;
-the fleet-wide controller tries again a few seconds later (the reason is logged).
+the fleet-wide controller tries again a few seconds later (the reason is logged). When the
+cluster's keys stop meanwhile (:func:`~manager.fleet.cluster_stopping`: the cluster left,
+leadership or the manager ended), the wait ends at once.
 
 Thread-safe: built in the cluster's keys thread; then as :class:`PodPortReconciler`.
 """
@@ -45,13 +47,18 @@ from controllers.podport.reconciler import (
 )
 from controllers.podport.sweeper import Sweeper
 from manager import Cluster, DeletedFinalStateUnknown, JsonDict, Request, Result
+from manager.fleet import cluster_stopping
 
-__all__ = ["ClusterPorts", "PortEvents"]
+__all__ = ["ClusterPorts", "KeysStopped", "PortEvents"]
 
 logger = logging.getLogger(__name__)
 
 CRD_POLL: Final = 1.0  # seconds between discovery checks while a cluster lacks the CRD
 WAIT_STEP: Final = 0.02  # seconds between looks at the caches while they sync
+
+
+class KeysStopped(Exception):
+    """The cluster's keys stopped while its ports were being made (nothing to retry)."""
 
 
 class PortEvents:
@@ -97,6 +104,7 @@ class ClusterPorts:
     Raises:
         TimeoutError: the CRD is not served, or the LogicalPort cache did not sync, within
             ``sync_timeout`` seconds.
+        KeysStopped: the cluster's keys stopped first.
     """
 
     def __init__(
@@ -110,6 +118,7 @@ class ClusterPorts:
         sync_timeout: float,
     ) -> None:
         self._cluster = cluster.name
+        stopping = cluster_stopping()
         deadline = time.monotonic() + sync_timeout
         while True:
             served = crd_served(cluster.client)
@@ -120,7 +129,8 @@ class ClusterPorts:
                 break
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"cluster {cluster.name}: CRD {CRD_NAME} is not installed")
-            time.sleep(CRD_POLL)
+            if stopping.wait(CRD_POLL):
+                raise KeysStopped(f"cluster {cluster.name}: stopped waiting for CRD {CRD_NAME}")
         pods = cluster.informer(PODS, indexers={POD_BY_UID: index_pod_uid})
         ports = cluster.informer(
             LOGICAL_PORTS,
@@ -146,7 +156,8 @@ class ClusterPorts:
                     raise TimeoutError(
                         f"cluster {cluster.name}: the LogicalPort cache did not sync"
                     )
-                time.sleep(WAIT_STEP)
+                if stopping.wait(WAIT_STEP):
+                    raise KeysStopped(f"cluster {cluster.name}: stopped waiting for its caches")
         except BaseException:
             self._detach()
             raise

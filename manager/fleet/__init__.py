@@ -19,7 +19,7 @@ The README's "Fleets" section says how to configure and write for one.
 from __future__ import annotations
 
 from manager.fleet.cluster import Cluster, HomeCluster, MemberCluster
-from manager.fleet.controller import FleetController, ReconcilerFactory
+from manager.fleet.controller import FleetController, ReconcilerFactory, cluster_stopping
 from manager.fleet.fleet import (
     ClusterListener,
     ClusterPolicy,
@@ -60,4 +60,5 @@ __all__ = [
     "WatchScope",
     "cluster_hash",
     "cluster_name_of_secret",
+    "cluster_stopping",
 ]

@@ -65,7 +65,7 @@ from manager.predicate import Predicate
 from manager.reconcile import Reconciler, Request, Result
 from manager.workqueue import RateLimiter, RateLimitingQueue
 
-__all__ = ["FleetController", "ReconcilerFactory", "is_factory"]
+__all__ = ["FleetController", "ReconcilerFactory", "cluster_stopping", "is_factory"]
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +73,22 @@ ReconcilerFactory = Callable[[Cluster], Reconciler]
 """A uniform fleet-wide controller's reconciler, made for each engaged cluster."""
 
 _RETRY_FACTORY: Final = 5.0  # seconds before a failed reconciler factory is called again
+
+
+_NEVER: Final = threading.Event()  # never set: what code outside a cluster's keys gets
+_KEYS_STOP: contextvars.ContextVar[threading.Event] = contextvars.ContextVar(
+    "overseer_cluster_keys_stop", default=_NEVER
+)
+
+
+def cluster_stopping() -> threading.Event:
+    """Set once the keys of the cluster this code runs for stop: the cluster leaves this
+    replica, the replica loses leadership, the manager stops. What a reconciler factory
+    (run in the cluster's keys thread) or a reconcile that waits for something — a CRD
+    to be served, say — waits on, so that it lets go at once (controller-runtime's
+    ``ctx.Done()`` for an engaged cluster). Outside a fleet-wide controller's cluster:
+    an Event that is never set."""
+    return _KEYS_STOP.get()
 
 
 def is_factory(reconciler: object) -> bool:
@@ -344,11 +360,18 @@ class FleetController(Controller):
     def _run_cluster(self, keys: _Keys) -> None:
         cluster = keys.cluster
         reconciler = self.reconciler
+        _KEYS_STOP.set(keys.stop)  # this thread's context (a copy): its workers' too
         while self._factory is not None:
             try:
                 reconciler = self._factory(cluster)
                 break
             except Exception as exc:
+                if keys.stop.is_set():  # it let go because the keys stopped
+                    logger.info(
+                        "the cluster's keys stopped before its reconciler was made",
+                        extra={"controller": self.name, "cluster": cluster.name, "error": str(exc)},
+                    )
+                    return
                 logger.exception(
                     "the reconciler could not be made for a cluster",
                     extra={"controller": self.name, "cluster": cluster.name},

@@ -18,6 +18,7 @@ import contextlib
 import gc
 import os
 import threading
+import time
 import urllib.request
 import uuid
 import weakref
@@ -652,3 +653,46 @@ def test_a_slow_or_cut_off_member_holds_up_no_other(
             eventually(lambda: _stamp(cb, "two") == "b", timeout=15)
     finally:
         proxy.stop()
+
+
+def test_a_member_waiting_for_the_podport_crd_lets_go_when_the_keys_stop(
+    kubeconfig_path: str, local_servers: Any
+) -> None:
+    """podport fleet-wide in a member that lacks its CRD (``installCrd: false``): that
+    cluster's reconciler waits for the CRD, up to the cache sync timeout (here 120 s).
+    The manager stopping meanwhile ends the wait at once (``manager.fleet.
+    cluster_stopping()``): it stops gracefully, every thread joined, rather than
+    polling on for the rest of those two minutes."""
+    from controllers.podport import PodPortPlugin
+    from manager.config import load_config, manager_options
+    from manager.plugins import PluginInfo, PluginSet, setup_plugins
+
+    (member,) = local_servers(1)
+    loaded = PluginSet()
+    loaded.infos["podport"] = PluginInfo("podport", "", "(test)", "-")
+    loaded.plugins["podport"] = PodPortPlugin()
+    doc = {
+        "leaderElection": {"enabled": False},
+        "cacheSyncTimeout": 120,
+        "gracefulShutdownTimeout": 5,
+        "metricsBindAddress": "0",
+        "healthProbeBindAddress": "0",
+        "clusters": {"kubeconfigs": [{"name": "m", "path": str(member.kubeconfig_path)}]},
+        "controllers": {"podport": {"fleet": True, "installCrd": False}},
+    }
+    settings, controllers, _ = load_config(doc, loaded, source="<test>")
+    client = KubeClient.from_kubeconfig(kubeconfig_path)
+    try:
+        mgr = Manager(client, manager_options(settings, controllers))
+        setup_plugins(mgr, loaded.plugins, controllers)
+        running = ManagerThread(mgr)
+        eventually(lambda: mgr.fleet.clusters() == ["m"], what="the member engaged")
+        eventually(
+            lambda: any(t.name == "controller/podport/m" for t in threading.enumerate()),
+            what="its keys thread (waiting for the CRD)",
+        )
+        time.sleep(1.5)  # a poll or two
+        code = running.close()
+    finally:
+        client.close()
+    assert code == 0
