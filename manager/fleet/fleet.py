@@ -16,9 +16,13 @@ Who decides what:
   watches with, wait for them to sync — only then is the cluster *ready* and are its
   keys started (:class:`ClusterListener.cluster_ready`) — then probe it every
   ``probe_period`` seconds;
+* new credentials for the same connection (a rotated token: the server, its CA, the TLS
+  settings and client certificate unchanged) are swapped into the cluster's clients in
+  place: the next request carries them, open watches go on, nothing is listed again;
 * a cluster leaves when its provider drops it, when the policy no longer engages it,
-  when its credentials change (it is then engaged again at once with the new ones), when
-  it has answered no probe for ``unreachable_after`` seconds, and when the manager stops.
+  when how to connect to it changes (another server, CA, TLS setting or client
+  certificate: it is then engaged again at once), when it has answered no probe for
+  ``unreachable_after`` seconds, and when the manager stops.
   Leaving: first its keys stop (:meth:`ClusterListener.cluster_leaving`, which returns
   once in-flight reconciles of that cluster have finished), then its informers stop, its
   threads are joined, its client is closed and its caches are dropped: the memory is
@@ -36,7 +40,8 @@ is as far from one replica as from the others). ``/readyz/cluster/<name>`` asks 
 Metrics (label ``cluster``): ``overseer_fleet_cluster_ready`` (1 while engaged with synced
 caches), ``overseer_fleet_cluster_engagements_total`` (connections and caches built: first
 engagement, new credentials, back from unreachable),
-``overseer_fleet_cluster_unreachable_total``. The informers of a member carry
+``overseer_fleet_cluster_unreachable_total``, ``overseer_fleet_cluster_credential_swaps_total``
+(new credentials taken in place). The informers of a member carry
 ``cluster=<name>`` in their ``resource`` label, a fleet-wide controller's per-cluster
 queue is ``name="<controller>/<cluster>"`` in the ``workqueue_*`` metrics.
 
@@ -56,6 +61,7 @@ from prometheus_client import Counter, Gauge
 
 from manager.cache.backoff import Backoff
 from manager.client import ClientOptions, KubeClient
+from manager.client.kubeconfig import Credentials
 from manager.errors import ApiError, ClusterNotFound, ConfigError
 from manager.fleet.cluster import Cluster, HomeCluster, MemberCluster
 from manager.fleet.provider import ClusterProvider, ClusterSource
@@ -105,6 +111,12 @@ CLUSTER_ENGAGEMENTS = Counter(
 CLUSTER_UNREACHABLE = Counter(
     "overseer_fleet_cluster_unreachable_total",
     "Times a cluster was disengaged because it answered no probe for unreachableAfter.",
+    ["cluster"],
+    registry=REGISTRY,
+)
+CLUSTER_CREDENTIAL_SWAPS = Counter(
+    "overseer_fleet_cluster_credential_swaps_total",
+    "New credentials of an engaged member taken in place (the same connection otherwise).",
     ["cluster"],
     registry=REGISTRY,
 )
@@ -173,6 +185,39 @@ class WatchScope:
     label_selector: str | None = None
 
 
+class _Rotating:
+    """A member's credentials, replaceable while its clients run: every client of the
+    cluster (fenced, probe) shares the configuration, so a swap reaches them all at their
+    next request."""
+
+    def __init__(self, credentials: Credentials | None) -> None:
+        self._lock = threading.Lock()
+        self._current = credentials
+
+    def swap(self, credentials: Credentials | None) -> None:
+        with self._lock:
+            self._current = credentials
+
+    def authorization(self) -> str | None:
+        with self._lock:
+            current = self._current
+        return None if current is None else current.authorization()
+
+    def rejected(self, authorization: str) -> None:
+        with self._lock:
+            current = self._current
+        rejected = getattr(current, "rejected", None)
+        if callable(rejected):
+            rejected(authorization)
+
+
+def _same_connection(a: ClusterSource, b: ClusterSource) -> bool:
+    """Whether ``b`` reaches the cluster as ``a`` does but for its credentials (a token):
+    the server, its CA, the TLS settings, client certificate, proxy and impersonation are
+    equal (a :class:`ClusterConfig` compares all but its credentials)."""
+    return a.config is not None and b.config is not None and a.config == b.config
+
+
 class _Member:
     """One engaged cluster: its source, its state and the thread that drives it."""
 
@@ -185,6 +230,7 @@ class _Member:
         self.reason = "connecting"
         self.since = time.time()
         self.cluster: MemberCluster | HomeCluster | None = None
+        self.credentials: _Rotating | None = None  # the engaged member's, swapped in place
         self.leaving = False  # for good: dropped, no longer engaged, or the fleet stops
         self.cond = threading.Condition(fleet._lock)
         self.thread = threading.Thread(target=self._run, name=f"fleet/{name}")
@@ -272,8 +318,9 @@ class _Member:
             next_probe = last_answer + fleet.probe_period
             while True:
                 with fleet._lock:
-                    if self._changed(source):
+                    if self._changed(source) and not self._rotated(source):
                         return "changed"
+                    source = self.source
                     if not ready:
                         synced = (
                             cluster.synced()
@@ -317,6 +364,23 @@ class _Member:
         finally:
             if probe is not None:
                 probe.close()
+
+    def _rotated(self, source: ClusterSource) -> bool:
+        """Take new credentials for the same connection in place; True if that is all
+        that changed since ``source``. Caller holds the fleet's lock."""
+        new, credentials = self.source, self.credentials
+        if self.leaving or self.fleet._stop.is_set() or credentials is None:
+            return False
+        if not _same_connection(source, new):
+            return False
+        assert new.config is not None
+        credentials.swap(new.config.credentials)
+        CLUSTER_CREDENTIAL_SWAPS.labels(self.name).inc()
+        logger.info(
+            "cluster credentials rotated in place",
+            extra={"cluster": self.name, "from": new.where},
+        )
+        return True
 
     def _wait_reachable(self, source: ClusterSource, backoff: Backoff) -> None:
         """Probe with backoff until the cluster answers, or it must go."""
@@ -514,10 +578,11 @@ class Fleet:
                     if member.state == "ready":
                         member._set("leaving", "no longer in the fleet")
                 elif member.source != known[0]:
-                    logger.info(
-                        "cluster credentials changed: engaging it again",
-                        extra={"cluster": name, "from": known[0].where},
-                    )
+                    if not _same_connection(member.source, known[0]):
+                        logger.info(
+                            "how to reach the cluster changed: engaging it again",
+                            extra={"cluster": name, "from": known[0].where},
+                        )
                     member.source = known[0]
                 member.cond.notify_all()
             for name, (source, provider) in wanted.items():
@@ -657,7 +722,13 @@ class Fleet:
         mgr = self._mgr
         if source.config is None:
             return HomeCluster(mgr, name)
-        client = KubeClient(source.config, options=mgr.client.options)
+        credentials = _Rotating(source.config.credentials)
+        with self._lock:
+            member = self._members.get(name)
+            if member is not None:
+                member.credentials = credentials
+        config = replace(source.config, credentials=credentials)
+        client = KubeClient(config, options=mgr.client.options)
         return MemberCluster(
             name,
             # the manager's fence: leader-only work's writes are refused once the Lease

@@ -314,7 +314,9 @@ def test_credentials_rotate_when_the_secret_changes(
     tmp_path: Path,
 ) -> None:
     """The member's kubeconfig Secret gets a new token and the old one is revoked: the
-    cluster is engaged again with the new credentials and its keys go on."""
+    new token is swapped into the cluster's clients in place — no new engagement, no
+    relist: caches and keys go on — and the next writes use it. A kubeconfig that names
+    another server (or TLS settings) engages the cluster again."""
     mark = uuid.uuid4().hex[:8]
     (member,) = local_servers(1)
     config = {
@@ -344,11 +346,21 @@ def test_credentials_rotate_when_the_secret_changes(
                 SECRETS, "m-kubeconfig", {"data": {"value": value}}, namespace=namespace
             )
             admin.delete(builtin("v1", "serviceaccounts"), "fleet-old", "default")
-            eventually(lambda: CLUSTER_ENGAGEMENTS.labels("m")._value.get() == engaged + 1)
-            _configmap(admin, "two", mark)
+            _configmap(admin, "two", mark)  # reconciled with the new token only
             eventually(lambda: _stamp(admin, "two") == "m")
+            assert CLUSTER_ENGAGEMENTS.labels("m")._value.get() == engaged  # in place
+            # another server address: a new connection, engaged again
+            other = member.url.replace("127.0.0.1", "localhost")
+            third = _kubeconfig(tmp_path / "other", other, new)
+            value = base64.b64encode(third.read_bytes()).decode()
+            kube_client.patch(
+                SECRETS, "m-kubeconfig", {"data": {"value": value}}, namespace=namespace
+            )
+            eventually(lambda: CLUSTER_ENGAGEMENTS.labels("m")._value.get() == engaged + 1)
+            _configmap(admin, "three", mark)
+            eventually(lambda: _stamp(admin, "three") == "m")
             status = {c.name: c for c in mgr.fleet.status()}["m"]
-            assert status.state == "ready" and status.server == member.url
+            assert status.state == "ready" and status.server == other
 
 
 class Hold:
