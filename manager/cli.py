@@ -208,6 +208,7 @@ def _run(args: argparse.Namespace) -> int:
     from manager.config import manager_options
     from manager.healthz import BindError
     from manager.logs import configure
+    from manager.malloc import limit_arenas
     from manager.manager import Manager
     from manager.plugins import setup_plugins
     from manager.tracing import setup_tracing
@@ -215,6 +216,8 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.demo and not args.embedded:
         raise ConfigError(["--demo needs --embedded"])
+    # Before any thread starts: the threads share two malloc arenas (manager.malloc).
+    limit_arenas()
     # No *_created series (one more per counter and histogram child): kube components'
     # /metrics (client_golang) have none. Process-wide, so set by the command, never on
     # import of the library.
