@@ -264,9 +264,10 @@ same total): **throughput_one**. 2 cores are shared by
 the member servers, the home server and the replicas: the throughputs are the servers'
 as much as the controller's. The ring places the clusters by a bounded-load rule, at most
 ceil(clusters / 3) on a replica (clusters_max_3). The 40% goal is on the whole RSS, idle
-part included: with the busiest replica holding 7 of 20 clusters it needs a cluster's
-growth to be about 12 times the idle replica (see `fleet-scale`), which CPython's own
-~10 MiB alone rules out at this size. `BENCH_FLEET_CLUSTERS` and `BENCH_FLEET_OBJECTS`
+part included: with the busiest replica holding 7 of 20 clusters it needs one replica's
+growth over the idle one to be at least 12 times the idle one (see `fleet-scale`); here
+that growth is ~60 MiB, so the idle replica would have to be 5 MiB, less than CPython
+alone (~10 MiB). `BENCH_FLEET_CLUSTERS` and `BENCH_FLEET_OBJECTS`
 scale it.
 """,
     units={
