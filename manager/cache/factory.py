@@ -51,6 +51,7 @@ class InformerFactory:
         namespace: str | None = None,
         transform: Transform | None = drop_managed_fields,
         page_size: int | None = None,
+        paged_lists: bool = False,
         cluster: str = "",
     ) -> None:
         """
@@ -61,11 +62,14 @@ class InformerFactory:
             namespace: default scope for namespaced resources (None: all namespaces).
             transform: applied to every object before it is cached.
             page_size: LIST page size for consistent relists (None: unpaged).
+            paged_lists: every list of an unsharded informer is a consistent one in pages
+                of ``page_size``, so a list is never parsed whole (a fleet's members).
         """
         self._client = client
         self._namespace = namespace
         self._transform = transform
         self._page_size = page_size
+        self._paged_lists = paged_lists
         self._cluster = cluster
         self._lock = threading.Lock()
         self._informers: dict[InformerKey, SharedInformer] = {}
@@ -114,7 +118,12 @@ class InformerFactory:
                     field_selector=key.field_selector,
                     cluster=self._cluster,
                 )
-                informer = SharedInformer(lw, transform=self._transform, page_size=self._page_size)
+                informer = SharedInformer(
+                    lw,
+                    transform=self._transform,
+                    page_size=self._page_size,
+                    paged_lists=self._paged_lists,
+                )
                 self._informers[key] = informer
         if indexers:
             missing = {

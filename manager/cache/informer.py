@@ -214,6 +214,7 @@ class SharedInformer:
         indexers: Mapping[str, IndexFunc] | None = None,
         transform: Transform | None = drop_managed_fields,
         page_size: int | None = None,
+        paged_lists: bool = False,
         clock: Clock | None = None,
     ) -> None:
         self.name = lister_watcher.description
@@ -224,6 +225,7 @@ class SharedInformer:
             self,
             transform=transform,
             page_size=page_size,
+            paged_lists=paged_lists,
             clock=self._clock,
             cached=self._cached_version,
         )

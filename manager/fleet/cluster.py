@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Protocol
 from manager.cache.factory import InformerFactory
 from manager.cache.informer import SharedInformer
 from manager.cache.lister import Lister
+from manager.cache.sharded import LIST_PAGE
 from manager.cache.store import IndexFunc
 from manager.client import KubeClient
 from manager.events import EventBroadcaster, EventRecorder
@@ -175,7 +176,11 @@ class MemberCluster:
         self._name = name
         self._client = client
         self._sync_timeout = sync_timeout
-        self.factory = InformerFactory(client, namespace=namespace, cluster=name)
+        # Lists in pages (consistent lists: kube-apiserver 1.34+ serves them from its
+        # watch cache): a replica engaging many clusters at once never parses one whole.
+        self.factory = InformerFactory(
+            client, namespace=namespace, cluster=name, page_size=LIST_PAGE, paged_lists=True
+        )
         self._events = EventBroadcaster(client, component=component)
         self._stop = threading.Event()
         self._events_stop = threading.Event()

@@ -43,6 +43,7 @@ from manager import (
     WriteFenced,
     builtin,
 )
+from manager.client import ClientOptions
 from manager.fleet import FleetOptions, KubeconfigFile
 from manager.fleet.fleet import CLUSTER_ENGAGEMENTS
 from manager.manager import ManagerOptions
@@ -145,7 +146,12 @@ def _get(url: str) -> tuple[int, str]:
 
 @contextlib.contextmanager
 def _clients(*servers: Any) -> Iterator[list[KubeClient]]:
-    clients = [KubeClient.from_kubeconfig(str(s.kubeconfig_path)) for s in servers]
+    """Admin clients of the member servers (no client-side rate limit: the tests'
+    setup is not the manager's traffic)."""
+    clients = [
+        KubeClient.from_kubeconfig(str(s.kubeconfig_path), options=ClientOptions(qps=0))
+        for s in servers
+    ]
     try:
         yield clients
     finally:
@@ -708,3 +714,38 @@ def test_a_member_waiting_for_the_podport_crd_lets_go_when_the_keys_stop(
     finally:
         client.close()
     assert code == 0
+
+
+def test_a_members_caches_are_listed_in_pages(
+    kubeconfig_path: str, local_servers: Any, tmp_path: Path
+) -> None:
+    """A replica may engage many clusters at once: each member's lists come in pages of
+    500 (consistent lists), so no list is ever parsed whole — parsed at once, a list
+    costs its bytes and its objects together, and Python keeps that memory (bench fleet:
+    one member of 20,000 ConfigMaps peaked at 144 MiB listed whole, 93 in pages)."""
+    mark = uuid.uuid4().hex[:8]
+    (member,) = local_servers(1)
+    with _clients(member) as (admin,):
+        for i in range(501):  # two pages, already stamped: nothing to write
+            body = {
+                "metadata": {
+                    "name": f"p{i}",
+                    "labels": {"fleet-test": mark},
+                    "annotations": {STAMP: "m"},
+                }
+            }
+            admin.create(CONFIGMAPS, body, "default")
+        proxy = TcpProxy(("127.0.0.1", int(member.url.rsplit(":", 1)[1]))).start()
+        try:
+            pages = proxy.delay_requests(rb"^GET /api/v1/configmaps\?[^ ]*limit=500", 0.0)
+            files = {"m": _kubeconfig(tmp_path / "m", proxy.url)}
+            section = {"selector": f"fleet-test={mark}", "fleet": True}
+            with run_plugin(StampPlugin, kubeconfig_path, section, fleet=files) as running:
+                # started: the member's caches are synced
+                lister = running.manager.cluster("m").lister(
+                    CONFIGMAPS, label_selector=f"fleet-test={mark}"
+                )
+                assert len(lister.list("default")) == 501
+                assert pages.matched == 2
+        finally:
+            proxy.stop()

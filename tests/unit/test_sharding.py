@@ -4,6 +4,7 @@ writes are fenced per key. The other member is played by the test, writing its L
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -105,25 +106,24 @@ def _until(check: Callable[[], Any], what: str, timeout: float = WAIT) -> None:
         time.sleep(0.02)
 
 
-def test_a_key_moves_only_once_its_previous_owner_published_a_ring_without_it(
-    client: KubeClient, namespace: str
-) -> None:
+@contextlib.contextmanager
+def _me_and_other(
+    client: KubeClient, namespace: str, lost: list[str]
+) -> Iterator[tuple[ShardRing, Other]]:
+    """This replica's ring (``me_1``, running) and another member the test plays, in a
+    new ring; both stopped on exit."""
     ring_name = f"r{uuid.uuid4().hex[:6]}"
     other = Other(client, namespace, ring_name)
     factory = InformerFactory(client)
     leases = factory.informer(
         LEASES, namespace=namespace, label_selector=f"{RING_LABEL}={ring_name}"
     )
-    lost: list[str] = []
     options = ShardingOptions(
         ring_name=ring_name, lease_duration=2.0, renew_deadline=1.5, retry_period=0.3
     )
     me = ShardRing(
         client, leases, options, identity="me_1", namespace=namespace, on_lost=lost.append
     )
-    both = SlotRing([me.lease_name, other.name])
-    mine = [k for k in KEYS if both.owner_of(fnv1a_64(k)) == me.lease_name]
-    assert 50 < len(mine) < 150
     stop, ring_stop = threading.Event(), threading.Event()
     factory.start(stop)
     runner = threading.Thread(
@@ -131,6 +131,23 @@ def test_a_key_moves_only_once_its_previous_owner_published_a_ring_without_it(
     )
     runner.start()
     try:
+        yield me, other
+    finally:
+        ring_stop.set()
+        runner.join(WAIT)
+        stop.set()
+        factory.shutdown(WAIT)
+        other.close()
+
+
+def test_a_key_moves_only_once_its_previous_owner_published_a_ring_without_it(
+    client: KubeClient, namespace: str
+) -> None:
+    lost: list[str] = []
+    with _me_and_other(client, namespace, lost) as (me, other):
+        both = SlotRing([me.lease_name, other.name])
+        mine = [k for k in KEYS if both.owner_of(fnv1a_64(k)) == me.lease_name]
+        assert 50 < len(mine) < 150
         # joined and published {me, other}; the other still claims everything
         _until(lambda: me.ready_reason() is None, "membership")
         assert me.owns(fnv1a_64(mine[0]))
@@ -158,12 +175,6 @@ def test_a_key_moves_only_once_its_previous_owner_published_a_ring_without_it(
         me.end(theirs, fnv1a_64(theirs))
         assert all(me.owns(fnv1a_64(k)) for k in KEYS)
         assert lost == []
-    finally:
-        ring_stop.set()
-        runner.join(WAIT)
-        stop.set()
-        factory.shutdown(WAIT)
-        other.close()
     released = client.get(LEASES, me.lease_name, namespace)
     assert (released["spec"].get("holderIdentity") or "") == ""  # released on stop
 
@@ -361,29 +372,11 @@ def test_a_placed_unit_moves_only_once_the_member_holding_it_published_units_wit
     publish with their ring: a unit our units give us, which another member's published
     ring (its units) gives it, waits until that member publishes units that do not —
     the same handshake as a key's."""
-    ring_name = f"r{uuid.uuid4().hex[:6]}"
-    other = Other(client, namespace, ring_name)
-    factory = InformerFactory(client)
-    leases = factory.informer(
-        LEASES, namespace=namespace, label_selector=f"{RING_LABEL}={ring_name}"
-    )
-    options = ShardingOptions(
-        ring_name=ring_name, lease_duration=2.0, renew_deadline=1.5, retry_period=0.3
-    )
-    me = ShardRing(
-        client, leases, options, identity="me_1", namespace=namespace, on_lost=lambda _: None
-    )
-    members = [me.lease_name, other.name]
-    # two units: alone, each is the other member's by its slot; placed, one is ours
-    units = _units_placed_apart(members, other.name)
-    ours = next(u for u in units if _placed(members, units).owner_of(u) == me.lease_name)
-    stop, ring_stop = threading.Event(), threading.Event()
-    factory.start(stop)
-    runner = threading.Thread(
-        target=me.run, args=(ring_stop,), kwargs={"release": lambda: True}, name="test-ring"
-    )
-    runner.start()
-    try:
+    with _me_and_other(client, namespace, []) as (me, other):
+        members = [me.lease_name, other.name]
+        # two units: alone, each is the other member's by its slot; placed, one is ours
+        units = _units_placed_apart(members, other.name)
+        ours = next(u for u in units if _placed(members, units).owner_of(u) == me.lease_name)
         other.publish(members)  # its ring without units: both units are its
         _until(lambda: me.ready_reason() is None, "membership")
         assert not me.owns(ours)
@@ -398,12 +391,6 @@ def test_a_placed_unit_moves_only_once_the_member_holding_it_published_units_wit
         me.end("cluster/ours", ours)
         published = client.get(LEASES, me.lease_name, namespace)["metadata"]["annotations"]
         assert published[APPLIED_ANNOTATION] == encode_ring(_placed(members, units))
-    finally:
-        ring_stop.set()
-        runner.join(WAIT)
-        stop.set()
-        factory.shutdown(WAIT)
-        other.close()
 
 
 def _placed(members: list[str], units: tuple[int, ...]) -> SlotRing:
