@@ -266,7 +266,7 @@ as much as the controller's. The ring places the clusters by a bounded-load rule
 ceil(clusters / 3) on a replica (clusters_max_3). The 40% goal is on the whole RSS, idle
 part included: with the busiest replica holding 7 of 20 clusters it needs one replica's
 growth over the idle one to be at least 12 times the idle one (see `fleet-scale`); here
-that growth is ~60 MiB, so the idle replica would have to be 5 MiB, less than CPython
+that growth is ~55 MiB, so the idle replica would have to be under 5 MiB, less than CPython
 alone (~10 MiB). `BENCH_FLEET_CLUSTERS` and `BENCH_FLEET_OBJECTS`
 scale it.
 """,
